@@ -1,0 +1,213 @@
+//! Mutual exclusion: no two owners hold the lock at the same true time.
+//!
+//! A holding interval runs from the client's `acquired` (after any validity check) to its first
+//! release command (`release_started`), its crash, or the end of the run (DESIGN.md, checker
+//! definitions). Only true simulated time counts: every node's own clock may be wrong.
+
+use super::ms;
+use crate::history::{Event, EventKind, FaultPhase};
+use crate::result::Violation;
+
+/// One client's belief that it holds the lock, in true simulated time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hold {
+    pub owner: String,
+    pub start_us: u64,
+    pub end_us: u64,
+    pub fence: Option<u64>,
+}
+
+/// Every holding interval in the history, by start time.
+pub fn holds(events: &[Event], end_us: u64) -> Vec<Hold> {
+    let mut open: Vec<Hold> = Vec::new();
+    let mut done = Vec::new();
+    for event in events {
+        let close = match &event.kind {
+            EventKind::Acquired { fence, .. } => {
+                open.push(Hold {
+                    owner: event.node.clone(),
+                    start_us: event.t_us,
+                    end_us,
+                    fence: *fence,
+                });
+                false
+            }
+            EventKind::ReleaseStarted => true,
+            EventKind::Fault {
+                fault,
+                phase: FaultPhase::Injected,
+                ..
+            } => fault == "crash",
+            _ => false,
+        };
+        if close && let Some(i) = open.iter().position(|h| h.owner == event.node) {
+            let mut hold = open.remove(i);
+            hold.end_us = event.t_us;
+            done.push(hold);
+        }
+    }
+    done.extend(open);
+    done.sort_by_key(|h| (h.start_us, h.end_us));
+    done
+}
+
+/// One violation per pair of overlapping holds by different owners.
+pub fn check(events: &[Event], end_us: u64) -> Vec<Violation> {
+    let holds = holds(events, end_us);
+    let mut violations = Vec::new();
+    for (i, a) in holds.iter().enumerate() {
+        for b in holds[i + 1..].iter().take_while(|b| b.start_us < a.end_us) {
+            if a.owner == b.owner {
+                continue;
+            }
+            let overlap_us = a.end_us.min(b.end_us) - b.start_us;
+            violations.push(Violation {
+                kind: "mutual_exclusion".into(),
+                t_ms: ms(b.start_us),
+                nodes: vec![a.owner.clone(), b.owner.clone()],
+                detail: format!(
+                    "{} held the lock from {:.3} ms to {:.3} ms; {} acquired it at {:.3} ms: both held it for {:.3} ms",
+                    a.owner,
+                    ms(a.start_us),
+                    ms(a.end_us),
+                    b.owner,
+                    ms(b.start_us),
+                    ms(overlap_us)
+                ),
+            });
+        }
+    }
+    violations
+}
+
+/// Releases that deleted a key holding another owner's token (seed 000 scheme 3, seed 001
+/// 错误示例: a client whose lease expired deletes the next holder's lock).
+pub fn foreign_releases(events: &[Event]) -> Vec<Violation> {
+    let mut owner: std::collections::BTreeMap<(&str, &str), Option<&str>> = Default::default();
+    let mut violations = Vec::new();
+    for event in events {
+        if let EventKind::KeyOwner {
+            key,
+            owner: new_owner,
+            by,
+        } = &event.kind
+        {
+            let slot = owner
+                .entry((event.node.as_str(), key.as_str()))
+                .or_insert(None);
+            if let (Some(previous), None) = (*slot, new_owner)
+                && by != previous
+                && by != "expiry"
+            {
+                violations.push(Violation {
+                    kind: "foreign_release".into(),
+                    t_ms: event.t_ms(),
+                    nodes: vec![by.clone(), previous.to_string()],
+                    detail: format!(
+                        "{by} deleted {key} on {} while it held {previous}'s token",
+                        event.node
+                    ),
+                });
+            }
+            *slot = new_owner.as_deref();
+        }
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(t_ms: u64, node: &str, kind: EventKind) -> Event {
+        Event {
+            t_us: t_ms * 1000,
+            node: node.into(),
+            kind,
+        }
+    }
+    fn acquired(t: u64, node: &str) -> Event {
+        ev(
+            t,
+            node,
+            EventKind::Acquired {
+                token: node.into(),
+                fence: None,
+            },
+        )
+    }
+    fn release(t: u64, node: &str) -> Event {
+        ev(t, node, EventKind::ReleaseStarted)
+    }
+
+    #[test]
+    fn sequential_holds_are_fine() {
+        let events = vec![
+            acquired(0, "a"),
+            release(10, "a"),
+            acquired(10, "b"),
+            release(20, "b"),
+        ];
+        assert!(check(&events, 100_000).is_empty());
+    }
+
+    #[test]
+    fn overlap_is_reported_with_both_clients_and_its_length() {
+        let events = vec![
+            acquired(0, "a"),
+            acquired(1000, "b"),
+            release(1500, "b"),
+            release(2000, "a"),
+        ];
+        let v = check(&events, 100_000);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].nodes, vec!["a", "b"]);
+        assert_eq!(v[0].t_ms, 1000.0);
+        assert!(
+            v[0].detail.contains("both held it for 500.000 ms"),
+            "{}",
+            v[0].detail
+        );
+    }
+
+    #[test]
+    fn a_hold_never_released_lasts_to_the_end_and_a_crash_ends_it() {
+        let events = vec![acquired(0, "a"), acquired(50, "b")];
+        assert_eq!(check(&events, 60_000).len(), 1);
+        let crash = ev(
+            40,
+            "a",
+            EventKind::Fault {
+                fault: "crash".into(),
+                phase: FaultPhase::Injected,
+                detail: String::new(),
+            },
+        );
+        let events = vec![acquired(0, "a"), crash, acquired(50, "b")];
+        assert!(check(&events, 60_000).is_empty());
+    }
+
+    #[test]
+    fn deleting_anothers_key_is_a_foreign_release() {
+        let owner = |t, o: Option<&str>, by: &str| {
+            ev(
+                t,
+                "redis-1",
+                EventKind::KeyOwner {
+                    key: "lock".into(),
+                    owner: o.map(Into::into),
+                    by: by.into(),
+                },
+            )
+        };
+        let events = vec![
+            owner(0, Some("a"), "a"),
+            owner(10, None, "expiry"),
+            owner(11, Some("b"), "b"),
+            owner(20, None, "a"),
+        ];
+        let v = foreign_releases(&events);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].nodes, vec!["a", "b"]);
+    }
+}

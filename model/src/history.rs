@@ -1,0 +1,248 @@
+//! The history of one run: every event any node observed, stamped with true simulated time.
+//!
+//! Jepsen's split: clients and the nemesis *record* events here; checkers (`check`) only *read*
+//! them. The canonical trace (`trace.jsonl`) is this list serialised one event a line, so its
+//! order and content must be deterministic for a given scenario and seed.
+
+use serde::{Deserialize, Serialize};
+
+/// One observation. `t_us` is true simulated time since the start of the run (not any node's
+/// clock, which may jump or drift); `node` is the node that observed it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub t_us: u64,
+    pub node: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened. Client-side lock events carry the client's view; server-side events
+/// (`executed`, `key_owner`, `resource_*`) carry what really happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The client starts wanting the lock (one workload iteration).
+    AcquireStarted { attempt: u32 },
+    /// The client believes it holds the lock from now on (after any validity check).
+    Acquired {
+        token: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        fence: Option<u64>,
+    },
+    /// The client gave up this attempt (timeout or an error it does not retry).
+    AcquireFailed { reason: String },
+    /// The client stops using the protected resource and sends its first release command.
+    ReleaseStarted,
+    /// The release finished; `ok` is the scheme's own view of success.
+    Released { ok: bool, detail: String },
+    /// A client sent a command to a server.
+    CommandSent { server: String, command: String },
+    /// The reply reached the client.
+    CommandReply { server: String, reply: String },
+    /// The client stopped waiting for a reply (its own command timeout, or the connection broke).
+    /// The server may still execute the command later: look for its `executed` event.
+    CommandFailed {
+        server: String,
+        command: String,
+        error: String,
+    },
+    /// A server executed a command (server-side view, in the order it executed them).
+    Executed {
+        client: String,
+        command: String,
+        reply: String,
+    },
+    /// The value of the lock key changed on a server: its owner is the client whose token it holds.
+    KeyOwner {
+        key: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        owner: Option<String>,
+        /// Who changed it: a client name, or `expiry`.
+        by: String,
+    },
+    /// The resource served a read of its counter.
+    ResourceRead {
+        client: String,
+        value: i64,
+        version: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        fence: Option<u64>,
+    },
+    /// The resource applied a write. `lost_update` is true when it was computed from a read of
+    /// an older version: someone else's write in between is lost (the seeds' oversell).
+    ResourceWrite {
+        client: String,
+        value: i64,
+        based_on_version: u64,
+        version: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        fence: Option<u64>,
+        lost_update: bool,
+    },
+    /// With fencing, the resource refused an access whose token is lower than one it has seen
+    /// (Kleppmann 2016, "Making the lock safe with fencing").
+    ResourceRejected {
+        client: String,
+        op: String,
+        fence: u64,
+        max_fence: u64,
+    },
+    /// The client finished its workload.
+    ClientDone,
+    /// A fault was injected (`phase` = injected) or healed (`phase` = healed).
+    Fault {
+        fault: String,
+        phase: FaultPhase,
+        detail: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultPhase {
+    Injected,
+    Healed,
+}
+
+impl Event {
+    pub fn t_ms(&self) -> f64 {
+        self.t_us as f64 / 1000.0
+    }
+
+    /// The event's name as it appears in the trace (`acquired`, `released`, ...).
+    pub fn name(&self) -> &'static str {
+        match &self.kind {
+            EventKind::AcquireStarted { .. } => "acquire_started",
+            EventKind::Acquired { .. } => "acquired",
+            EventKind::AcquireFailed { .. } => "acquire_failed",
+            EventKind::ReleaseStarted => "release_started",
+            EventKind::Released { .. } => "released",
+            EventKind::CommandSent { .. } => "command_sent",
+            EventKind::CommandReply { .. } => "command_reply",
+            EventKind::CommandFailed { .. } => "command_failed",
+            EventKind::Executed { .. } => "executed",
+            EventKind::KeyOwner { .. } => "key_owner",
+            EventKind::ResourceRead { .. } => "resource_read",
+            EventKind::ResourceWrite { .. } => "resource_write",
+            EventKind::ResourceRejected { .. } => "resource_rejected",
+            EventKind::ClientDone => "client_done",
+            EventKind::Fault { .. } => "fault",
+        }
+    }
+
+    /// One canonical JSON line (no trailing newline): the unit of the trace and its hash.
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("events always serialise")
+    }
+}
+
+/// Renders argv the way `redis-cli` echoes a command: space-separated, quoting arguments that
+/// need it, so the trace stays readable and stable.
+pub fn render_command(argv: &[Vec<u8>]) -> String {
+    let mut out = String::new();
+    for (i, arg) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let text = String::from_utf8_lossy(arg);
+        let plain = !text.is_empty()
+            && text
+                .chars()
+                .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'');
+        if plain && i == 0 {
+            out.push_str(&text.to_uppercase());
+        } else if plain {
+            out.push_str(&text);
+        } else {
+            out.push_str(&format!("{text:?}"));
+        }
+    }
+    out
+}
+
+/// Renders a reply the way `redis-cli` prints it, on one line.
+pub fn render_reply(reply: &crate::redis::Reply) -> String {
+    use crate::redis::Reply;
+    match reply {
+        Reply::Status(s) => s.clone(),
+        Reply::Error(e) => format!("(error) {e}"),
+        Reply::Integer(i) => format!("(integer) {i}"),
+        Reply::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        Reply::Nil => "(nil)".to_string(),
+        Reply::Array(items) | Reply::Sequence(items) => {
+            let inner: Vec<String> = items.iter().map(render_reply).collect();
+            format!("[{}]", inner.join(", "))
+        }
+    }
+}
+
+/// The full canonical trace: one JSON event per line, each line ending in `\n`.
+pub fn trace_jsonl(events: &[Event]) -> String {
+    let mut out = String::new();
+    for event in events {
+        out.push_str(&event.to_json_line());
+        out.push('\n');
+    }
+    out
+}
+
+/// A stable digest of the canonical trace (SHA-1, hex). Not std's `DefaultHasher`, whose output
+/// may change between Rust releases.
+pub fn trace_hash(events: &[Event]) -> String {
+    use sha1::{Digest, Sha1};
+    let mut hasher = Sha1::new();
+    for event in events {
+        hasher.update(event.to_json_line().as_bytes());
+        hasher.update(b"\n");
+    }
+    hex(&hasher.finalize())
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_with_their_name_and_round_trip() {
+        let event = Event {
+            t_us: 1500,
+            node: "client-1".into(),
+            kind: EventKind::Acquired {
+                token: "abc".into(),
+                fence: Some(3),
+            },
+        };
+        let line = event.to_json_line();
+        assert_eq!(
+            line,
+            r#"{"t_us":1500,"node":"client-1","event":"acquired","token":"abc","fence":3}"#
+        );
+        let back: Event = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(back.name(), "acquired");
+    }
+
+    #[test]
+    fn hash_depends_on_every_byte_of_the_trace() {
+        let a = vec![Event {
+            t_us: 1,
+            node: "n".into(),
+            kind: EventKind::ReleaseStarted,
+        }];
+        let mut b = a.clone();
+        b[0].t_us = 2;
+        assert_ne!(trace_hash(&a), trace_hash(&b));
+        assert_eq!(trace_hash(&a), trace_hash(&a.clone()));
+        assert_eq!(trace_hash(&a).len(), 40);
+    }
+
+    #[test]
+    fn commands_render_like_redis_cli() {
+        let argv: Vec<Vec<u8>> = vec![b"set".to_vec(), b"lock".to_vec(), b"a b".to_vec()];
+        assert_eq!(render_command(&argv), r#"SET lock "a b""#);
+    }
+}

@@ -1,0 +1,265 @@
+//! A scheme as a scenario names it — `"set-nx-px-lua"` or
+//! `{ "name": "redlock", "ttl_ms": 10000, "preset": "redsync" }` — and its parameter checking:
+//! every parameter a scheme reads is declared with its source's default, and anything left over
+//! is an error naming the field.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::{LockScheme, SchemeInfo, scheme_info};
+
+/// The scheme part of a scenario, validated against the catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchemeSpec {
+    pub name: String,
+    pub params: Map<String, Value>,
+}
+
+impl SchemeSpec {
+    /// Parses `"id"` or `{ "name": "id", ...params }`. `field` names the place in the scenario
+    /// for error messages (`scheme`, `schemes[2]`).
+    pub fn from_json(value: &Value, field: &str) -> Result<SchemeSpec, String> {
+        let spec = match value {
+            Value::String(name) => SchemeSpec {
+                name: name.clone(),
+                params: Map::new(),
+            },
+            Value::Object(map) => {
+                let mut params = map.clone();
+                let name = match params.remove("name") {
+                    Some(Value::String(name)) => name,
+                    Some(other) => {
+                        return Err(format!(
+                            "{field}.name: expected a scheme id string, got {other}"
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
+                            "{field}.name: missing (the scheme id, e.g. \"set-nx-px-lua\")"
+                        ));
+                    }
+                };
+                SchemeSpec { name, params }
+            }
+            other => {
+                return Err(format!(
+                    "{field}: expected a scheme id or an object with \"name\", got {other}"
+                ));
+            }
+        };
+        // Build once so every parameter error surfaces at load time, not mid-run.
+        spec.build(field)?;
+        Ok(spec)
+    }
+
+    pub fn info(&self) -> Option<&'static SchemeInfo> {
+        scheme_info(&self.name)
+    }
+
+    /// A fresh client instance of this scheme.
+    pub fn build(&self, field: &str) -> Result<Box<dyn LockScheme>, String> {
+        let info = self.info().ok_or_else(|| {
+            let known: Vec<&str> = super::SCHEMES.iter().map(|s| s.id).collect();
+            format!(
+                "{field}.name: unknown scheme \"{}\" (known: {})",
+                self.name,
+                known.join(", ")
+            )
+        })?;
+        let mut params = Params::new(field, &self.name, &self.params);
+        let scheme = (info.build)(&mut params)?;
+        params.finish()?;
+        Ok(scheme)
+    }
+
+    /// The lock key the scheme uses (parameter `key`, default `lock`).
+    pub fn key(&self) -> String {
+        match self.params.get("key") {
+            Some(Value::String(key)) => key.clone(),
+            _ => "lock".to_string(),
+        }
+    }
+
+    /// The lease: parameter `ttl_ms`, or the source's default.
+    pub fn ttl_ms(&self) -> u64 {
+        self.params
+            .get("ttl_ms")
+            .and_then(Value::as_u64)
+            .or_else(|| self.info().map(|i| i.default_ttl_ms))
+            .unwrap_or(30_000)
+    }
+
+    /// A short label for reports: the id, plus the preset when one is chosen.
+    pub fn label(&self) -> String {
+        match self.params.get("preset").and_then(Value::as_str) {
+            Some(preset) => format!("{}:{}", self.name, preset),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// Typed, declared access to a scheme's parameters.
+pub struct Params<'a> {
+    field: &'a str,
+    scheme: &'a str,
+    map: &'a Map<String, Value>,
+    read: BTreeSet<String>,
+}
+
+impl<'a> Params<'a> {
+    pub fn new(field: &'a str, scheme: &'a str, map: &'a Map<String, Value>) -> Params<'a> {
+        Params {
+            field,
+            scheme,
+            map,
+            read: BTreeSet::new(),
+        }
+    }
+
+    fn take(&mut self, name: &str) -> Option<&'a Value> {
+        self.read.insert(name.to_string());
+        self.map.get(name)
+    }
+
+    fn bad(&self, name: &str, expected: &str, got: &Value) -> String {
+        format!("{}.{name}: expected {expected}, got {got}", self.field)
+    }
+
+    /// A non-negative integer parameter.
+    pub fn u64(&mut self, name: &str, default: u64) -> Result<u64, String> {
+        match self.take(name) {
+            None => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| self.bad(name, "a non-negative integer", v)),
+        }
+    }
+
+    /// A positive integer parameter.
+    pub fn positive(&mut self, name: &str, default: u64) -> Result<u64, String> {
+        match self.take(name) {
+            None => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .filter(|x| *x > 0)
+                .ok_or_else(|| self.bad(name, "a positive integer", v)),
+        }
+    }
+
+    pub fn f64(&mut self, name: &str, default: f64) -> Result<f64, String> {
+        match self.take(name) {
+            None => Ok(default),
+            Some(v) => v
+                .as_f64()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| self.bad(name, "a non-negative number", v)),
+        }
+    }
+
+    pub fn bool(&mut self, name: &str, default: bool) -> Result<bool, String> {
+        match self.take(name) {
+            None => Ok(default),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| self.bad(name, "true or false", v)),
+        }
+    }
+
+    pub fn string(&mut self, name: &str, default: &str) -> Result<String, String> {
+        match self.take(name) {
+            None => Ok(default.to_string()),
+            Some(v) => v
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| self.bad(name, "a string", v)),
+        }
+    }
+
+    /// A string parameter restricted to `choices`.
+    pub fn choice(
+        &mut self,
+        name: &str,
+        choices: &[&str],
+        default: &str,
+    ) -> Result<String, String> {
+        let value = self.string(name, default)?;
+        if choices.contains(&value.as_str()) {
+            Ok(value)
+        } else {
+            Err(format!(
+                "{}.{name}: \"{value}\" is not one of {} for scheme {}",
+                self.field,
+                choices.join(", "),
+                self.scheme
+            ))
+        }
+    }
+
+    /// The lock key (`key`, default `lock`).
+    pub fn key(&mut self) -> Result<String, String> {
+        let key = self.string("key", "lock")?;
+        if key.is_empty() {
+            return Err(format!("{}.key: must not be empty", self.field));
+        }
+        Ok(key)
+    }
+
+    /// Errors on any parameter the scheme did not read.
+    pub fn finish(self) -> Result<(), String> {
+        let unknown: Vec<&String> = self
+            .map
+            .keys()
+            .filter(|k| !self.read.contains(*k))
+            .collect();
+        match unknown.first() {
+            None => Ok(()),
+            Some(name) => Err(format!(
+                "{}.{name}: unknown parameter for scheme {} (it takes: {})",
+                self.field,
+                self.scheme,
+                self.read.iter().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn accepts_an_id_or_an_object() {
+        let a = SchemeSpec::from_json(&json!("set-nx-px-lua"), "scheme").unwrap();
+        assert_eq!(a.name, "set-nx-px-lua");
+        let b =
+            SchemeSpec::from_json(&json!({"name": "fencing", "ttl_ms": 1000}), "scheme").unwrap();
+        assert_eq!(b.ttl_ms(), 1000);
+        assert_eq!(b.key(), "lock");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let err = SchemeSpec::from_json(&json!({"name": "nope"}), "scheme").unwrap_err();
+        assert!(
+            err.starts_with("scheme.name: unknown scheme \"nope\""),
+            "{err}"
+        );
+        let err = SchemeSpec::from_json(
+            &json!({"name": "set-nx-px-lua", "ttl_ms": "x"}),
+            "schemes[1]",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "schemes[1].ttl_ms: expected a positive integer, got \"x\""
+        );
+        let err = SchemeSpec::from_json(&json!({"name": "set-nx-px-lua", "tll_ms": 5}), "scheme")
+            .unwrap_err();
+        assert!(
+            err.starts_with("scheme.tll_ms: unknown parameter for scheme set-nx-px-lua"),
+            "{err}"
+        );
+    }
+}

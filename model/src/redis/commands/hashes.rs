@@ -1,0 +1,122 @@
+//! Hash commands (`t_hash.c`).
+
+use super::{parse_i64, wrongtype};
+use crate::redis::keyspace::Value;
+use crate::redis::reply::Reply;
+use crate::redis::server::Ctx;
+use crate::redis::types::HashValue;
+
+/// `hashTypeLookupWriteOrCreate` without the create: `Err` on WRONGTYPE.
+fn read_hash<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<Option<&'a HashValue>, Reply> {
+    match ctx.lookup(key).map(|e| &e.value) {
+        None => Ok(None),
+        Some(Value::Hash(h)) => Ok(Some(h)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+/// The hash at `key`, created empty if missing.
+fn write_hash<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<&'a mut HashValue, Reply> {
+    match ctx.lookup(key).map(|e| &e.value) {
+        None => {
+            ctx.core
+                .db
+                .insert_new(key, Value::Hash(HashValue::default()));
+        }
+        Some(Value::Hash(_)) => {}
+        Some(_) => return Err(wrongtype()),
+    }
+    match ctx.core.db.get_mut(key).map(|e| &mut e.value) {
+        Some(Value::Hash(h)) => Ok(h),
+        _ => Err(wrongtype()),
+    }
+}
+
+pub fn hset(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    if argv.len() % 2 == 1 {
+        return Reply::error("ERR wrong number of arguments for 'hset' command");
+    }
+    let hash = match write_hash(ctx, &argv[1]) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
+    let created = argv[2..]
+        .chunks(2)
+        .filter(|pair| hash.set(&pair[0], pair[1].clone()))
+        .count();
+    ctx.propagate(argv.to_vec());
+    Reply::Integer(created as i64)
+}
+
+pub fn hget(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_hash(ctx, &argv[1]) {
+        Ok(h) => h
+            .and_then(|h| h.get(&argv[2]))
+            .map_or(Reply::Nil, Reply::bulk),
+        Err(e) => e,
+    }
+}
+
+pub fn hgetall(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_hash(ctx, &argv[1]) {
+        Ok(h) => Reply::Array(
+            h.into_iter()
+                .flat_map(|h| h.iter())
+                .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                .collect(),
+        ),
+        Err(e) => e,
+    }
+}
+
+pub fn hexists(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_hash(ctx, &argv[1]) {
+        Ok(h) => Reply::Integer(i64::from(h.is_some_and(|h| h.get(&argv[2]).is_some()))),
+        Err(e) => e,
+    }
+}
+
+pub fn hlen(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_hash(ctx, &argv[1]) {
+        Ok(h) => Reply::Integer(h.map_or(0, |h| h.len() as i64)),
+        Err(e) => e,
+    }
+}
+
+pub fn hincrby(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let incr = match parse_i64(&argv[3]) {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
+    let hash = match write_hash(ctx, &argv[1]) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
+    let current = match hash.get(&argv[2]) {
+        None => 0,
+        Some(v) => match crate::redis::number::string2ll(v) {
+            Some(v) => v,
+            None => return Reply::error("ERR hash value is not an integer"),
+        },
+    };
+    let Some(value) = current.checked_add(incr) else {
+        return Reply::error("ERR increment or decrement would overflow");
+    };
+    hash.set(&argv[2], value.to_string().into_bytes());
+    ctx.propagate(argv.to_vec());
+    Reply::Integer(value)
+}
+
+pub fn hdel(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let key = &argv[1];
+    let deleted = match ctx.lookup_mut(key).map(|e| &mut e.value) {
+        None => return Reply::Integer(0),
+        Some(Value::Hash(h)) => argv[2..].iter().filter(|f| h.remove(f)).count(),
+        Some(_) => return wrongtype(),
+    };
+    if deleted > 0 {
+        ctx.core.db.remove_if_empty(key);
+        ctx.propagate(argv.to_vec());
+    }
+    Reply::Integer(deleted as i64)
+}

@@ -1,0 +1,696 @@
+//! The Lua 5.1 scripting engine (`script_lua.c`, `eval.c` of Redis 7.0): a sandboxed state
+//! reused across scripts, the `redis` library, the RESP ⇄ Lua conversions and Redis's error
+//! formats.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use std::ffi::c_int;
+
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, ffi};
+use sha1::{Digest, Sha1};
+
+use super::reply::Reply;
+
+/// `rand.c`: the initial 48-bit state `{0x330E, 0xABCD, 0x1234}`. Redis 7.0 never reseeds it
+/// per script, so `math.random` is one stream per process.
+pub const RAND48_INITIAL: u64 = 0x1234_ABCD_330E;
+
+/// `redisLrand48`: the next 31-bit value.
+pub fn lrand48(state: &Cell<u64>) -> i32 {
+    let next = (0x5_DEEC_E66D_u64
+        .wrapping_mul(state.get())
+        .wrapping_add(0xB))
+        & ((1 << 48) - 1);
+    state.set(next);
+    (next >> 17) as i32
+}
+
+/// `redisSrand48`.
+pub fn srand48(state: &Cell<u64>, seed: i32) {
+    state.set((u64::from(seed as u32) << 16) | 0x330E);
+}
+
+/// Lowercase hex sha1 (`sha1hex`).
+pub fn sha1_hex(data: &[u8]) -> String {
+    let digest = Sha1::digest(data);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The chunk name of our own Lua code; its frames are skipped when locating an error.
+const PRELUDE_NAME: &str = "=locksim";
+
+/// Builds the sandbox: the script globals table `S` (what scripts may see), its read-only proxy
+/// used as the scripts' environment (`_G`), and the `redis` library written in Lua over the Rust
+/// primitives in `prims`.
+const PRELUDE: &str = r#"
+local prims = ...
+local error, select, type, tonumber, tostring, rawset, setmetatable, floor =
+      error, select, type, tonumber, tostring, rawset, setmetatable, math.floor
+local readonly = {}
+local function protect(real, strict)
+  local proxy = {}
+  local mt = {
+    __index = real,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __metatable = false,
+  }
+  if strict then
+    mt.__index = function(_, k)
+      local v = real[k]
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end
+  end
+  readonly[proxy] = true
+  return setmetatable(proxy, mt)
+end
+
+-- Functions that Redis implements in C raise their errors from a C frame, so the error location
+-- is the caller's line even after a tail call. `raising(impl)` gives such a C function: impl
+-- returns (value) or (error, true) to raise the error as is, or (message, 'where') to raise it
+-- prefixed with the caller's position, like luaL_error.
+local raising = prims.raising
+local redis = {}
+redis.call = raising(function(...) return prims.call(true, ...) end)
+redis.pcall = function(...)
+  return (prims.call(false, ...))
+end
+redis.error_reply = function(...)
+  local e = ...
+  if select('#', ...) ~= 1 or type(e) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  if e:sub(1, 1) ~= '-' then e = '-' .. e end
+  return {err = prims.error_text(e)}
+end
+redis.status_reply = function(...)
+  local s = ...
+  if select('#', ...) ~= 1 or type(s) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  return {ok = s}
+end
+redis.sha1hex = raising(function(...)
+  if select('#', ...) ~= 1 then return {err = 'ERR wrong number of arguments'}, true end
+  return prims.sha1hex((...))
+end)
+redis.log = raising(function(...)
+  local n = select('#', ...)
+  if n < 2 then return {err = 'ERR redis.log() requires two arguments or more.'}, true end
+  local level = tonumber((...))
+  if level == nil then return {err = 'ERR First argument must be a number'}, true end
+  if level < 0 or level > 3 then return {err = 'ERR Invalid debug level.'}, true end
+end)
+redis.setresp = raising(function(...)
+  if select('#', ...) ~= 1 then return {err = 'ERR redis.setresp() requires one argument.'}, true end
+  local v = tonumber((...))
+  if v ~= 2 and v ~= 3 then return {err = 'ERR RESP version must be 2 or 3.'}, true end
+end)
+redis.set_repl = raising(function(...)
+  if select('#', ...) ~= 1 then return {err = 'ERR redis.set_repl() requires one argument.'}, true end
+  local v = tonumber((...))
+  if v == nil or v < 0 or v > 3 then
+    return {err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.'}, true
+  end
+end)
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION = '7.0.15'
+redis.REDIS_VERSION_NUM = 0x0007000f
+
+-- luaL_checkint: (integer) or (message) for the argument error
+local function checkint(n, v, fname)
+  local x = tonumber(v)
+  if x == nil then
+    local got = v == nil and 'no value' or type(v)
+    return nil, "bad argument #" .. n .. " to '" .. fname .. "' (number expected, got " .. got .. ")"
+  end
+  return x - x % 1
+end
+local mathlib = {}
+for k, v in pairs(math) do mathlib[k] = v end
+-- script_lua.c redis_math_random / redis_math_randomseed over rand.c
+mathlib.random = raising(function(...)
+  local r = prims.rand()
+  local n = select('#', ...)
+  if n == 0 then return r end
+  if n == 1 then
+    local u, e = checkint(1, (...), 'random')
+    if e then return e, 'where' end
+    if not (1 <= u) then return "bad argument #1 to 'random' (interval is empty)", 'where' end
+    return floor(r * u) + 1
+  end
+  if n == 2 then
+    local a, b = ...
+    local l, e1 = checkint(1, a, 'random')
+    if e1 then return e1, 'where' end
+    local u, e2 = checkint(2, b, 'random')
+    if e2 then return e2, 'where' end
+    if not (l <= u) then return "bad argument #2 to 'random' (interval is empty)", 'where' end
+    return floor(r * (u - l + 1)) + l
+  end
+  return "wrong number of arguments", 'where'
+end)
+mathlib.randomseed = raising(function(seed)
+  local v, e = checkint(1, seed, 'randomseed')
+  if e then return e, 'where' end
+  prims.srand(v)
+end)
+
+local S = {}
+for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable', 'ipairs',
+    'load', 'loadstring', 'next', 'pairs', 'pcall', 'rawequal', 'rawget', 'select', 'setmetatable',
+    'tonumber', 'tostring', 'type', 'unpack', 'xpcall', '_VERSION'}) do
+  S[name] = _G[name]
+end
+S.rawset = function(t, k, v)
+  if readonly[t] then error("Attempt to modify a readonly table", 0) end
+  return rawset(t, k, v)
+end
+S.coroutine = protect(coroutine)
+S.string = protect(string)
+S.table = protect(table)
+S.math = protect(mathlib)
+S.redis = protect(redis)
+S.bit = protect(prims.bit)
+local env = protect(S, true)
+S._G = env
+return env, S
+"#;
+
+/// `bit` library (LuaBitOp, as bundled with Redis) over 32-bit integers.
+const BIT_LIB: &str = r#"
+local prims = ...
+local function tobit(x)
+  x = x % 4294967296
+  if x >= 2147483648 then x = x - 4294967296 end
+  return x
+end
+local function u(x) return tobit(x) % 4294967296 end
+local function fold(op)
+  return function(a, ...)
+    local r = u(a)
+    for i = 1, select('#', ...) do r = op(r, u((select(i, ...)))) end
+    return tobit(r)
+  end
+end
+local function bitop(a, b, f)
+  local r, m = 0, 1
+  for _ = 1, 32 do
+    local x, y = a % 2, b % 2
+    if f(x, y) then r = r + m end
+    a, b, m = (a - x) / 2, (b - y) / 2, m * 2
+  end
+  return r
+end
+local bit = {}
+bit.tobit = tobit
+bit.bnot = function(x) return tobit(4294967295 - u(x)) end
+bit.band = fold(function(a, b) return bitop(a, b, function(x, y) return x == 1 and y == 1 end) end)
+bit.bor = fold(function(a, b) return bitop(a, b, function(x, y) return x == 1 or y == 1 end) end)
+bit.bxor = fold(function(a, b) return bitop(a, b, function(x, y) return x ~= y end) end)
+bit.lshift = function(x, n) return tobit(u(x) * 2 ^ (n % 32)) end
+bit.rshift = function(x, n) return tobit(math.floor(u(x) / 2 ^ (n % 32))) end
+bit.arshift = function(x, n) return tobit(math.floor(tobit(x) / 2 ^ (n % 32))) end
+bit.rol = function(x, n) n = n % 32 local v = u(x) return tobit(v * 2 ^ n + math.floor(v / 2 ^ (32 - n))) end
+bit.ror = function(x, n) n = n % 32 local v = u(x) return tobit(math.floor(v / 2 ^ n) + v * 2 ^ (32 - n)) end
+bit.bswap = function(x)
+  local v = u(x)
+  local b0, b1, b2, b3 = v % 256, math.floor(v / 256) % 256, math.floor(v / 65536) % 256, math.floor(v / 16777216)
+  return tobit(((b0 * 256 + b1) * 256 + b2) * 256 + b3)
+end
+bit.tohex = function(x, n)
+  n = n or 8
+  local upper = n < 0
+  if upper then n = -n end
+  local s = string.format(upper and '%08X' or '%08x', u(x))
+  return s:sub(-n)
+end
+return bit
+"#;
+
+/// Runs a command for `redis.call` / `redis.pcall`: `Ok(reply)` or `Err(error text)` for
+/// checks that refuse the call (`scriptCall`).
+pub type CallFn<'a> = dyn FnMut(&[Vec<u8>]) -> Result<Reply, String> + 'a;
+
+pub struct LuaEngine {
+    lua: Lua,
+    env: Table,
+    globals: Table,
+    prims: Table,
+    runner: Function,
+    handler: Function,
+    functions: BTreeMap<String, Function>,
+}
+
+impl LuaEngine {
+    pub fn new(rand48: Rc<Cell<u64>>) -> mlua::Result<LuaEngine> {
+        let lua = Lua::new_with(
+            StdLib::STRING | StdLib::TABLE | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        let prims = lua.create_table()?;
+        let state = rand48.clone();
+        prims.set(
+            "rand",
+            lua.create_function(move |_, ()| {
+                let v = lrand48(&state);
+                Ok(f64::from(v % i32::MAX) / f64::from(i32::MAX))
+            })?,
+        )?;
+        let state = rand48;
+        prims.set(
+            "srand",
+            lua.create_function(move |_, seed: f64| {
+                srand48(&state, seed as i64 as i32);
+                Ok(())
+            })?,
+        )?;
+        prims.set(
+            "sha1hex",
+            lua.create_function(|lua, v: Value| {
+                let bytes = match &v {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    Value::Number(_) | Value::Integer(_) => lua_tostring(lua, &v)?.into_bytes(),
+                    _ => Vec::new(),
+                };
+                Ok(sha1_hex(&bytes))
+            })?,
+        )?;
+        prims.set(
+            "error_text",
+            lua.create_function(|lua, s: mlua::LuaString| {
+                lua.create_string(lua_error_text(&s.as_bytes()))
+            })?,
+        )?;
+        prims.set(
+            "raising",
+            lua.create_function(|lua, imp: Function| raising(lua, imp))?,
+        )?;
+        let bit: Table = lua
+            .load(BIT_LIB)
+            .set_name(PRELUDE_NAME)
+            .call(prims.clone())?;
+        prims.set("bit", bit)?;
+        let (env, globals): (Table, Table) = lua
+            .load(PRELUDE)
+            .set_name(PRELUDE_NAME)
+            .call(prims.clone())?;
+        let runner: Function = lua
+            .load("local f, h = ... return xpcall(f, h)")
+            .set_name(PRELUDE_NAME)
+            .into_function()?;
+        let handler = lua.create_function(|lua, err: Value| error_handler(lua, err))?;
+        Ok(LuaEngine {
+            lua,
+            env,
+            globals,
+            prims,
+            runner,
+            handler,
+            functions: BTreeMap::new(),
+        })
+    }
+
+    pub fn has_function(&self, sha: &str) -> bool {
+        self.functions.contains_key(sha)
+    }
+
+    /// `luaCreateFunction`: compiles a body under the chunk name `@user_script`. A leading
+    /// `#!` shebang line is blanked out (keeping line numbers). `Err` is the reply text.
+    pub fn create_function(&mut self, sha: &str, body: &[u8]) -> Result<(), String> {
+        if self.functions.contains_key(sha) {
+            return Ok(());
+        }
+        let code: Vec<u8> = if body.starts_with(b"#!") {
+            let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+            let mut code = vec![b' '; end];
+            code.extend_from_slice(&body[end..]);
+            code
+        } else {
+            body.to_vec()
+        };
+        let chunk = self
+            .lua
+            .load(&code[..])
+            .set_name("@user_script")
+            .set_mode(mlua::chunk::ChunkMode::Text)
+            .set_environment(self.env.clone());
+        match chunk.into_function() {
+            Ok(f) => {
+                self.functions.insert(sha.to_string(), f);
+                Ok(())
+            }
+            Err(e) => Err(format!(
+                "ERR Error compiling script (new function): {}",
+                lua_error_message(&e)
+            )),
+        }
+    }
+
+    /// Runs a compiled script (`luaCallFunction`): sets KEYS/ARGV, binds `redis.call` to `call`
+    /// and converts the result or the error.
+    pub fn run(
+        &mut self,
+        sha: &str,
+        keys: &[Vec<u8>],
+        args: &[Vec<u8>],
+        call: &mut CallFn<'_>,
+    ) -> Reply {
+        let Some(function) = self.functions.get(sha).cloned() else {
+            return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+        };
+        let result = self.lua.scope(|scope| {
+            let keys_table = self.lua.create_sequence_from(
+                keys.iter()
+                    .map(|k| self.lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            let args_table = self.lua.create_sequence_from(
+                args.iter()
+                    .map(|a| self.lua.create_string(a))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            self.globals.raw_set("KEYS", keys_table)?;
+            self.globals.raw_set("ARGV", args_table)?;
+            let call_fn = scope.create_function_mut(|lua, (raise, rest): (bool, MultiValue)| {
+                let (value, is_error) = redis_call(lua, rest, &mut *call)?;
+                Ok((value, raise && is_error))
+            })?;
+            self.prims.raw_set("call", call_fn)?;
+            let out: MultiValue = self.runner.call((function, self.handler.clone()))?;
+            let mut values = out.into_iter();
+            let ok = matches!(values.next(), Some(Value::Boolean(true)));
+            let value = values.next().unwrap_or(Value::Nil);
+            let reply = if ok {
+                lua_to_reply(&value)
+            } else {
+                script_error_reply(sha, &value)
+            };
+            self.prims.raw_set("call", Value::Nil)?;
+            Ok(reply)
+        });
+        result.unwrap_or_else(|e| {
+            Reply::Error(format!(
+                "ERR Error running script: {}",
+                lua_error_message(&e)
+            ))
+        })
+    }
+
+    /// Lua memory in use, as INFO prints it.
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+}
+
+/// A C closure over `imp` that raises what `imp` flags as an error (see `PRELUDE`).
+fn raising(lua: &Lua, imp: Function) -> mlua::Result<Function> {
+    // SAFETY: the closure only moves `imp` (already on the stack) into an upvalue.
+    unsafe {
+        lua.exec_raw(imp, |state| {
+            ffi::lua_pushcclosure(state, raising_trampoline, 1)
+        })
+    }
+}
+
+/// Calls upvalue 1 with the arguments; on `(err, true)` raises `err`, on `(msg, 'where')`
+/// raises the caller's position followed by `msg` (`luaL_error`), else returns the value.
+unsafe extern "C-unwind" fn raising_trampoline(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: standard Lua C API use on the state Lua called us with; no Rust value with a
+    // destructor is alive when `lua_error` long-jumps out of this frame.
+    unsafe {
+        let nargs = ffi::lua_gettop(state);
+        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+        ffi::lua_insert(state, 1);
+        ffi::lua_call(state, nargs, 2);
+        match ffi::lua_type(state, -1) {
+            ffi::LUA_TBOOLEAN if ffi::lua_toboolean(state, -1) != 0 => {
+                ffi::lua_pop(state, 1);
+                ffi::lua_error(state)
+            }
+            ffi::LUA_TSTRING => {
+                ffi::lua_pop(state, 1);
+                ffi::luaL_where(state, 1);
+                ffi::lua_insert(state, -2);
+                ffi::lua_concat(state, 2);
+                ffi::lua_error(state)
+            }
+            _ => {
+                ffi::lua_pop(state, 1);
+                1
+            }
+        }
+    }
+}
+
+/// Our xpcall message handler, `__redis__err__handler` of Redis 7.0: wrap string errors as
+/// `{err='ERR ' .. msg}` and record where in the user script the error happened.
+fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
+    let table = match err {
+        Value::Table(t) => t,
+        other => {
+            let t = lua.create_table()?;
+            let text = lua_tostring(lua, &other)?;
+            t.raw_set("err", format!("ERR {text}"))?;
+            t
+        }
+    };
+    let mut level = 1;
+    while let Some((what, source, line)) = lua.inspect_stack(level, |d| {
+        let src = d.source();
+        (
+            src.what,
+            src.source.map(|s| s.into_owned()),
+            d.current_line(),
+        )
+    }) {
+        level += 1;
+        if what == "C" || source.as_deref() == Some(PRELUDE_NAME) {
+            continue;
+        }
+        if let Some(source) = source {
+            table.raw_set("source", source)?;
+        }
+        if let Some(line) = line {
+            table.raw_set("line", line)?;
+        }
+        break;
+    }
+    Ok(table)
+}
+
+/// Lua's `tostring` of a value.
+fn lua_tostring(lua: &Lua, v: &Value) -> mlua::Result<String> {
+    let tostring: Function = lua.globals().get("tostring")?;
+    let s: mlua::LuaString = tostring.call(v.clone())?;
+    Ok(String::from_utf8_lossy(&s.as_bytes()).into_owned())
+}
+
+/// The message of an mlua error without mlua's decorations (tracebacks, "runtime error: ").
+fn lua_error_message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => lua_error_message(cause),
+        other => other.to_string(),
+    }
+}
+
+/// `luaPushErrorBuff`: turns a `-CODE message` reply text into the Lua error string
+/// `CODE message` (a text without a space becomes `ERR text`), trailing CR/LF trimmed.
+pub fn lua_error_text(text: &[u8]) -> Vec<u8> {
+    let (code, msg): (&[u8], &[u8]) = match text.strip_prefix(b"-") {
+        Some(rest) => match rest.iter().position(|&b| b == b' ') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (b"ERR", rest),
+        },
+        None => (b"ERR", text),
+    };
+    let mut msg = msg;
+    while let Some(rest) = msg.strip_suffix(b"\n").or_else(|| msg.strip_suffix(b"\r")) {
+        msg = rest;
+    }
+    while let Some(rest) = msg.strip_prefix(b"\n").or_else(|| msg.strip_prefix(b"\r")) {
+        msg = rest;
+    }
+    let mut out = code.to_vec();
+    out.push(b' ');
+    out.extend_from_slice(msg);
+    out
+}
+
+/// `luaRedisGenericCommand`: argument conversion, the call, the reply conversion. Returns the Lua
+/// value and whether it is an error table (which `redis.call` raises).
+fn redis_call(lua: &Lua, args: MultiValue, call: &mut CallFn<'_>) -> mlua::Result<(Value, bool)> {
+    let error_table = |text: &[u8], ignore_stats: bool| -> mlua::Result<(Value, bool)> {
+        let t = lua.create_table()?;
+        t.raw_set("err", lua.create_string(text)?)?;
+        if ignore_stats {
+            t.raw_set("ignore_error_stats_update", true)?;
+        }
+        Ok((Value::Table(t), true))
+    };
+    if args.is_empty() {
+        return error_table(
+            b"ERR Please specify at least one argument for this redis lib call",
+            false,
+        );
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for arg in args.iter() {
+        match arg {
+            Value::String(s) => argv.push(s.as_bytes().to_vec()),
+            Value::Integer(i) => argv.push(i.to_string().into_bytes()),
+            Value::Number(n) => argv.push(super::number::fmt_g17(*n).into_bytes()),
+            _ => {
+                return error_table(
+                    b"ERR Lua redis lib command arguments must be strings or integers",
+                    false,
+                );
+            }
+        }
+    }
+    match call(&argv) {
+        Err(text) => error_table(&lua_error_text(text.as_bytes()), false),
+        Ok(Reply::Error(e)) => error_table(&lua_error_text(format!("-{e}").as_bytes()), true),
+        Ok(reply) => Ok((reply_to_lua(lua, &reply)?, false)),
+    }
+}
+
+/// `redisProtocolToLuaType`: integer → number, bulk → string, nil → false, status → {ok=},
+/// error → {err=}, array → table.
+pub fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
+    Ok(match reply {
+        Reply::Integer(i) => Value::Number(*i as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Nil => Value::Boolean(false),
+        Reply::Status(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(s)?)?;
+            Value::Table(t)
+        }
+        Reply::Error(e) => {
+            let t = lua.create_table()?;
+            t.raw_set(
+                "err",
+                lua.create_string(lua_error_text(format!("-{e}").as_bytes()))?,
+            )?;
+            Value::Table(t)
+        }
+        Reply::Array(items) | Reply::Sequence(items) => {
+            let t = lua.create_table()?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, reply_to_lua(lua, item)?)?;
+            }
+            Value::Table(t)
+        }
+    })
+}
+
+/// C's `(long long)` cast of a double on x86-64: NaN and out-of-range give `LLONG_MIN`.
+fn c_double_to_ll(d: f64) -> i64 {
+    if d.is_nan() || d >= 9_223_372_036_854_775_808.0 || d < -9_223_372_036_854_775_808.0 {
+        i64::MIN
+    } else {
+        d as i64
+    }
+}
+
+/// Error texts end up in a RESP error line: CR and LF become spaces (`addReplyErrorFormat`).
+fn one_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).replace(['\r', '\n'], " ")
+}
+
+/// `luaReplyToRedisReply`.
+pub fn lua_to_reply(value: &Value) -> Reply {
+    match value {
+        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Boolean(true) => Reply::Integer(1),
+        Value::Boolean(false) | Value::Nil => Reply::Nil,
+        Value::Integer(i) => Reply::Integer(*i),
+        Value::Number(n) => Reply::Integer(c_double_to_ll(*n)),
+        Value::Table(t) => {
+            if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+                return Reply::Error(one_line(&e.as_bytes()));
+            }
+            if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+                return Reply::Status(one_line(&s.as_bytes()));
+            }
+            if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
+                return super::commands::double_reply(d);
+            }
+            if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
+                return super::commands::double_reply(d as f64);
+            }
+            if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+                return Reply::Bulk(one_line(&s.as_bytes()).into_bytes());
+            }
+            let mut items = Vec::new();
+            let mut i = 1;
+            while let Ok(v) = t.raw_get::<Value>(i) {
+                if v.is_nil() {
+                    break;
+                }
+                items.push(lua_to_reply(&v));
+                i += 1;
+            }
+            Reply::Array(items)
+        }
+        _ => Reply::Nil,
+    }
+}
+
+/// The reply of a script that raised (`luaCallFunction`): `-<err> script: <sha>, on
+/// <source>:<line>.` for error tables with a location, the bare message otherwise.
+fn script_error_reply(sha: &str, err: &Value) -> Reply {
+    let Value::Table(t) = err else {
+        return Reply::Error(format!("ERR Error running script {sha}, execution failure"));
+    };
+    let msg = match t.raw_get::<Value>("err") {
+        Ok(Value::String(s)) => one_line(&s.as_bytes()),
+        _ => "(null)".to_string(),
+    };
+    let source = match t.raw_get::<Value>("source") {
+        Ok(Value::String(s)) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+        _ => None,
+    };
+    let line = match t.raw_get::<Value>("line") {
+        Ok(Value::Integer(l)) => Some(l),
+        Ok(Value::Number(l)) => Some(l as i64),
+        _ => None,
+    };
+    match (source, line) {
+        (Some(source), Some(line)) if line != 0 => {
+            Reply::Error(format!("{msg} script: {sha}, on {source}:{line}."))
+        }
+        _ => Reply::Error(msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rand48_matches_redis_first_values() {
+        let state = Cell::new(RAND48_INITIAL);
+        let r = f64::from(lrand48(&state) % i32::MAX) / f64::from(i32::MAX);
+        assert_eq!((r * 1_000_000.0).floor() as i64 + 1, 396465);
+    }
+
+    #[test]
+    fn error_text_splits_code() {
+        assert_eq!(lua_error_text(b"-ERR bad thing\r\n"), b"ERR bad thing");
+        assert_eq!(lua_error_text(b"-bad"), b"ERR bad");
+        assert_eq!(lua_error_text(b"-MY bad thing"), b"MY bad thing");
+        assert_eq!(lua_error_text(b"plain"), b"ERR plain");
+    }
+}

@@ -1,0 +1,369 @@
+//! Server-side request parsing, a transcription of `networking.c` `processInputBuffer`,
+//! `processMultibulkBuffer` and `processInlineBuffer` (Redis 7.0), error texts included.
+
+use bytes::{Buf, BytesMut};
+
+/// `PROTO_INLINE_MAX_SIZE`: the longest inline request or count line.
+pub const PROTO_INLINE_MAX_SIZE: usize = 1024 * 64;
+/// `proto-max-bulk-len` default (512 MB).
+pub const PROTO_MAX_BULK_LEN: i64 = 512 * 1024 * 1024;
+
+/// A protocol error: the connection gets `-ERR <text>\r\n` and is closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    fn new(text: impl Into<String>) -> Self {
+        ProtocolError(text.into())
+    }
+
+    /// The reply Redis writes before closing: `ERR Protocol error: ...`.
+    pub fn reply(&self) -> super::Reply {
+        super::Reply::Error(format!("ERR {}", self.0))
+    }
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Incremental RESP request parser of one connection (multibulk and inline).
+#[derive(Debug, Default)]
+pub struct RequestParser {
+    /// Remaining bulk count of the multibulk being read (`c->multibulklen`).
+    multibulk_len: usize,
+    /// Length of the bulk being read, once its `$n` line was read (`c->bulklen`).
+    bulk_len: Option<usize>,
+    argv: Vec<Vec<u8>>,
+}
+
+/// `strchr` on the query buffer: the search stops at a NUL byte, as it does on an sds string.
+fn strchr(buf: &[u8], byte: u8) -> Option<usize> {
+    buf.iter().take_while(|&&c| c != 0).position(|&c| c == byte)
+}
+
+impl RequestParser {
+    pub fn new() -> Self {
+        RequestParser::default()
+    }
+
+    /// Parses the next command from the front of `buf`, consuming what it used.
+    /// `Ok(None)`: more bytes are needed. Empty commands (blank inline lines, `*0`) are skipped.
+    pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+        loop {
+            if buf.is_empty() && self.multibulk_len == 0 {
+                return Ok(None);
+            }
+            let complete = if self.multibulk_len > 0 || buf[0] == b'*' {
+                self.multibulk(buf)?
+            } else {
+                self.inline(buf)?
+            };
+            if !complete {
+                return Ok(None);
+            }
+            let argv = std::mem::take(&mut self.argv);
+            if !argv.is_empty() {
+                return Ok(Some(argv));
+            }
+        }
+    }
+
+    /// `processInlineBuffer`: one line split like `sdssplitargs`.
+    fn inline(&mut self, buf: &mut BytesMut) -> Result<bool, ProtocolError> {
+        let Some(newline) = strchr(buf, b'\n') else {
+            if buf.len() > PROTO_INLINE_MAX_SIZE {
+                return Err(ProtocolError::new("Protocol error: too big inline request"));
+            }
+            return Ok(false);
+        };
+        let (line_len, linefeed) = if newline > 0 && buf[newline - 1] == b'\r' {
+            (newline - 1, 2)
+        } else {
+            (newline, 1)
+        };
+        let argv = split_args(&buf[..line_len])
+            .ok_or_else(|| ProtocolError::new("Protocol error: unbalanced quotes in request"))?;
+        buf.advance(line_len + linefeed);
+        self.argv = argv;
+        Ok(true)
+    }
+
+    /// `processMultibulkBuffer`.
+    fn multibulk(&mut self, buf: &mut BytesMut) -> Result<bool, ProtocolError> {
+        if self.multibulk_len == 0 {
+            let Some(cr) = strchr(buf, b'\r') else {
+                if buf.len() > PROTO_INLINE_MAX_SIZE {
+                    return Err(ProtocolError::new(
+                        "Protocol error: too big mbulk count string",
+                    ));
+                }
+                return Ok(false);
+            };
+            if cr + 2 > buf.len() {
+                return Ok(false);
+            }
+            let count = crate::redis::number::string2ll(&buf[1..cr]);
+            let count = match count {
+                Some(n) if n <= i64::from(i32::MAX) => n,
+                _ => {
+                    return Err(ProtocolError::new(
+                        "Protocol error: invalid multibulk length",
+                    ));
+                }
+            };
+            buf.advance(cr + 2);
+            if count <= 0 {
+                return Ok(true);
+            }
+            self.multibulk_len = count as usize;
+            self.argv = Vec::with_capacity(self.multibulk_len.min(1024));
+        }
+        while self.multibulk_len > 0 {
+            let len = match self.bulk_len {
+                Some(len) => len,
+                None => {
+                    let Some(cr) = strchr(buf, b'\r') else {
+                        if buf.len() > PROTO_INLINE_MAX_SIZE {
+                            return Err(ProtocolError::new(
+                                "Protocol error: too big bulk count string",
+                            ));
+                        }
+                        return Ok(false);
+                    };
+                    if cr + 2 > buf.len() {
+                        return Ok(false);
+                    }
+                    if buf[0] != b'$' {
+                        return Err(ProtocolError(format!(
+                            "Protocol error: expected '$', got '{}'",
+                            char::from(buf[0])
+                        )));
+                    }
+                    let len = match crate::redis::number::string2ll(&buf[1..cr]) {
+                        Some(n) if (0..=PROTO_MAX_BULK_LEN).contains(&n) => n as usize,
+                        _ => return Err(ProtocolError::new("Protocol error: invalid bulk length")),
+                    };
+                    buf.advance(cr + 2);
+                    self.bulk_len = Some(len);
+                    len
+                }
+            };
+            if buf.len() < len + 2 {
+                return Ok(false);
+            }
+            self.argv.push(buf[..len].to_vec());
+            buf.advance(len + 2);
+            self.bulk_len = None;
+            self.multibulk_len -= 1;
+        }
+        Ok(true)
+    }
+}
+
+/// `sds.c` `sdssplitargs`: splits a line into arguments, handling "double quotes" with
+/// `\n \r \t \b \a \\ \" \xHH` escapes and 'single quotes' with `\'`. `None` on unbalanced
+/// quotes or a closing quote not followed by a space.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut args = Vec::new();
+    let mut p = 0;
+    let n = line.len();
+    loop {
+        while p < n && is_space(line[p]) {
+            p += 1;
+        }
+        if p >= n {
+            return Some(args);
+        }
+        let mut inq = false;
+        let mut insq = false;
+        let mut done = false;
+        let mut current = Vec::new();
+        while !done {
+            let c = line.get(p).copied();
+            if inq {
+                match c {
+                    None => return None,
+                    Some(b'\\')
+                        if p + 3 < n
+                            && line[p + 1] == b'x'
+                            && line[p + 2].is_ascii_hexdigit()
+                            && line[p + 3].is_ascii_hexdigit() =>
+                    {
+                        current.push(hex_val(line[p + 2]) * 16 + hex_val(line[p + 3]));
+                        p += 3;
+                    }
+                    Some(b'\\') if p + 1 < n => {
+                        p += 1;
+                        current.push(match line[p] {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            other => other,
+                        });
+                    }
+                    Some(b'"') => {
+                        if p + 1 < n && !is_space(line[p + 1]) {
+                            return None;
+                        }
+                        done = true;
+                    }
+                    Some(other) => current.push(other),
+                }
+            } else if insq {
+                match c {
+                    None => return None,
+                    Some(b'\\') if p + 1 < n && line[p + 1] == b'\'' => {
+                        p += 1;
+                        current.push(b'\'');
+                    }
+                    Some(b'\'') => {
+                        if p + 1 < n && !is_space(line[p + 1]) {
+                            return None;
+                        }
+                        done = true;
+                    }
+                    Some(other) => current.push(other),
+                }
+            } else {
+                match c {
+                    None | Some(b' ' | b'\n' | b'\r' | b'\t' | 0) => done = true,
+                    Some(b'"') => inq = true,
+                    Some(b'\'') => insq = true,
+                    Some(other) => current.push(other),
+                }
+            }
+            if p < n {
+                p += 1;
+            }
+        }
+        args.push(current);
+    }
+}
+
+/// C `isspace`.
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+fn hex_val(c: u8) -> u8 {
+    (c as char).to_digit(16).unwrap_or(0) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> (Vec<Vec<Vec<u8>>>, Option<ProtocolError>, usize) {
+        let mut parser = RequestParser::new();
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        loop {
+            match parser.parse(&mut buf) {
+                Ok(Some(argv)) => out.push(argv),
+                Ok(None) => return (out, None, buf.len()),
+                Err(e) => return (out, Some(e), buf.len()),
+            }
+        }
+    }
+
+    fn args(list: &[&str]) -> Vec<Vec<u8>> {
+        list.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn multibulk_and_inline() {
+        let (cmds, err, rest) = parse_all(
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n\r\n  \r\nset a \"b c\"\n*1\r\n$4\r\nPI",
+        );
+        assert_eq!(
+            cmds,
+            vec![
+                args(&["GET", "k"]),
+                args(&["PING"]),
+                args(&["set", "a", "b c"])
+            ]
+        );
+        assert!(err.is_none());
+        assert_eq!(
+            rest, 2,
+            "the parsed header of the incomplete command was consumed"
+        );
+    }
+
+    #[test]
+    fn incremental_byte_by_byte() {
+        let input = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n";
+        let mut parser = RequestParser::new();
+        let mut buf = BytesMut::new();
+        let mut got = None;
+        for &b in input.iter() {
+            buf.extend_from_slice(&[b]);
+            if let Some(argv) = parser.parse(&mut buf).unwrap() {
+                got = Some(argv);
+            }
+        }
+        assert_eq!(got, Some(args(&["SET", "k", "hello"])));
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn redis_error_texts() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"*x\r\n", "Protocol error: invalid multibulk length"),
+            (
+                b"*3000000000\r\n",
+                "Protocol error: invalid multibulk length",
+            ),
+            (b"*1\r\nx\r\n", "Protocol error: expected '$', got 'x'"),
+            (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
+            (
+                b"*1\r\n$536870913\r\n",
+                "Protocol error: invalid bulk length",
+            ),
+            (
+                b"set a \"b\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
+            (
+                b"set a 'b'c\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
+        ];
+        for (input, text) in cases {
+            let (_, err, _) = parse_all(input);
+            assert_eq!(
+                err.map(|e| e.0),
+                Some(text.to_string()),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+        let (_, err, _) = parse_all(&vec![b'a'; PROTO_INLINE_MAX_SIZE + 1]);
+        assert_eq!(err.unwrap().0, "Protocol error: too big inline request");
+    }
+
+    #[test]
+    fn empty_multibulk_is_skipped() {
+        let (cmds, err, _) = parse_all(b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n");
+        assert_eq!(cmds, vec![args(&["PING"])]);
+        assert!(err.is_none());
+    }
+
+    #[test]
+    fn split_args_escapes() {
+        assert_eq!(
+            split_args(br#"a "\x41\n" 'it\'s'"#).unwrap(),
+            args(&["a", "A\n", "it's"])
+        );
+        assert_eq!(split_args(b"   ").unwrap(), Vec::<Vec<u8>>::new());
+        assert_eq!(split_args(br#""""#).unwrap(), args(&[""]));
+        assert!(split_args(br#""abc"#).is_none());
+    }
+}

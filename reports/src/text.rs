@@ -1,0 +1,73 @@
+//! The readable summary `locksim run` prints.
+
+use std::fmt::Write;
+
+use model::result::{Quantiles, RunResult};
+
+fn quantiles(q: &Quantiles) -> String {
+    format!(
+        "p50 {:.1} / p90 {:.1} / p99 {:.1} / max {:.1} ms",
+        q.p50, q.p90, q.p99, q.max
+    )
+}
+
+pub fn summary(r: &RunResult, description: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} — scheme {} — seed {}",
+        r.scenario, r.scheme, r.seed
+    );
+    if !description.is_empty() {
+        let _ = writeln!(out, "  {description}");
+    }
+    let v = &r.verdicts;
+    let _ = writeln!(
+        out,
+        "  mutual exclusion: {}   resource safety: {}   liveness: {}",
+        v.mutual_exclusion.as_str().to_uppercase(),
+        v.resource_safety.as_str().to_uppercase(),
+        v.liveness.as_str().to_uppercase()
+    );
+    let c = &r.counts;
+    let _ = writeln!(
+        out,
+        "  {} acquisitions, {} failed; {} lock overlaps, {} lost updates, {} stale writes rejected, {} foreign releases, {} faults",
+        c.acquisitions,
+        c.acquire_failures,
+        c.lock_overlaps,
+        c.resource_conflicts,
+        c.stale_writes_rejected,
+        c.foreign_releases,
+        c.faults_injected
+    );
+    let _ = writeln!(
+        out,
+        "  acquire latency {}",
+        quantiles(&r.latency_ms.acquire)
+    );
+    let _ = writeln!(
+        out,
+        "  release latency {}",
+        quantiles(&r.latency_ms.release)
+    );
+    let _ = writeln!(
+        out,
+        "  {:.1} acquisitions/s over {:.3} simulated s ({} ms wall); trace {}",
+        r.throughput_per_s,
+        r.sim_ms as f64 / 1000.0,
+        r.wall_ms,
+        r.trace_hash
+    );
+    for v in &r.violations {
+        let _ = writeln!(
+            out,
+            "  ! {} at {:.3} ms [{}]: {}",
+            v.kind,
+            v.t_ms,
+            v.nodes.join(", "),
+            v.detail
+        );
+    }
+    out
+}

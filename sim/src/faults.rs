@@ -1,0 +1,507 @@
+//! Faults (Jepsen's nemesis): one variant per fault kind, validated from the scenario, and its
+//! injection and healing in one place (`inject` / `heal`).
+//!
+//! A fault fires at `at_ms`, or `after_ms` after the `nth` occurrence of an event (`on`); it
+//! lasts `duration_ms`, or to the end of the run when that is omitted.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use madsim::net::NetSim;
+use madsim::runtime::Handle;
+use model::history::{EventKind, FaultPhase};
+use serde::Deserialize;
+
+use crate::world::World;
+
+/// A fault as written in the scenario file, before validation.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: String,
+    pub node: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub restart_after_ms: Option<u64>,
+    pub delta_ms: Option<i64>,
+    pub rate: Option<f64>,
+    pub groups: Option<Vec<Vec<String>>>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub extra_ms: Option<u64>,
+    pub at_ms: Option<u64>,
+    pub on: Option<TriggerSpec>,
+    pub after_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerSpec {
+    pub event: String,
+    pub node: Option<String>,
+    pub nth: Option<u64>,
+    pub command: Option<String>,
+}
+
+/// A validated fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub when: When,
+    /// `None`: the fault lasts to the end of the run.
+    pub duration_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultKind {
+    /// Stop-the-world pause (GC): every task of the node stops; timers keep running.
+    Pause { node: String },
+    /// Step the node's wall clock by `delta_ms` (±).
+    ClockJump { node: String, delta_ms: i64 },
+    /// The node's clocks run at `rate` × true time.
+    ClockDrift { node: String, rate: f64 },
+    /// Two listed nodes can talk iff some group holds both (groups may overlap: Jepsen's bridge).
+    Partition { groups: Vec<Vec<String>> },
+    /// The node can talk to nobody.
+    Isolate { node: String },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum When {
+    At {
+        at_ms: u64,
+    },
+    On {
+        event: String,
+        node: Option<String>,
+        nth: u64,
+        command: Option<String>,
+        after_ms: u64,
+    },
+}
+
+/// Every fault kind of the contract; the ones not listed in `FaultKind` are not built yet.
+pub const FAULT_KINDS: &[&str] = &[
+    "pause",
+    "crash",
+    "clock_jump",
+    "clock_drift",
+    "partition",
+    "isolate",
+    "delay",
+    "drop_connections",
+    "failover",
+];
+
+/// Trigger events of the contract.
+pub const TRIGGER_EVENTS: &[&str] = &[
+    "acquired",
+    "acquire_started",
+    "released",
+    "command_sent",
+    "replicated",
+];
+
+impl FaultSpec {
+    /// Validates against the scenario's node names; `field` is e.g. `faults[2]`.
+    pub fn validate(&self, field: &str, nodes: &BTreeSet<String>) -> Result<Fault, String> {
+        let node_field = |name: &str, value: &Option<String>| -> Result<String, String> {
+            let node = value
+                .clone()
+                .ok_or_else(|| format!("{field}.{name}: missing (a node name)"))?;
+            if !nodes.contains(&node) {
+                return Err(format!(
+                    "{field}.{name}: no node \"{node}\" in this scenario (nodes: {})",
+                    nodes.iter().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            }
+            Ok(node)
+        };
+        let mut allowed: Vec<&str> = vec!["kind", "duration_ms", "at_ms", "on", "after_ms"];
+        let kind = match self.kind.as_str() {
+            "pause" => {
+                allowed.push("node");
+                FaultKind::Pause {
+                    node: node_field("node", &self.node)?,
+                }
+            }
+            "clock_jump" => {
+                allowed.extend(["node", "delta_ms"]);
+                let delta_ms = self
+                    .delta_ms
+                    .ok_or_else(|| format!("{field}.delta_ms: missing (ms, ±)"))?;
+                FaultKind::ClockJump {
+                    node: node_field("node", &self.node)?,
+                    delta_ms,
+                }
+            }
+            "clock_drift" => {
+                allowed.extend(["node", "rate"]);
+                let rate = self
+                    .rate
+                    .ok_or_else(|| format!("{field}.rate: missing (e.g. 1.5 = runs 50% fast)"))?;
+                if !(rate.is_finite() && rate > 0.0 && rate <= 100.0) {
+                    return Err(format!("{field}.rate: must be in (0, 100], got {rate}"));
+                }
+                FaultKind::ClockDrift {
+                    node: node_field("node", &self.node)?,
+                    rate,
+                }
+            }
+            "partition" => {
+                allowed.push("groups");
+                let groups = self
+                    .groups
+                    .clone()
+                    .ok_or_else(|| format!("{field}.groups: missing (lists of node names)"))?;
+                if groups.len() < 2 && groups.iter().map(Vec::len).sum::<usize>() < 2 {
+                    return Err(format!(
+                        "{field}.groups: a partition needs at least two nodes"
+                    ));
+                }
+                for (g, group) in groups.iter().enumerate() {
+                    for (n, node) in group.iter().enumerate() {
+                        node_field(&format!("groups[{g}][{n}]"), &Some(node.clone()))?;
+                    }
+                }
+                FaultKind::Partition { groups }
+            }
+            "isolate" => {
+                allowed.push("node");
+                FaultKind::Isolate {
+                    node: node_field("node", &self.node)?,
+                }
+            }
+            other if FAULT_KINDS.contains(&other) => {
+                return Err(format!(
+                    "{field}.kind: \"{other}\" faults are not supported yet"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "{field}.kind: unknown fault kind \"{other}\" (known: {})",
+                    FAULT_KINDS.join(", ")
+                ));
+            }
+        };
+        for (name, present) in [
+            ("node", self.node.is_some()),
+            ("restart_after_ms", self.restart_after_ms.is_some()),
+            ("delta_ms", self.delta_ms.is_some()),
+            ("rate", self.rate.is_some()),
+            ("groups", self.groups.is_some()),
+            ("from", self.from.is_some()),
+            ("to", self.to.is_some()),
+            ("extra_ms", self.extra_ms.is_some()),
+        ] {
+            if present && !allowed.contains(&name) {
+                return Err(format!(
+                    "{field}.{name}: not a field of a {} fault",
+                    self.kind
+                ));
+            }
+        }
+        if self.duration_ms == Some(0) {
+            return Err(format!(
+                "{field}.duration_ms: must be greater than 0 (omit it for a permanent fault)"
+            ));
+        }
+        let when = match (&self.at_ms, &self.on) {
+            (Some(_), Some(_)) => return Err(format!("{field}: give at_ms or on, not both")),
+            (None, None) => {
+                return Err(format!(
+                    "{field}: missing at_ms or on (when the fault fires)"
+                ));
+            }
+            (Some(at_ms), None) => {
+                if self.after_ms.is_some() {
+                    return Err(format!("{field}.after_ms: only with on (use at_ms alone)"));
+                }
+                When::At { at_ms: *at_ms }
+            }
+            (None, Some(on)) => {
+                if !TRIGGER_EVENTS.contains(&on.event.as_str()) {
+                    return Err(format!(
+                        "{field}.on.event: unknown event \"{}\" (known: {})",
+                        on.event,
+                        TRIGGER_EVENTS.join(", ")
+                    ));
+                }
+                if on.event == "replicated" {
+                    return Err(format!(
+                        "{field}.on.event: \"replicated\" triggers are not supported yet"
+                    ));
+                }
+                if on.command.is_some() != (on.event == "command_sent") {
+                    return Err(format!(
+                        "{field}.on.command: goes with event command_sent, and only with it"
+                    ));
+                }
+                if on.nth == Some(0) {
+                    return Err(format!("{field}.on.nth: counts from 1"));
+                }
+                let node = match &on.node {
+                    Some(n) => Some(node_field("on.node", &Some(n.clone()))?),
+                    None => None,
+                };
+                When::On {
+                    event: on.event.clone(),
+                    node,
+                    nth: on.nth.unwrap_or(1),
+                    command: on.command.clone(),
+                    after_ms: self.after_ms.unwrap_or(0),
+                }
+            }
+        };
+        Ok(Fault {
+            kind,
+            when,
+            duration_ms: self.duration_ms,
+        })
+    }
+}
+
+impl FaultKind {
+    /// The kind's name in scenarios and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FaultKind::Pause { .. } => "pause",
+            FaultKind::ClockJump { .. } => "clock_jump",
+            FaultKind::ClockDrift { .. } => "clock_drift",
+            FaultKind::Partition { .. } => "partition",
+            FaultKind::Isolate { .. } => "isolate",
+        }
+    }
+
+    /// The node the fault's events are recorded on (the nemesis for network-wide faults).
+    pub fn target(&self) -> &str {
+        match self {
+            FaultKind::Pause { node }
+            | FaultKind::ClockJump { node, .. }
+            | FaultKind::ClockDrift { node, .. }
+            | FaultKind::Isolate { node } => node,
+            FaultKind::Partition { .. } => "nemesis",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            FaultKind::Pause { node } => format!("{node} paused (stop the world)"),
+            FaultKind::ClockJump { node, delta_ms } => {
+                format!("{node}'s wall clock jumps {delta_ms:+} ms")
+            }
+            FaultKind::ClockDrift { node, rate } => format!("{node}'s clock runs at {rate}x"),
+            FaultKind::Partition { groups } => format!("partition {groups:?}"),
+            FaultKind::Isolate { node } => format!("{node} isolated"),
+        }
+    }
+
+    /// The directed links this network fault cuts.
+    fn links(&self, nodes: &[String]) -> Vec<(String, String)> {
+        match self {
+            FaultKind::Partition { groups } => {
+                let listed: BTreeSet<&String> = groups.iter().flatten().collect();
+                let mut links = Vec::new();
+                for a in &listed {
+                    for b in &listed {
+                        let together = groups.iter().any(|g| g.contains(a) && g.contains(b));
+                        if a != b && !together {
+                            links.push(((*a).clone(), (*b).clone()));
+                        }
+                    }
+                }
+                links
+            }
+            FaultKind::Isolate { node } => nodes
+                .iter()
+                .filter(|n| *n != node)
+                .flat_map(|n| [(node.clone(), n.clone()), (n.clone(), node.clone())])
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn inject(&self, world: &World) {
+        let handle = Handle::current();
+        match self {
+            FaultKind::Pause { node } => handle.pause(world.node_id(node)),
+            FaultKind::ClockJump { node, delta_ms } => {
+                world.with_clock(node, |c, now| c.jump(now, *delta_ms))
+            }
+            FaultKind::ClockDrift { node, rate } => {
+                world.with_clock(node, |c, now| c.set_rate(now, *rate))
+            }
+            FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
+                let net = NetSim::current();
+                for (a, b) in self.links(&world.scenario.node_names()) {
+                    if world.clog(&a, &b) {
+                        net.clog_link(world.node_id(&a), world.node_id(&b));
+                    }
+                }
+            }
+        }
+    }
+
+    fn heal(&self, world: &World) {
+        let handle = Handle::current();
+        match self {
+            FaultKind::Pause { node } => {
+                world.resumed(node);
+                handle.resume(world.node_id(node));
+            }
+            // A clock step is not undone (NTP would slew it back slowly); healing ends the fault window.
+            FaultKind::ClockJump { .. } => {}
+            FaultKind::ClockDrift { node, .. } => {
+                world.with_clock(node, |c, now| c.set_rate(now, 1.0))
+            }
+            FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
+                let net = NetSim::current();
+                for (a, b) in self.links(&world.scenario.node_names()) {
+                    if world.unclog(&a, &b) {
+                        net.unclog_link(world.node_id(&a), world.node_id(&b));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Injects a fault, records it, and heals it after its duration.
+pub async fn run(world: Arc<World>, fault: Fault) {
+    let target = fault.kind.target().to_string();
+    let detail = fault.kind.describe();
+    fault.kind.inject(&world);
+    world.record(
+        &target,
+        EventKind::Fault {
+            fault: fault.kind.name().into(),
+            phase: FaultPhase::Injected,
+            detail: detail.clone(),
+        },
+    );
+    if let Some(duration_ms) = fault.duration_ms {
+        madsim::time::sleep(Duration::from_millis(duration_ms)).await;
+        fault.kind.heal(&world);
+        world.record(
+            &target,
+            EventKind::Fault {
+                fault: fault.kind.name().into(),
+                phase: FaultPhase::Healed,
+                detail,
+            },
+        );
+    }
+}
+
+/// The nemesis: schedules scripted faults at their times and event-triggered ones when the
+/// world reports their trigger. Runs on its own node so no fault can pause or kill it.
+pub async fn nemesis(world: Arc<World>, mut fired: tokio::sync::mpsc::UnboundedReceiver<usize>) {
+    for fault in world.scenario.faults.iter().cloned() {
+        if let When::At { at_ms } = fault.when {
+            let world = world.clone();
+            madsim::task::spawn(async move {
+                madsim::time::sleep(Duration::from_millis(at_ms)).await;
+                run(world, fault).await;
+            });
+        }
+    }
+    while let Some(index) = fired.recv().await {
+        let fault = world.scenario.faults[index].clone();
+        let after_ms = match fault.when {
+            When::On { after_ms, .. } => after_ms,
+            When::At { .. } => 0,
+        };
+        let world = world.clone();
+        madsim::task::spawn(async move {
+            madsim::time::sleep(Duration::from_millis(after_ms)).await;
+            run(world, fault).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes() -> BTreeSet<String> {
+        ["redis-1", "client-1", "client-2", "resource"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    fn spec(json: &str) -> FaultSpec {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_triggered_pause_validates() {
+        let f = spec(r#"{ "kind": "pause", "node": "client-1", "duration_ms": 2000,
+                          "on": { "event": "acquired", "node": "client-1", "nth": 1 }, "after_ms": 5 }"#)
+            .validate("faults[0]", &nodes())
+            .unwrap();
+        assert_eq!(
+            f.kind,
+            FaultKind::Pause {
+                node: "client-1".into()
+            }
+        );
+        assert_eq!(
+            f.when,
+            When::On {
+                event: "acquired".into(),
+                node: Some("client-1".into()),
+                nth: 1,
+                command: None,
+                after_ms: 5
+            }
+        );
+    }
+
+    #[test]
+    fn bad_faults_name_the_field() {
+        let err = |json: &str| spec(json).validate("faults[3]", &nodes()).unwrap_err();
+        assert_eq!(
+            err(r#"{ "kind": "paws", "at_ms": 1 }"#)
+                .split(" (")
+                .next()
+                .unwrap(),
+            "faults[3].kind: unknown fault kind \"paws\""
+        );
+        assert!(
+            err(r#"{ "kind": "pause", "node": "client-9", "at_ms": 1 }"#)
+                .starts_with("faults[3].node: no node \"client-9\"")
+        );
+        assert_eq!(
+            err(r#"{ "kind": "pause", "node": "client-1" }"#),
+            "faults[3]: missing at_ms or on (when the fault fires)"
+        );
+        assert_eq!(
+            err(r#"{ "kind": "pause", "node": "client-1", "rate": 2, "at_ms": 1 }"#),
+            "faults[3].rate: not a field of a pause fault"
+        );
+        assert!(
+            err(r#"{ "kind": "pause", "node": "client-1", "on": { "event": "acquird" } }"#)
+                .starts_with("faults[3].on.event: unknown event")
+        );
+    }
+
+    #[test]
+    fn partition_cuts_only_links_between_groups() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // A bridge: b talks to both sides, a and c cannot talk; d is unlisted and unaffected.
+        let bridge = FaultKind::Partition {
+            groups: vec![names(&["a", "b"]), names(&["b", "c"])],
+        };
+        let links = bridge.links(&names(&["a", "b", "c", "d"]));
+        assert_eq!(
+            links,
+            vec![
+                ("a".to_string(), "c".to_string()),
+                ("c".to_string(), "a".to_string())
+            ]
+        );
+        let isolate = FaultKind::Isolate { node: "b".into() };
+        assert_eq!(isolate.links(&names(&["a", "b", "c"])).len(), 4);
+    }
+}

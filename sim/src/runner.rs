@@ -1,0 +1,180 @@
+//! Runs one scenario × scheme × seed: builds the world on a fresh madsim runtime, lets the
+//! clients work until they finish or `duration_ms` passes, kills every node, and judges the
+//! history with the checkers.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use madsim::runtime::{Handle, Runtime};
+use model::check::{CheckContext, check_all};
+use model::history::{Event, trace_hash};
+use model::result::RunResult;
+
+use crate::client::client_node;
+use crate::faults::nemesis;
+use crate::node_ip;
+use crate::redis_node::redis_node;
+use crate::resource::resource_node;
+use crate::scenario::Scenario;
+use crate::world::World;
+
+/// One finished run: the result of the contract and the full history behind it.
+pub struct RunOutput {
+    pub result: RunResult,
+    pub events: Vec<Event>,
+}
+
+/// Runs one seed on a fresh OS thread: std's `HashMap` seeds and madsim's thread-locals follow
+/// the seed only for the first runtime on a thread (DESIGN.md, determinism rules).
+pub fn run(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> Result<RunOutput, String> {
+    let name = scenario.name.clone();
+    let scenario = scenario.clone();
+    std::thread::Builder::new()
+        .name(format!("seed-{seed}"))
+        .spawn(move || run_on_this_thread(&scenario, scheme_index, seed))
+        .map_err(|e| format!("cannot start a simulation thread: {e}"))?
+        .join()
+        .map_err(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("the simulation of {name} seed {seed} panicked: {message}")
+        })
+}
+
+fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> RunOutput {
+    let wall_start = std::time::Instant::now();
+    let latency = scenario.network.latency_ms;
+    let mut config = madsim::Config::default();
+    // madsim draws each message's one-way latency from [start, end): include the max.
+    config.net.send_latency = Duration::from_millis(latency.min)
+        ..Duration::from_millis(latency.max) + Duration::from_micros(1);
+    let runtime = Runtime::with_seed_and_config(seed, config);
+    let world_scenario = scenario.clone();
+    let (events, end_us) = runtime.block_on(simulate(world_scenario, scheme_index, seed));
+    drop(runtime);
+    let wall_ms = wall_start.elapsed().as_millis() as u64;
+
+    let scheme = &scenario.schemes[scheme_index];
+    let ctx = CheckContext {
+        clients: scenario.client_names(),
+        end_us,
+        liveness_window_ms: scenario.liveness_window_ms(scheme),
+    };
+    let report = check_all(&events, &ctx);
+    let result = RunResult {
+        scenario: scenario.name.clone(),
+        scheme: scheme.label(),
+        seed,
+        trace_hash: trace_hash(&events),
+        sim_ms: end_us / 1000,
+        wall_ms,
+        verdicts: report.verdicts,
+        counts: report.counts,
+        latency_ms: report.latency_ms,
+        throughput_per_s: report.throughput_per_s,
+        violations: report.violations,
+    };
+    RunOutput { result, events }
+}
+
+fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
+where
+    F: Fn(Arc<World>, String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let ip: IpAddr = node_ip(name);
+    let (w, n) = (world.clone(), name.to_string());
+    let node = handle
+        .create_node()
+        .name(name)
+        .ip(ip)
+        .init(move || init(w.clone(), n.clone()))
+        .build();
+    world.register_node(name, node.id(), ip);
+}
+
+/// The simulation proper; returns the history and the true time the run ended.
+async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (Vec<Event>, u64) {
+    let handle = Handle::current();
+    let world = Arc::new(World::new(
+        scenario.clone(),
+        scenario.schemes[scheme_index].clone(),
+        seed,
+    ));
+    let (fire, fired) = tokio::sync::mpsc::unbounded_channel();
+    world.set_fault_channel(fire);
+
+    for name in scenario.master_names() {
+        add_node(&handle, &world, &name, redis_node);
+    }
+    add_node(&handle, &world, "resource", |world, _| resource_node(world));
+    let nemesis_node = handle
+        .create_node()
+        .name("nemesis")
+        .ip(node_ip("nemesis"))
+        .build();
+    world.register_node("nemesis", nemesis_node.id(), node_ip("nemesis"));
+    nemesis_node.spawn(nemesis(world.clone(), fired));
+    for name in scenario.client_names() {
+        add_node(&handle, &world, &name, client_node);
+    }
+
+    let duration_us = scenario.duration_ms * 1000;
+    let clients = scenario.clients.count;
+    while world.clients_done() < clients && world.now_us() < duration_us {
+        madsim::time::sleep(Duration::from_millis(10)).await;
+    }
+    let end_us = world.now_us().min(duration_us);
+    // madsim leaks the tasks of live nodes when the runtime drops: kill every node first.
+    for id in world.node_ids() {
+        handle.kill(id);
+    }
+    (world.take_events(), end_us)
+}
+
+/// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh
+/// thread), calling `on_done` in the caller's thread as each finishes, in completion order.
+pub fn run_parallel(
+    scenario: &Arc<Scenario>,
+    work: Vec<(usize, u64)>,
+    jobs: usize,
+    mut on_done: impl FnMut(Result<RunOutput, String>),
+) {
+    let queue = Arc::new(std::sync::Mutex::new(work.into_iter()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let workers: Vec<_> = (0..jobs.max(1))
+        .map(|_| {
+            let (queue, tx, scenario) = (queue.clone(), tx.clone(), scenario.clone());
+            std::thread::spawn(move || {
+                loop {
+                    let next = queue
+                        .lock()
+                        .expect("no worker panics holding the queue")
+                        .next();
+                    let Some((scheme_index, seed)) = next else {
+                        break;
+                    };
+                    if tx.send(run(&scenario, scheme_index, seed)).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for output in rx {
+        on_done(output);
+    }
+    for worker in workers {
+        let _ = worker.join();
+    }
+}
+
+/// How many jobs to run at once by default: every core.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,536 @@
+//! Scenario files (DESIGN.md "Scenario file (contract)"): loading, defaults and validation.
+//!
+//! Every field of the contract is known here. Omitted fields take the defaults documented on
+//! each struct; unknown fields, bad values and features that are not built yet are errors that
+//! name the file and the field — never a panic.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use model::locks::SchemeSpec;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::faults::{Fault, FaultSpec};
+
+/// A validated scenario, ready to run.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Where it was loaded from (for messages and `replay` commands).
+    pub path: String,
+    pub name: String,
+    pub description: String,
+    pub source: String,
+    /// The seed `locksim run` uses without `--seed`.
+    pub seed: u64,
+    /// The seeds `check`, `sweep` and `compare` use.
+    pub seeds: SeedRange,
+    pub duration_ms: u64,
+    pub topology: Topology,
+    pub network: Network,
+    /// One entry for `scheme`, several for `schemes` (a scheme sweep).
+    pub schemes: Vec<SchemeSpec>,
+    pub clients: Clients,
+    pub resource: Resource,
+    pub faults: Vec<Fault>,
+    pub expect: Expect,
+    pub expect_some: Expect,
+    /// How long a live client may wait once every fault has healed; default 2×ttl + 1 s.
+    pub liveness_window_ms: Option<u64>,
+}
+
+/// An inclusive seed range, written `"A..B"` (both ends included, so `"0..19"` is 20 seeds) or
+/// a single number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedRange {
+    pub first: u64,
+    pub last: u64,
+}
+
+impl SeedRange {
+    pub fn parse(text: &str) -> Result<SeedRange, String> {
+        let bad = || {
+            format!(
+                "\"{text}\" is not a seed range (write \"A..B\", both ends included, or one seed)"
+            )
+        };
+        let range = match text.split_once("..") {
+            Some((a, b)) => {
+                let b = b.strip_prefix('=').unwrap_or(b);
+                SeedRange {
+                    first: a.trim().parse().map_err(|_| bad())?,
+                    last: b.trim().parse().map_err(|_| bad())?,
+                }
+            }
+            None => {
+                let seed = text.trim().parse().map_err(|_| bad())?;
+                SeedRange {
+                    first: seed,
+                    last: seed,
+                }
+            }
+        };
+        if range.first > range.last {
+            return Err(format!("\"{text}\": the first seed is after the last"));
+        }
+        Ok(range)
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = u64> {
+        self.first..=self.last
+    }
+
+    pub fn len(self) -> u64 {
+        self.last - self.first + 1
+    }
+
+    pub fn is_empty(self) -> bool {
+        false
+    }
+}
+
+impl std::fmt::Display for SeedRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}..{}", self.first, self.last)
+    }
+}
+
+/// `[min, max]` milliseconds (inclusive), or one number for a fixed value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsRange {
+    pub min: u64,
+    pub max: u64,
+}
+
+impl<'de> Deserialize<'de> for MsRange {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match Value::deserialize(d)? {
+            Value::Number(n) => {
+                let v = n.as_u64().ok_or_else(|| {
+                    D::Error::custom(format!("expected milliseconds ≥ 0, got {n}"))
+                })?;
+                Ok(MsRange { min: v, max: v })
+            }
+            Value::Array(items) if items.len() == 2 => {
+                let get = |v: &Value| {
+                    v.as_u64().ok_or_else(|| {
+                        D::Error::custom(format!("expected milliseconds ≥ 0, got {v}"))
+                    })
+                };
+                let (min, max) = (get(&items[0])?, get(&items[1])?);
+                if min > max {
+                    return Err(D::Error::custom(format!(
+                        "[{min}, {max}]: min is greater than max"
+                    )));
+                }
+                Ok(MsRange { min, max })
+            }
+            other => Err(D::Error::custom(format!(
+                "expected [min, max] in ms or a number, got {other}"
+            ))),
+        }
+    }
+}
+
+/// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Topology {
+    /// Independent masters `redis-1..N` (Redlock uses them all).
+    pub masters: u32,
+    /// Replicas per master.
+    pub replicas: u32,
+    pub sentinels: u32,
+    pub sentinel_down_after_ms: u64,
+    /// `off` (no AOF) | `no` | `everysec` | `always`.
+    pub appendfsync: String,
+    /// A crashed Redis stays unavailable this long after its restart is due (antirez's delayed restart).
+    pub restart_delay_ms: u64,
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Topology {
+            masters: 1,
+            replicas: 0,
+            sentinels: 0,
+            sentinel_down_after_ms: 5000,
+            appendfsync: "off".into(),
+            restart_delay_ms: 0,
+        }
+    }
+}
+
+/// `network` (default one-way latency 1–5 ms on every link).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Network {
+    pub latency_ms: MsRange,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network {
+            latency_ms: MsRange { min: 1, max: 5 },
+        }
+    }
+}
+
+/// `clients`: the workload. Each client repeats `acquisitions` times: acquire (retrying up to
+/// `acquire_timeout_ms`), read the resource, hold `hold_ms`, write it back decremented, release,
+/// think `think_ms`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Clients {
+    pub count: u32,
+    pub acquisitions: u32,
+    pub hold_ms: MsRange,
+    pub think_ms: MsRange,
+    pub acquire_timeout_ms: u64,
+    /// The client's own timeout per command; the server may still execute a command after it.
+    pub command_timeout_ms: u64,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Clients {
+            count: 2,
+            acquisitions: 10,
+            hold_ms: MsRange { min: 10, max: 50 },
+            think_ms: MsRange { min: 0, max: 20 },
+            acquire_timeout_ms: 5000,
+            command_timeout_ms: 500,
+        }
+    }
+}
+
+/// `resource`: the protected counter (the seeds' stock). With `fencing` it rejects stale tokens.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Resource {
+    pub fencing: bool,
+}
+
+/// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Expect {
+    pub mutual_exclusion: Option<SafetyExpect>,
+    pub resource_safety: Option<SafetyExpect>,
+    pub liveness: Option<LivenessExpect>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyExpect {
+    Holds,
+    Violated,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LivenessExpect {
+    Ok,
+    Stuck,
+}
+
+/// The file as written, before validation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default)]
+    seeds: Option<String>,
+    #[serde(default = "default_duration_ms")]
+    duration_ms: u64,
+    #[serde(default)]
+    topology: Topology,
+    #[serde(default)]
+    network: Network,
+    #[serde(default)]
+    scheme: Option<Value>,
+    #[serde(default)]
+    schemes: Option<Vec<Value>>,
+    #[serde(default)]
+    clients: Clients,
+    #[serde(default)]
+    resource: Resource,
+    #[serde(default)]
+    faults: Vec<FaultSpec>,
+    #[serde(default)]
+    nemesis: Option<Value>,
+    #[serde(default)]
+    expect: Expect,
+    #[serde(default)]
+    expect_some: Expect,
+    #[serde(default)]
+    liveness_window_ms: Option<u64>,
+}
+
+fn default_duration_ms() -> u64 {
+    60_000
+}
+
+/// The default seed range of `check`/`sweep`/`compare` when a scenario names none.
+pub const DEFAULT_SEEDS: SeedRange = SeedRange { first: 0, last: 19 };
+
+impl Scenario {
+    /// Loads and validates a scenario file. Errors read `FILE: FIELD: PROBLEM`.
+    pub fn load(path: &Path) -> Result<Scenario, String> {
+        let shown = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        Scenario::parse(&text, &shown)
+    }
+
+    /// Parses scenario JSON; `path` is only used in messages.
+    pub fn parse(text: &str, path: &str) -> Result<Scenario, String> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let file: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            if field == "." || field.is_empty() {
+                format!("{path}: {inner}")
+            } else {
+                format!("{path}: {field}: {inner}")
+            }
+        })?;
+        file.validate(path).map_err(|e| format!("{path}: {e}"))
+    }
+
+    /// Every node name of this scenario's topology, in creation order.
+    pub fn node_names(&self) -> Vec<String> {
+        node_names(&self.topology, &self.clients)
+    }
+
+    pub fn client_names(&self) -> Vec<String> {
+        (1..=self.clients.count)
+            .map(|i| format!("client-{i}"))
+            .collect()
+    }
+
+    pub fn master_names(&self) -> Vec<String> {
+        (1..=self.topology.masters)
+            .map(|i| format!("redis-{i}"))
+            .collect()
+    }
+
+    /// The liveness window for a scheme: the scenario's, or 2×ttl + 1 s.
+    pub fn liveness_window_ms(&self, scheme: &SchemeSpec) -> u64 {
+        self.liveness_window_ms
+            .unwrap_or(2 * scheme.ttl_ms() + 1000)
+    }
+}
+
+fn node_names(topology: &Topology, clients: &Clients) -> Vec<String> {
+    let mut names: Vec<String> = (1..=topology.masters)
+        .map(|i| format!("redis-{i}"))
+        .collect();
+    names.extend((1..=clients.count).map(|i| format!("client-{i}")));
+    names.push("resource".into());
+    names
+}
+
+impl ScenarioFile {
+    fn validate(self, path: &str) -> Result<Scenario, String> {
+        if self.name.trim().is_empty() {
+            return Err("name: must not be empty".into());
+        }
+        if self.duration_ms == 0 {
+            return Err("duration_ms: must be greater than 0".into());
+        }
+        let t = &self.topology;
+        if t.masters == 0 {
+            return Err("topology.masters: must be at least 1".into());
+        }
+        if t.masters > 64 {
+            return Err("topology.masters: at most 64".into());
+        }
+        if !["off", "no", "everysec", "always"].contains(&t.appendfsync.as_str()) {
+            return Err(format!(
+                "topology.appendfsync: \"{}\" is not one of off, no, everysec, always",
+                t.appendfsync
+            ));
+        }
+        not_yet(t.replicas != 0, "topology.replicas", "replication")?;
+        not_yet(t.sentinels != 0, "topology.sentinels", "Sentinel")?;
+        not_yet(
+            t.appendfsync != "off",
+            "topology.appendfsync",
+            "AOF persistence",
+        )?;
+        not_yet(
+            t.restart_delay_ms != 0,
+            "topology.restart_delay_ms",
+            "crash and restart",
+        )?;
+        let c = &self.clients;
+        if c.count == 0 {
+            return Err("clients.count: must be at least 1".into());
+        }
+        if c.count > 1000 {
+            return Err("clients.count: at most 1000".into());
+        }
+        if c.command_timeout_ms == 0 {
+            return Err("clients.command_timeout_ms: must be greater than 0".into());
+        }
+        let schemes =
+            match (&self.scheme, &self.schemes) {
+                (Some(_), Some(_)) => {
+                    return Err("scheme and schemes: give one of them, not both".into());
+                }
+                (None, None) => return Err(
+                    "scheme: missing (a scheme id such as \"set-nx-px-lua\", or `schemes`: a list)"
+                        .into(),
+                ),
+                (Some(one), None) => vec![SchemeSpec::from_json(one, "scheme")?],
+                (None, Some(list)) => {
+                    if list.is_empty() {
+                        return Err("schemes: must list at least one scheme".into());
+                    }
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, v)| SchemeSpec::from_json(v, &format!("schemes[{i}]")))
+                        .collect::<Result<_, _>>()?
+                }
+            };
+        let nodes: BTreeSet<String> = node_names(&self.topology, &self.clients)
+            .into_iter()
+            .collect();
+        let faults = self
+            .faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.validate(&format!("faults[{i}]"), &nodes))
+            .collect::<Result<Vec<_>, _>>()?;
+        not_yet(self.nemesis.is_some(), "nemesis", "the random nemesis")?;
+        let seeds = match &self.seeds {
+            Some(text) => SeedRange::parse(text).map_err(|e| format!("seeds: {e}"))?,
+            None => DEFAULT_SEEDS,
+        };
+        if self.liveness_window_ms == Some(0) {
+            return Err("liveness_window_ms: must be greater than 0".into());
+        }
+        Ok(Scenario {
+            path: path.to_string(),
+            name: self.name,
+            description: self.description,
+            source: self.source,
+            seed: self.seed,
+            seeds,
+            duration_ms: self.duration_ms,
+            topology: self.topology,
+            network: self.network,
+            schemes,
+            clients: self.clients,
+            resource: self.resource,
+            faults,
+            expect: self.expect,
+            expect_some: self.expect_some,
+            liveness_window_ms: self.liveness_window_ms,
+        })
+    }
+}
+
+/// A feature of the contract this build does not simulate yet: accepted at its default value,
+/// rejected otherwise, with a message that says so.
+fn not_yet(used: bool, field: &str, feature: &str) -> Result<(), String> {
+    if used {
+        Err(format!(
+            "{field}: {feature} is not supported yet (leave it out or at its default)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"{ "name": "m", "scheme": "set-nx-px-lua" }"#;
+
+    #[test]
+    fn omitted_fields_take_their_defaults() {
+        let s = Scenario::parse(MINIMAL, "m.json").unwrap();
+        assert_eq!(s.topology.masters, 1);
+        assert_eq!(s.clients.count, 2);
+        assert_eq!(s.network.latency_ms, MsRange { min: 1, max: 5 });
+        assert_eq!(s.seeds, DEFAULT_SEEDS);
+        assert_eq!(
+            s.node_names(),
+            vec!["redis-1", "client-1", "client-2", "resource"]
+        );
+        assert_eq!(s.liveness_window_ms(&s.schemes[0]), 61_000);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clientz": {} }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("f.json: "), "{err}");
+        assert!(err.contains("unknown field `clientz`"), "{err}");
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "count": "two" } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("f.json: clients.count: "), "{err}");
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "network": { "latency_ms": [5, 1] } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("network.latency_ms") && err.contains("min is greater than max"),
+            "{err}"
+        );
+        let err = Scenario::parse(r#"{ "name": "m", "scheme": "nope" }"#, "f.json").unwrap_err();
+        assert!(
+            err.starts_with("f.json: scheme.name: unknown scheme"),
+            "{err}"
+        );
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "seeds": "9..2" }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("f.json: seeds: "), "{err}");
+        let err = Scenario::parse("{ not json", "f.json").unwrap_err();
+        assert!(err.starts_with("f.json: "), "{err}");
+    }
+
+    #[test]
+    fn unbuilt_features_say_so() {
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "topology": { "replicas": 1 } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "f.json: topology.replicas: replication is not supported yet (leave it out or at its default)"
+        );
+    }
+
+    #[test]
+    fn seed_ranges_include_both_ends() {
+        assert_eq!(SeedRange::parse("0..19").unwrap().len(), 20);
+        assert_eq!(SeedRange::parse("0..=19").unwrap().len(), 20);
+        assert_eq!(
+            SeedRange::parse("7").unwrap().iter().collect::<Vec<_>>(),
+            vec![7]
+        );
+        assert!(SeedRange::parse("a..b").is_err());
+    }
+}

@@ -1,0 +1,280 @@
+//! The shared state of one simulated run: the history being recorded, every node's clock, the
+//! node registry, and the fault triggers watching the history.
+//!
+//! Everything runs on one madsim runtime thread; the mutex only satisfies `Send` for madsim's
+//! spawn and is never contended.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use madsim::task::NodeId;
+use madsim::time::Instant;
+use model::history::{Event, EventKind};
+use model::locks::SchemeSpec;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::clock::NodeClock;
+use crate::faults::When;
+use crate::scenario::Scenario;
+
+pub struct World {
+    pub scenario: Arc<Scenario>,
+    pub scheme: SchemeSpec,
+    pub seed: u64,
+    start: Instant,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    events: Vec<Event>,
+    clocks: BTreeMap<String, NodeClock>,
+    node_ids: BTreeMap<String, NodeId>,
+    ip_names: BTreeMap<IpAddr, String>,
+    /// Lock values → the client that wrote them, for attributing key owners.
+    tokens: BTreeMap<String, String>,
+    /// Event-triggered faults still waiting for their nth event.
+    triggers: Vec<Trigger>,
+    /// Where a fired trigger sends its fault index (the nemesis).
+    fire: Option<UnboundedSender<usize>>,
+    clients_done: u32,
+    /// How many times each node was resumed from a pause.
+    resumes: BTreeMap<String, u64>,
+    /// How many active faults clog each directed link, so overlapping faults heal correctly.
+    clogs: BTreeMap<(String, String), u32>,
+}
+
+struct Trigger {
+    fault: usize,
+    event: String,
+    node: Option<String>,
+    command: Option<String>,
+    nth: u64,
+    seen: u64,
+}
+
+impl World {
+    pub fn new(scenario: Arc<Scenario>, scheme: SchemeSpec, seed: u64) -> World {
+        let mut state = State::default();
+        for (fault, f) in scenario.faults.iter().enumerate() {
+            if let When::On {
+                event,
+                node,
+                nth,
+                command,
+                ..
+            } = &f.when
+            {
+                state.triggers.push(Trigger {
+                    fault,
+                    event: event.clone(),
+                    node: node.clone(),
+                    command: command.clone(),
+                    nth: *nth,
+                    seen: 0,
+                });
+            }
+        }
+        World {
+            scenario,
+            scheme,
+            seed,
+            start: Instant::now(),
+            state: Mutex::new(state),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .expect("the world is only used from the simulation thread")
+    }
+
+    /// True simulated time since the start of the run.
+    pub fn now_us(&self) -> u64 {
+        Instant::now().duration_since(self.start).as_micros() as u64
+    }
+
+    pub fn register_node(&self, name: &str, id: NodeId, ip: IpAddr) {
+        let mut state = self.state();
+        state.node_ids.insert(name.to_string(), id);
+        state.ip_names.insert(ip, name.to_string());
+        state.clocks.entry(name.to_string()).or_default();
+    }
+
+    pub fn node_id(&self, name: &str) -> NodeId {
+        self.state().node_ids[name]
+    }
+
+    pub fn node_ids(&self) -> Vec<NodeId> {
+        self.state().node_ids.values().copied().collect()
+    }
+
+    /// The node name behind an IP address (a server names the client of a connection).
+    pub fn name_of(&self, ip: IpAddr) -> String {
+        self.state()
+            .ip_names
+            .get(&ip)
+            .cloned()
+            .unwrap_or_else(|| ip.to_string())
+    }
+
+    pub fn set_fault_channel(&self, fire: UnboundedSender<usize>) {
+        self.state().fire = Some(fire);
+    }
+
+    /// Appends an event to the history and fires any fault trigger it completes.
+    pub fn record(&self, node: &str, kind: EventKind) {
+        let event = Event {
+            t_us: self.now_us(),
+            node: node.to_string(),
+            kind,
+        };
+        let mut state = self.state();
+        let name = event.name();
+        let command_word = match &event.kind {
+            EventKind::CommandSent { command, .. } => command.split(' ').next(),
+            _ => None,
+        };
+        let mut fired = Vec::new();
+        for trigger in state.triggers.iter_mut() {
+            let matches = trigger.event == name
+                && trigger.node.as_deref().is_none_or(|n| n == node)
+                && trigger
+                    .command
+                    .as_deref()
+                    .is_none_or(|c| command_word.is_some_and(|w| w.eq_ignore_ascii_case(c)));
+            if matches {
+                trigger.seen += 1;
+                if trigger.seen == trigger.nth {
+                    fired.push(trigger.fault);
+                }
+            }
+        }
+        if let Some(fire) = &state.fire {
+            for fault in fired {
+                // The nemesis lives to the end of the run; a send can only fail after it.
+                let _ = fire.send(fault);
+            }
+        }
+        state.events.push(event);
+    }
+
+    pub fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut self.state().events)
+    }
+
+    /// The node's wall clock (Unix ms) now.
+    pub fn wall_ms(&self, node: &str) -> i64 {
+        let now = self.now_us();
+        self.state()
+            .clocks
+            .entry(node.to_string())
+            .or_default()
+            .wall_ms(now)
+    }
+
+    /// The node's monotonic clock (ms) now.
+    pub fn mono_ms(&self, node: &str) -> u64 {
+        let now = self.now_us();
+        self.state()
+            .clocks
+            .entry(node.to_string())
+            .or_default()
+            .mono_ms(now)
+    }
+
+    /// True time that passes while `node`'s clock advances `local_ms`: a sleep measured by a
+    /// drifting oscillator.
+    pub fn true_duration_us(&self, node: &str, local_ms: u64) -> u64 {
+        self.state()
+            .clocks
+            .entry(node.to_string())
+            .or_default()
+            .true_duration_us(local_ms)
+    }
+
+    pub fn with_clock<R>(&self, node: &str, f: impl FnOnce(&mut NodeClock, u64) -> R) -> R {
+        let now = self.now_us();
+        f(
+            self.state().clocks.entry(node.to_string()).or_default(),
+            now,
+        )
+    }
+
+    pub fn register_token(&self, token: &str, client: &str) {
+        self.state()
+            .tokens
+            .insert(token.to_string(), client.to_string());
+    }
+
+    /// The client whose token `value` is, if any.
+    pub fn owner_of(&self, value: &[u8]) -> Option<String> {
+        let value = std::str::from_utf8(value).ok()?;
+        self.state().tokens.get(value).cloned()
+    }
+
+    pub fn resumed(&self, node: &str) {
+        *self.state().resumes.entry(node.to_string()).or_default() += 1;
+    }
+
+    /// How many times `node` was resumed from a pause so far.
+    pub fn resumes(&self, node: &str) -> u64 {
+        self.state().resumes.get(node).copied().unwrap_or(0)
+    }
+
+    pub fn client_done(&self) {
+        self.state().clients_done += 1;
+    }
+
+    pub fn clients_done(&self) -> u32 {
+        self.state().clients_done
+    }
+
+    /// Adds one clog on the directed link; true when the link was open before.
+    pub fn clog(&self, from: &str, to: &str) -> bool {
+        let mut state = self.state();
+        let count = state
+            .clogs
+            .entry((from.to_string(), to.to_string()))
+            .or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// Whether a fault currently cuts the directed link.
+    pub fn is_clogged(&self, from: &str, to: &str) -> bool {
+        self.state()
+            .clogs
+            .contains_key(&(from.to_string(), to.to_string()))
+    }
+
+    /// Removes one clog; true when the link is open again.
+    pub fn unclog(&self, from: &str, to: &str) -> bool {
+        let mut state = self.state();
+        let key = (from.to_string(), to.to_string());
+        match state.clogs.get_mut(&key) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                state.clogs.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The seed of one named random stream of a run (`client-1/workload`, `redis-1`): separate
+/// streams mean adding a client does not perturb any other node's draws.
+pub fn stream_seed(seed: u64, stream: &str) -> u64 {
+    use sha1::{Digest, Sha1};
+    let mut hasher = Sha1::new();
+    hasher.update(seed.to_le_bytes());
+    hasher.update(stream.as_bytes());
+    let digest = hasher.finalize();
+    u64::from_le_bytes(digest[..8].try_into().expect("a SHA-1 digest has 20 bytes"))
+}
