@@ -597,7 +597,7 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
 
 /// C's `(long long)` cast of a double on x86-64: NaN and out-of-range give `LLONG_MIN`.
 fn c_double_to_ll(d: f64) -> i64 {
-    if d.is_nan() || d >= 9_223_372_036_854_775_808.0 || d < -9_223_372_036_854_775_808.0 {
+    if d.is_nan() || !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&d) {
         i64::MIN
     } else {
         d as i64

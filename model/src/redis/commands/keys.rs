@@ -96,7 +96,7 @@ fn expire_generic(
         Err(e) => return e,
     };
     if seconds {
-        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return invalid();
         }
         when *= 1000;

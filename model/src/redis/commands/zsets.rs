@@ -59,7 +59,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], mut flags: u8) -> Reply {
     if nx && xx {
         return Reply::error("ERR XX and NX options at the same time are not compatible");
     }
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if (nx && (gt || lt)) || (gt && lt) {
         return Reply::error("ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     if incr && elements > 1 {
