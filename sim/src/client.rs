@@ -345,5 +345,5 @@ pub async fn client_node(world: Arc<World>, name: String) {
         env.sleep_ms(draw(&mut rng, clients.think_ms)).await;
     }
     world.record(&name, EventKind::ClientDone);
-    world.client_done();
+    world.client_done(&name);
 }

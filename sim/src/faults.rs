@@ -56,6 +56,13 @@ pub struct Fault {
 pub enum FaultKind {
     /// Stop-the-world pause (GC): every task of the node stops; timers keep running.
     Pause { node: String },
+    /// The process dies: its tasks and timers are gone, its peers see the connection close, and
+    /// whatever it kept only in memory is lost. It restarts afresh after `restart_after_ms`, or
+    /// stays down.
+    Crash {
+        node: String,
+        restart_after_ms: Option<u64>,
+    },
     /// Step the node's wall clock by `delta_ms` (±).
     ClockJump { node: String, delta_ms: i64 },
     /// The node's clocks run at `rate` × true time.
@@ -123,6 +130,24 @@ impl FaultSpec {
                 allowed.push("node");
                 FaultKind::Pause {
                     node: node_field("node", &self.node)?,
+                }
+            }
+            "crash" => {
+                allowed.extend(["node", "restart_after_ms"]);
+                let node = node_field("node", &self.node)?;
+                if node == "resource" {
+                    return Err(format!(
+                        "{field}.node: the protected resource does not crash (it stands for durable storage)"
+                    ));
+                }
+                if self.duration_ms.is_some() {
+                    return Err(format!(
+                        "{field}.duration_ms: a crash lasts until restart_after_ms (omit it to stay down)"
+                    ));
+                }
+                FaultKind::Crash {
+                    node,
+                    restart_after_ms: self.restart_after_ms,
                 }
             }
             "clock_jump" => {
@@ -266,6 +291,7 @@ impl FaultKind {
     pub fn name(&self) -> &'static str {
         match self {
             FaultKind::Pause { .. } => "pause",
+            FaultKind::Crash { .. } => "crash",
             FaultKind::ClockJump { .. } => "clock_jump",
             FaultKind::ClockDrift { .. } => "clock_drift",
             FaultKind::Partition { .. } => "partition",
@@ -277,6 +303,7 @@ impl FaultKind {
     pub fn target(&self) -> &str {
         match self {
             FaultKind::Pause { node }
+            | FaultKind::Crash { node, .. }
             | FaultKind::ClockJump { node, .. }
             | FaultKind::ClockDrift { node, .. }
             | FaultKind::Isolate { node } => node,
@@ -287,6 +314,7 @@ impl FaultKind {
     fn describe(&self) -> String {
         match self {
             FaultKind::Pause { node } => format!("{node} paused (stop the world)"),
+            FaultKind::Crash { node, .. } => format!("{node} crashed"),
             FaultKind::ClockJump { node, delta_ms } => {
                 format!("{node}'s wall clock jumps {delta_ms:+} ms")
             }
@@ -325,6 +353,15 @@ impl FaultKind {
         let handle = Handle::current();
         match self {
             FaultKind::Pause { node } => handle.pause(world.node_id(node)),
+            FaultKind::Crash {
+                node,
+                restart_after_ms,
+            } => {
+                handle.kill(world.node_id(node));
+                if restart_after_ms.is_none() {
+                    world.gone(node);
+                }
+            }
             FaultKind::ClockJump { node, delta_ms } => {
                 world.with_clock(node, |c, now| c.jump(now, *delta_ms))
             }
@@ -349,6 +386,8 @@ impl FaultKind {
                 world.resumed(node);
                 handle.resume(world.node_id(node));
             }
+            // madsim: a restart without a prior kill keeps the old sockets; the kill came first.
+            FaultKind::Crash { node, .. } => handle.restart(world.node_id(node)),
             // A clock step is not undone (NTP would slew it back slowly); healing ends the fault window.
             FaultKind::ClockJump { .. } => {}
             FaultKind::ClockDrift { node, .. } => {
@@ -379,7 +418,13 @@ pub async fn run(world: Arc<World>, fault: Fault) {
             detail: detail.clone(),
         },
     );
-    if let Some(duration_ms) = fault.duration_ms {
+    let lasts_ms = match fault.kind {
+        FaultKind::Crash {
+            restart_after_ms, ..
+        } => restart_after_ms,
+        _ => fault.duration_ms,
+    };
+    if let Some(duration_ms) = lasts_ms {
         madsim::time::sleep(Duration::from_millis(duration_ms)).await;
         fault.kind.heal(&world);
         world.record(

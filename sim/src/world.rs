@@ -38,7 +38,8 @@ struct State {
     triggers: Vec<Trigger>,
     /// Where a fired trigger sends its fault index (the nemesis).
     fire: Option<UnboundedSender<usize>>,
-    clients_done: u32,
+    /// Clients that finished their workload, or crashed for good.
+    clients_done: std::collections::BTreeSet<String>,
     /// How many times each node was resumed from a pause.
     resumes: BTreeMap<String, u64>,
     /// How many active faults clog each directed link, so overlapping faults heal correctly.
@@ -224,12 +225,19 @@ impl World {
         self.state().resumes.get(node).copied().unwrap_or(0)
     }
 
-    pub fn client_done(&self) {
-        self.state().clients_done += 1;
+    pub fn client_done(&self, name: &str) {
+        self.state().clients_done.insert(name.to_string());
+    }
+
+    /// A node crashed and will not restart: a client of it will never finish.
+    pub fn gone(&self, name: &str) {
+        if name.starts_with("client-") {
+            self.client_done(name);
+        }
     }
 
     pub fn clients_done(&self) -> u32 {
-        self.state().clients_done
+        self.state().clients_done.len() as u32
     }
 
     /// Adds one clog on the directed link; true when the link was open before.
