@@ -7,11 +7,14 @@
 use serde::{Deserialize, Serialize};
 
 /// One observation. `t_us` is true simulated time since the start of the run (not any node's
-/// clock, which may jump or drift); `node` is the node that observed it.
+/// clock, which may jump or drift); `node` is the node that observed it; `thread` the worker
+/// thread of a client process that runs several (`clients.threads` > 1), numbered from 1.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub t_us: u64,
     pub node: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub thread: Option<u32>,
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -104,7 +107,37 @@ pub enum FaultPhase {
     Healed,
 }
 
+/// The lock owner a workload thread is: its node (`client-1`), or `client-1/t2` for worker
+/// thread 2 of a client running several threads. The checkers key holds by owner, so two
+/// threads of one process are two owners.
+pub fn owner_name(node: &str, thread: Option<u32>) -> String {
+    match thread {
+        Some(t) => format!("{node}/t{t}"),
+        None => node.to_string(),
+    }
+}
+
+/// The node part of an owner name (`client-1/t2` → `client-1`).
+pub fn owner_node(owner: &str) -> &str {
+    owner.split_once('/').map_or(owner, |(node, _)| node)
+}
+
 impl Event {
+    /// An event of a node (no worker thread).
+    pub fn new(t_us: u64, node: impl Into<String>, kind: EventKind) -> Event {
+        Event {
+            t_us,
+            node: node.into(),
+            thread: None,
+            kind,
+        }
+    }
+
+    /// The lock owner that observed this event (see [`owner_name`]).
+    pub fn owner(&self) -> String {
+        owner_name(&self.node, self.thread)
+    }
+
     pub fn t_ms(&self) -> f64 {
         self.t_us as f64 / 1000.0
     }
@@ -208,14 +241,14 @@ mod tests {
 
     #[test]
     fn events_serialise_with_their_name_and_round_trip() {
-        let event = Event {
-            t_us: 1500,
-            node: "client-1".into(),
-            kind: EventKind::Acquired {
+        let event = Event::new(
+            1500,
+            "client-1",
+            EventKind::Acquired {
                 token: "abc".into(),
                 fence: Some(3),
             },
-        };
+        );
         let line = event.to_json_line();
         assert_eq!(
             line,
@@ -224,15 +257,24 @@ mod tests {
         let back: Event = serde_json::from_str(&line).unwrap();
         assert_eq!(back, event);
         assert_eq!(back.name(), "acquired");
+        let threaded = Event {
+            thread: Some(2),
+            ..event
+        };
+        let line = threaded.to_json_line();
+        assert_eq!(
+            line,
+            r#"{"t_us":1500,"node":"client-1","thread":2,"event":"acquired","token":"abc","fence":3}"#
+        );
+        assert_eq!(threaded.owner(), "client-1/t2");
+        assert_eq!(owner_node("client-1/t2"), "client-1");
+        let back: Event = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, threaded);
     }
 
     #[test]
     fn hash_depends_on_every_byte_of_the_trace() {
-        let a = vec![Event {
-            t_us: 1,
-            node: "n".into(),
-            kind: EventKind::ReleaseStarted,
-        }];
+        let a = vec![Event::new(1, "n", EventKind::ReleaseStarted)];
         let mut b = a.clone();
         b[0].t_us = 2;
         assert_ne!(trace_hash(&a), trace_hash(&b));

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use madsim::time::sleep;
-use model::history::{EventKind, render_command, render_reply};
-use model::locks::{CallError, LocalBoxFuture, LockEnv, Subscription, TaskGuard};
+use model::history::{EventKind, owner_name, render_command, render_reply};
+use model::locks::{CallError, LocalBoxFuture, LockEnv, LockScheme, Subscription, TaskGuard};
 use model::redis::Reply;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -300,50 +300,141 @@ fn draw(rng: &mut ChaCha8Rng, range: MsRange) -> u64 {
     rng.gen_range(range.min..=range.max)
 }
 
-/// The client node's whole life: the workload, then done.
+/// One worker thread's view of its process: the process's `ClientEnv` (connections, clocks,
+/// random stream), except that the lock values it writes belong to this thread, so the key's
+/// owner on the timeline and in the foreign-release count is `client-1/t2`.
+struct ThreadEnv {
+    process: Rc<ClientEnv>,
+    owner: String,
+}
+
+#[async_trait(?Send)]
+impl LockEnv for ThreadEnv {
+    fn name(&self) -> &str {
+        self.process.name()
+    }
+    fn servers(&self) -> usize {
+        self.process.servers()
+    }
+    fn replicas(&self) -> usize {
+        self.process.replicas()
+    }
+    async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
+        self.process.call(server, argv).await
+    }
+    async fn subscribe(
+        &self,
+        server: usize,
+        channel: &str,
+    ) -> Result<Box<dyn Subscription>, CallError> {
+        self.process.subscribe(server, channel).await
+    }
+    fn wall_ms(&self) -> i64 {
+        self.process.wall_ms()
+    }
+    fn mono_ms(&self) -> u64 {
+        self.process.mono_ms()
+    }
+    async fn sleep_ms(&self, ms: u64) {
+        self.process.sleep_ms(ms).await
+    }
+    fn random_u64(&self) -> u64 {
+        self.process.random_u64()
+    }
+    fn register_token(&self, token: &str) {
+        self.process.world.register_token(token, &self.owner);
+    }
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) -> Box<dyn TaskGuard> {
+        self.process.spawn(task)
+    }
+}
+
+/// The client node's whole life: the workload on each of its `clients.threads` worker threads
+/// (one lock object shared between them where the scheme's source shares one), then done.
 pub async fn client_node(world: Arc<World>, name: String) {
     let env = Rc::new(ClientEnv::new(world.clone(), &name));
-    let dyn_env: Rc<dyn LockEnv> = env.clone();
-    let mut scheme = world
-        .scheme
-        .build("scheme")
-        .expect("schemes are validated when the scenario loads");
-    let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(world.seed, &format!("{name}/workload")));
+    let threads = world.scenario.clients.threads;
+    let build = || {
+        world
+            .scheme
+            .build("scheme")
+            .expect("schemes are validated when the scenario loads")
+    };
+    let first = build();
+    let mut others: Vec<Box<dyn LockScheme>> = (2..=threads)
+        .map(|_| first.share().unwrap_or_else(build))
+        .collect();
+    if threads == 1 {
+        let dyn_env: Rc<dyn LockEnv> = env.clone();
+        worker(world.clone(), env, dyn_env, first, None).await;
+    } else {
+        let mut workers = Vec::new();
+        for (thread, scheme) in (1..=threads).zip(std::iter::once(first).chain(others.drain(..))) {
+            let dyn_env: Rc<dyn LockEnv> = Rc::new(ThreadEnv {
+                process: env.clone(),
+                owner: owner_name(&name, Some(thread)),
+            });
+            workers.push(madsim::task::spawn_local(worker(
+                world.clone(),
+                env.clone(),
+                dyn_env,
+                scheme,
+                Some(thread),
+            )));
+        }
+        for handle in workers {
+            // A worker only ends by finishing its workload (a crash takes the whole node).
+            let _ = handle.await;
+        }
+    }
+    world.client_done(&name);
+}
+
+/// One worker thread's workload: `clients.acquisitions` rounds of acquire, critical section,
+/// release, think. `thread` is `None` for a single-threaded client.
+async fn worker(
+    world: Arc<World>,
+    env: Rc<ClientEnv>,
+    dyn_env: Rc<dyn LockEnv>,
+    mut scheme: Box<dyn LockScheme>,
+    thread: Option<u32>,
+) {
+    let name = env.name.clone();
+    let owner = owner_name(&name, thread);
+    let record = |kind| world.record_thread(&name, thread, kind);
+    let stream = match thread {
+        None => format!("{name}/workload"),
+        Some(_) => format!("{owner}/workload"),
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(world.seed, &stream));
     let clients = world.scenario.clients.clone();
     let mut resource = ResourceClient {
         conn: None,
         world: world.clone(),
-        name: name.clone(),
+        name: owner.clone(),
         timeout: Duration::from_millis(clients.command_timeout_ms),
     };
     for attempt in 1..=clients.acquisitions {
-        world.record(&name, EventKind::AcquireStarted { attempt });
+        record(EventKind::AcquireStarted { attempt });
         match scheme.acquire(&dyn_env, clients.acquire_timeout_ms).await {
             Ok(grant) => {
-                world.record(
-                    &name,
-                    EventKind::Acquired {
-                        token: grant.token.clone(),
-                        fence: grant.fence,
-                    },
-                );
+                record(EventKind::Acquired {
+                    token: grant.token.clone(),
+                    fence: grant.fence,
+                });
                 resource
                     .decrement(&env, grant.fence, draw(&mut rng, clients.hold_ms))
                     .await;
-                world.record(&name, EventKind::ReleaseStarted);
+                record(EventKind::ReleaseStarted);
                 let release = scheme.release(&dyn_env).await;
-                world.record(
-                    &name,
-                    EventKind::Released {
-                        ok: release.ok,
-                        detail: release.detail,
-                    },
-                );
+                record(EventKind::Released {
+                    ok: release.ok,
+                    detail: release.detail,
+                });
             }
-            Err(reason) => world.record(&name, EventKind::AcquireFailed { reason }),
+            Err(reason) => record(EventKind::AcquireFailed { reason }),
         }
         env.sleep_ms(draw(&mut rng, clients.think_ms)).await;
     }
-    world.record(&name, EventKind::ClientDone);
-    world.client_done(&name);
+    record(EventKind::ClientDone);
 }

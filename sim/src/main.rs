@@ -150,7 +150,7 @@ fn write_run(dir: &Path, scenario: &Scenario, output: &RunOutput) -> Result<(), 
             "{} — {} — seed {}",
             scenario.name, output.result.scheme, output.result.seed
         ),
-        clients: scenario.client_names(),
+        clients: scenario.owner_names(),
         servers: scenario.master_names(),
         end_us: output.result.sim_ms * 1000,
     };

@@ -73,7 +73,11 @@ fn parse_fence(arg: &[u8]) -> Option<u64> {
     std::str::from_utf8(arg).ok()?.parse().ok()
 }
 
-fn handle(world: &World, c: &mut Counter, client: &str, argv: &[Vec<u8>]) -> Reply {
+fn handle(world: &World, c: &mut Counter, connection: &str, argv: &[Vec<u8>]) -> Reply {
+    // The accessor names itself (`READ client-1 ...`): a worker thread of a client running
+    // several says `client-1/t2`, which its connection's node alone cannot tell.
+    let named = argv.get(1).map(|a| String::from_utf8_lossy(a).into_owned());
+    let client = named.as_deref().unwrap_or(connection);
     let fence = argv.last().and_then(|a| parse_fence(a));
     let op = if argv[0] == b"READ" { "read" } else { "write" };
     if world.scenario.resource.fencing

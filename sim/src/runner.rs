@@ -60,7 +60,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
 
     let scheme = &scenario.schemes[scheme_index];
     let ctx = CheckContext {
-        clients: scenario.client_names(),
+        clients: scenario.owner_names(),
         end_us,
         liveness_window_ms: scenario.liveness_window_ms(scheme),
     };

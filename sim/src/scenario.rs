@@ -179,7 +179,10 @@ impl Default for Network {
 
 /// `clients`: the workload. Each client repeats `acquisitions` times: acquire (retrying up to
 /// `acquire_timeout_ms`), read the resource, hold `hold_ms`, write it back decremented, release,
-/// think `think_ms`.
+/// think `think_ms`. With `threads` > 1 every client process runs that many worker threads, each
+/// doing the whole workload, sharing one lock object where the scheme's source shares state
+/// between threads (seed 003's one clientId per instance, Redisson's one client UUID); each
+/// thread is its own lock owner (`client-1/t2`) for the checkers.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Clients {
@@ -190,6 +193,8 @@ pub struct Clients {
     pub acquire_timeout_ms: u64,
     /// The client's own timeout per command; the server may still execute a command after it.
     pub command_timeout_ms: u64,
+    /// Worker threads per client process (default 1).
+    pub threads: u32,
 }
 
 impl Default for Clients {
@@ -201,6 +206,7 @@ impl Default for Clients {
             think_ms: MsRange { min: 0, max: 20 },
             acquire_timeout_ms: 5000,
             command_timeout_ms: 500,
+            threads: 1,
         }
     }
 }
@@ -316,6 +322,19 @@ impl Scenario {
             .collect()
     }
 
+    /// The lock owners the checkers judge: the client names, or with `clients.threads` > 1 one
+    /// `client-N/tK` per worker thread.
+    pub fn owner_names(&self) -> Vec<String> {
+        let threads = self.clients.threads;
+        self.client_names()
+            .into_iter()
+            .flat_map(|c| {
+                (1..=threads)
+                    .map(move |t| model::history::owner_name(&c, (threads > 1).then_some(t)))
+            })
+            .collect()
+    }
+
     pub fn master_names(&self) -> Vec<String> {
         (1..=self.topology.masters)
             .map(|i| format!("redis-{i}"))
@@ -380,6 +399,12 @@ impl ScenarioFile {
         }
         if c.command_timeout_ms == 0 {
             return Err("clients.command_timeout_ms: must be greater than 0".into());
+        }
+        if c.threads == 0 || c.threads > 64 {
+            return Err(format!(
+                "clients.threads: must be from 1 to 64, got {}",
+                c.threads
+            ));
         }
         let schemes =
             match (&self.scheme, &self.schemes) {
@@ -521,6 +546,29 @@ mod tests {
             err,
             "f.json: topology.replicas: replication is not supported yet (leave it out or at its default)"
         );
+    }
+
+    #[test]
+    fn threads_name_one_owner_each() {
+        let s = Scenario::parse(
+            r#"{ "name": "m", "scheme": "reentrant", "clients": { "count": 2, "threads": 2 } }"#,
+            "f.json",
+        )
+        .unwrap();
+        assert_eq!(
+            s.owner_names(),
+            vec!["client-1/t1", "client-1/t2", "client-2/t1", "client-2/t2"]
+        );
+        assert_eq!(
+            Scenario::parse(MINIMAL, "m.json").unwrap().owner_names(),
+            vec!["client-1", "client-2"]
+        );
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "reentrant", "clients": { "threads": 0 } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert_eq!(err, "f.json: clients.threads: must be from 1 to 64, got 0");
     }
 
     #[test]

@@ -127,9 +127,16 @@ impl World {
 
     /// Appends an event to the history and fires any fault trigger it completes.
     pub fn record(&self, node: &str, kind: EventKind) {
+        self.record_thread(node, None, kind)
+    }
+
+    /// Like `record`, for an event of one worker thread of a client (`clients.threads` > 1).
+    /// Triggers match on the node, whichever thread observed the event.
+    pub fn record_thread(&self, node: &str, thread: Option<u32>, kind: EventKind) {
         let event = Event {
             t_us: self.now_us(),
             node: node.to_string(),
+            thread,
             kind,
         };
         let mut state = self.state();

@@ -12,13 +12,15 @@ use crate::result::{Latencies, Quantiles};
 pub fn check(events: &[Event]) -> Latencies {
     let mut acquire = new_histogram();
     let mut release = new_histogram();
-    let mut acquire_started: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut release_started: BTreeMap<&str, u64> = BTreeMap::new();
+    // Keyed by owner: two worker threads of one client are timed separately.
+    let mut acquire_started: BTreeMap<String, u64> = BTreeMap::new();
+    let mut release_started: BTreeMap<String, u64> = BTreeMap::new();
     for event in events {
-        let node = event.node.as_str();
+        let node = event.owner();
+        let node = node.as_str();
         match &event.kind {
             EventKind::AcquireStarted { .. } => {
-                acquire_started.insert(node, event.t_us);
+                acquire_started.insert(node.to_string(), event.t_us);
             }
             EventKind::Acquired { .. } => {
                 if let Some(start) = acquire_started.remove(node) {
@@ -29,7 +31,7 @@ pub fn check(events: &[Event]) -> Latencies {
                 acquire_started.remove(node);
             }
             EventKind::ReleaseStarted => {
-                release_started.insert(node, event.t_us);
+                release_started.insert(node.to_string(), event.t_us);
             }
             EventKind::Released { .. } => {
                 if let Some(start) = release_started.remove(node) {
@@ -55,7 +57,9 @@ pub fn quantiles(h: &Histogram<u64>) -> Quantiles {
     if h.is_empty() {
         return Quantiles::default();
     }
-    let ms = |us: u64| round3(us as f64 / 1000.0);
+    // hdrhistogram reports the highest value of a bucket (4000 µs reads 4001 µs at 3
+    // significant digits); report the lowest, which is what was recorded for exact values.
+    let ms = |us: u64| round3(h.lowest_equivalent(us) as f64 / 1000.0);
     Quantiles {
         p50: ms(h.value_at_quantile(0.50)),
         p90: ms(h.value_at_quantile(0.90)),
@@ -73,6 +77,7 @@ mod tests {
         let ev = |t_ms: u64, kind| Event {
             t_us: t_ms * 1000,
             node: "a".into(),
+            thread: None,
             kind,
         };
         let events = vec![

@@ -4,7 +4,7 @@
 
 use super::ms;
 use crate::check::CheckContext;
-use crate::history::{Event, EventKind, FaultPhase};
+use crate::history::{Event, EventKind, FaultPhase, owner_node};
 use crate::result::Violation;
 
 /// The time from which the system counts as healed: the last fault event of any kind.
@@ -44,7 +44,13 @@ pub fn check(events: &[Event], ctx: &CheckContext) -> Vec<Violation> {
                 });
             }
         };
-        for event in events.iter().filter(|e| &e.node == client) {
+        // `client` is an owner: a node, or one worker thread of it (`client-1/t2`). A crash is
+        // recorded on the node and ends every thread's wish.
+        let node = owner_node(client);
+        let mine = |e: &Event| {
+            e.node == node && (&e.owner() == client || matches!(e.kind, EventKind::Fault { .. }))
+        };
+        for event in events.iter().filter(|e| mine(e)) {
             match &event.kind {
                 EventKind::AcquireStarted { .. } => {
                     wanting_since.get_or_insert(event.t_us);
@@ -79,6 +85,7 @@ mod tests {
         Event {
             t_us: t_ms * 1000,
             node: node.into(),
+            thread: None,
             kind,
         }
     }

@@ -12,7 +12,8 @@ use crate::result::{Counts, Latencies, Liveness, Safety, Verdicts, Violation};
 /// What the checkers need besides the events.
 #[derive(Clone, Debug)]
 pub struct CheckContext {
-    /// Client node names, in order.
+    /// The lock owners, in order: client node names, or one `client-1/t2` per worker thread of
+    /// a client running several (`clients.threads`).
     pub clients: Vec<String>,
     /// True simulated time at which the run ended.
     pub end_us: u64,

@@ -62,6 +62,7 @@ mod tests {
         Event {
             t_us: t,
             node: "resource".into(),
+            thread: None,
             kind: EventKind::ResourceWrite {
                 client: client.into(),
                 value: 9,

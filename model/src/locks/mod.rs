@@ -8,9 +8,22 @@
 //! Every scheme cites its source; where a seed article gets something wrong, the scheme does it
 //! wrong the same way, so the testbed can show the consequence.
 
+pub mod fair;
 pub mod fencing;
+pub mod incr_semaphore;
+pub mod lua_setnx_expire;
 pub mod params;
+pub mod redisson;
+pub mod reentrant;
+pub mod set;
+pub mod set_nx_px_del;
+pub mod set_nx_px_get_del;
 pub mod set_nx_px_lua;
+pub mod setex;
+pub mod setnx_del;
+pub mod setnx_expire;
+pub mod setnx_getset;
+pub mod watchdog;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -111,6 +124,16 @@ pub trait LockScheme {
     async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String>;
     /// Releases what the last successful `acquire` got.
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release;
+
+    /// Another handle onto this same lock object, for another thread of the same process
+    /// (`clients.threads` > 1). Schemes whose source keeps per-object state that threads share
+    /// (seed 003's one clientId per lock instance, Redisson's one client UUID and renewal map)
+    /// return one over the shared state; each handle keeps what the source keeps per thread
+    /// (a `ThreadLocal` count, a thread id). The default, `None`, means the source has no such
+    /// state: every thread builds its own instance.
+    fn share(&self) -> Option<Box<dyn LockScheme>> {
+        None
+    }
 }
 
 /// A scheme's entry in the catalog: `locksim schemes` prints it; `build` makes a client instance.
@@ -124,7 +147,23 @@ pub struct SchemeInfo {
 }
 
 /// Every scheme, by stable id (DESIGN.md's table).
-pub const SCHEMES: &[SchemeInfo] = &[set_nx_px_lua::INFO, fencing::INFO];
+pub const SCHEMES: &[SchemeInfo] = &[
+    set::INFO,
+    setex::INFO,
+    incr_semaphore::INFO,
+    setnx_del::INFO,
+    setnx_expire::INFO,
+    setnx_getset::INFO,
+    lua_setnx_expire::INFO,
+    set_nx_px_del::INFO,
+    set_nx_px_get_del::INFO,
+    set_nx_px_lua::INFO,
+    watchdog::INFO,
+    reentrant::INFO,
+    redisson::INFO,
+    fair::INFO,
+    fencing::INFO,
+];
 
 pub fn scheme_info(id: &str) -> Option<&'static SchemeInfo> {
     SCHEMES.iter().find(|s| s.id == id)
@@ -139,6 +178,80 @@ pub fn random_token(env: &dyn LockEnv) -> String {
     }
     out.truncate(40);
     out
+}
+
+/// Java's `UUID.randomUUID().toString()`: a version-4 UUID, lower-case hex with dashes.
+pub fn uuid4(env: &dyn LockEnv) -> String {
+    let (hi, lo) = (env.random_u64(), env.random_u64());
+    let hi = (hi & !0xf000) | 0x4000; // version 4
+    let lo = (lo & !(0b11 << 62)) | (0b10 << 62); // IETF variant
+    dashed(hi, lo)
+}
+
+/// Python's `uuid.uuid1()`: a version-1 UUID from the client's *wall* clock (100 ns ticks since
+/// 1582-10-15), a random 14-bit clock sequence and a random node id with the multicast bit set
+/// (what Python uses when it cannot read a MAC address). The sub-millisecond ticks are random,
+/// standing in for Python's guarantee that two calls never give the same timestamp.
+pub fn uuid1(env: &dyn LockEnv) -> String {
+    const GREGORIAN_OFFSET_TICKS: u64 = 0x01b2_1dd2_1381_4000;
+    let ms = env.wall_ms().max(0) as u64;
+    let ticks = GREGORIAN_OFFSET_TICKS + ms * 10_000 + env.random_u64() % 10_000;
+    let time_low = ticks & 0xffff_ffff;
+    let time_mid = (ticks >> 32) & 0xffff;
+    let time_hi = ((ticks >> 48) & 0x0fff) | 0x1000; // version 1
+    let clock_seq = (env.random_u64() & 0x3fff) | 0x8000; // IETF variant
+    let node = (env.random_u64() & 0xffff_ffff_ffff) | 0x0100_0000_0000; // multicast bit
+    let hi = (time_low << 32) | (time_mid << 16) | time_hi;
+    let lo = (clock_seq << 48) | node;
+    dashed(hi, lo)
+}
+
+fn dashed(hi: u64, lo: u64) -> String {
+    let hex = format!("{hi:016x}{lo:016x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// A UUID without its dashes: seed 000's `UUID.randomUUID().toString().replace("-","")`,
+/// Python's `uuid.uuid1().hex`.
+pub fn undashed(uuid: &str) -> String {
+    uuid.replace('-', "")
+}
+
+/// Sends one command given as words.
+pub async fn command(
+    env: &Rc<dyn LockEnv>,
+    server: usize,
+    words: &[&str],
+) -> Result<Reply, CallError> {
+    env.call(server, argv(words)).await
+}
+
+/// Whole seconds for a source that takes seconds (`SETEX`, `EXPIRE`): `ttl_ms` must be a
+/// positive multiple of 1000, else an error naming the field.
+pub fn whole_seconds(params: &mut Params, default_ms: u64) -> Result<u64, String> {
+    let ttl_ms = params.positive("ttl_ms", default_ms)?;
+    if ttl_ms % 1000 != 0 {
+        return Err(format!(
+            "{}.ttl_ms: this scheme's source sets the TTL in whole seconds: give a multiple of 1000, got {ttl_ms}",
+            params.field()
+        ));
+    }
+    Ok(ttl_ms / 1000)
+}
+
+/// A release that did not happen because nothing was acquired.
+pub fn not_acquired() -> Release {
+    Release {
+        ok: false,
+        detail: "not acquired".into(),
+    }
 }
 
 /// Converts command words to argv.
@@ -165,6 +278,43 @@ pub async fn eval(
     cmd.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
     cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
     env.call(server, cmd).await
+}
+
+/// A script object as redis-py's `register_script` makes one (and Jedis/Redisson's script
+/// caches): `EVALSHA sha`, and on `NOSCRIPT` a `SCRIPT LOAD` then `EVALSHA` again.
+pub async fn evalsha(
+    env: &Rc<dyn LockEnv>,
+    server: usize,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> Result<Reply, CallError> {
+    let sha = crate::redis::lua::sha1_hex(script.as_bytes());
+    let call = |sha: &str| {
+        let mut cmd = vec![
+            b"EVALSHA".to_vec(),
+            sha.as_bytes().to_vec(),
+            keys.len().to_string().into_bytes(),
+        ];
+        cmd.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+        cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        cmd
+    };
+    match env.call(server, call(&sha)).await? {
+        Reply::Error(e) if e.starts_with("NOSCRIPT") => {
+            env.call(
+                server,
+                vec![
+                    b"SCRIPT".to_vec(),
+                    b"LOAD".to_vec(),
+                    script.as_bytes().to_vec(),
+                ],
+            )
+            .await?;
+            env.call(server, call(&sha)).await
+        }
+        reply => Ok(reply),
+    }
 }
 
 /// Retries `attempt` every `retry_delay_ms` until it yields a grant or the deadline (by the

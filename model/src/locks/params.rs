@@ -117,6 +117,21 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// Where these parameters sit in the scenario (`scheme`, `schemes[2]`), for messages.
+    pub fn field(&self) -> &str {
+        self.field
+    }
+
+    /// A parameter as raw JSON, for structured parameters (the `script` scheme's scripts).
+    pub fn value(&mut self, name: &str) -> Option<&'a Value> {
+        self.take(name)
+    }
+
+    /// Whether the scenario gave this parameter (marks it as read).
+    pub fn given(&mut self, name: &str) -> bool {
+        self.take(name).is_some()
+    }
+
     fn take(&mut self, name: &str) -> Option<&'a Value> {
         self.read.insert(name.to_string());
         self.map.get(name)

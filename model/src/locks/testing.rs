@@ -1,11 +1,17 @@
 //! Unit-test harness for schemes: a `LockEnv` wired straight to an in-process `RedisServer`,
-//! with a manual clock that `sleep_ms` advances. No network, no madsim: a scheme's logic
-//! against the real command model, step by step.
+//! with a manual clock. No network, no madsim: a scheme's logic against the real command model,
+//! step by step.
+//!
+//! Time only moves when everything is waiting: `block_on` polls the future under test and every
+//! background task (`spawn`: watchdogs), and when none can go on it advances the shared clock to
+//! the earliest pending sleep. So a watchdog renews at its period while the test sleeps, exactly
+//! as it would in the simulation, but without madsim.
 
 use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
-use std::pin::pin;
-use std::rc::Rc;
+use std::pin::{Pin, pin};
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 
 use async_trait::async_trait;
@@ -13,24 +19,43 @@ use async_trait::async_trait;
 use super::{CallError, LocalBoxFuture, LockEnv, Subscription, TaskGuard};
 use crate::redis::{ClientId, Outcome, RedisServer, Reply, ServerConfig};
 
+/// A background task and whether it was cancelled.
+struct Task {
+    future: LocalBoxFuture<'static, ()>,
+    cancelled: Rc<Cell<bool>>,
+}
+
 /// One Redis server shared by several `DirectEnv` clients, and the time they all see.
 pub struct Shared {
     pub server: RefCell<RedisServer>,
     /// Pub/sub messages delivered to each subscribed connection, oldest first.
-    mailboxes: RefCell<std::collections::BTreeMap<ClientId, std::collections::VecDeque<Reply>>>,
+    mailboxes: RefCell<BTreeMap<ClientId, VecDeque<Reply>>>,
     /// Milliseconds since the test started; everyone's wall and monotonic clock.
     pub now_ms: Cell<u64>,
+    /// Background tasks (`LockEnv::spawn`), polled by `block_on`.
+    tasks: RefCell<Vec<Task>>,
+    /// Deadlines of the sleeps that were pending at the last poll.
+    wakeups: RefCell<BTreeSet<u64>>,
 }
 
 pub const EPOCH_MS: i64 = 1_700_000_000_000;
 
+thread_local! {
+    /// The `Shared` worlds of this test thread, for `block_on` to drive.
+    static WORLDS: RefCell<Vec<Weak<Shared>>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Shared {
     pub fn new() -> Rc<Shared> {
-        Rc::new(Shared {
+        let shared = Rc::new(Shared {
             server: RefCell::new(RedisServer::new(ServerConfig::default())),
             mailboxes: RefCell::default(),
             now_ms: Cell::new(0),
-        })
+            tasks: RefCell::default(),
+            wakeups: RefCell::default(),
+        });
+        WORLDS.with(|w| w.borrow_mut().push(Rc::downgrade(&shared)));
+        shared
     }
 
     pub fn advance(&self, ms: u64) {
@@ -44,11 +69,21 @@ impl Shared {
         self.execute(id, &argv)
     }
 
+    /// How many background tasks are still running (not finished, not cancelled).
+    pub fn running_tasks(&self) -> usize {
+        self.tasks
+            .borrow()
+            .iter()
+            .filter(|t| !t.cancelled.get())
+            .count()
+    }
+
     /// Executes on the server at the shared time and routes any pub/sub messages.
     fn execute(&self, client: ClientId, argv: &[Vec<u8>]) -> Reply {
         let mut server = self.server.borrow_mut();
         let reply = match server.execute(client, EPOCH_MS + self.now_ms.get() as i64, argv) {
             Outcome::Reply(reply) => reply,
+            // No replicas: WAIT acknowledges nobody.
             Outcome::Wait { .. } => Reply::Integer(0),
         };
         let mut mailboxes = self.mailboxes.borrow_mut();
@@ -57,6 +92,56 @@ impl Shared {
         }
         reply
     }
+
+    /// Polls every background task once; true when any finished or a new one appeared.
+    fn poll_tasks(&self, cx: &mut Context<'_>) {
+        let mut tasks = std::mem::take(&mut *self.tasks.borrow_mut());
+        tasks.retain_mut(|t| !t.cancelled.get() && t.future.as_mut().poll(cx).is_pending());
+        // Tasks spawned while polling were pushed onto the (emptied) list.
+        let mut list = self.tasks.borrow_mut();
+        tasks.append(&mut list);
+        *list = tasks;
+    }
+
+    /// A future that is ready once the shared clock reaches `until_ms`.
+    fn sleep_until(self: &Rc<Self>, until_ms: u64) -> Sleep {
+        Sleep {
+            shared: self.clone(),
+            until_ms,
+        }
+    }
+}
+
+struct Sleep {
+    shared: Rc<Shared>,
+    until_ms: u64,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.shared.now_ms.get() >= self.until_ms {
+            Poll::Ready(())
+        } else {
+            self.shared.wakeups.borrow_mut().insert(self.until_ms);
+            Poll::Pending
+        }
+    }
+}
+
+/// What a `DirectEnv` does to the next command with a given name (for failure tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mishap {
+    /// The server executes it, the reply is lost: the client sees a timeout.
+    LoseReply,
+    /// It never reaches the server: the client sees a timeout.
+    Drop,
+    /// The server executes it and the client never hears again: the process died right after
+    /// sending it (the future stays pending for ever).
+    Hang,
+    /// The server executes it and the client stops for this many ms before it sees the reply
+    /// (a GC pause): other clients and background tasks go on meanwhile.
+    PauseAfter(u64),
 }
 
 pub struct DirectEnv {
@@ -64,6 +149,8 @@ pub struct DirectEnv {
     shared: Rc<Shared>,
     client: ClientId,
     rng: Cell<u64>,
+    replicas: Cell<usize>,
+    mishaps: RefCell<Vec<(String, Mishap)>>,
     /// Commands this client sent, as text, for assertions.
     pub sent: RefCell<Vec<String>>,
 }
@@ -79,9 +166,31 @@ impl DirectEnv {
             name: name.into(),
             shared: shared.clone(),
             client,
-            rng: Cell::new(seed | 1),
+            // Distinct seeds give distinct streams (xorshift needs a non-zero state).
+            rng: Cell::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+            replicas: Cell::new(0),
+            mishaps: RefCell::default(),
             sent: RefCell::default(),
         }
+    }
+
+    /// Pretends each master has `n` replicas (they never acknowledge anything).
+    pub fn set_replicas(&self, n: usize) {
+        self.replicas.set(n);
+    }
+
+    /// The next command named `command` (any case) meets `mishap`.
+    pub fn mishap(&self, command: &str, mishap: Mishap) {
+        self.mishaps
+            .borrow_mut()
+            .push((command.to_ascii_uppercase(), mishap));
+    }
+
+    fn take_mishap(&self, argv: &[Vec<u8>]) -> Option<Mishap> {
+        let name = String::from_utf8_lossy(argv.first()?).to_ascii_uppercase();
+        let mut mishaps = self.mishaps.borrow_mut();
+        let i = mishaps.iter().position(|(c, _)| *c == name)?;
+        Some(mishaps.remove(i).1)
     }
 }
 
@@ -97,10 +206,26 @@ impl LockEnv for DirectEnv {
         self.sent
             .borrow_mut()
             .push(crate::history::render_command(&argv));
-        Ok(self.shared.execute(self.client, &argv))
+        match self.take_mishap(&argv) {
+            None => Ok(self.shared.execute(self.client, &argv)),
+            Some(Mishap::Drop) => Err(CallError::Timeout),
+            Some(Mishap::LoseReply) => {
+                self.shared.execute(self.client, &argv);
+                Err(CallError::Timeout)
+            }
+            Some(Mishap::Hang) => {
+                self.shared.execute(self.client, &argv);
+                std::future::pending().await
+            }
+            Some(Mishap::PauseAfter(ms)) => {
+                let reply = self.shared.execute(self.client, &argv);
+                self.sleep_ms(ms).await;
+                Ok(reply)
+            }
+        }
     }
     fn replicas(&self) -> usize {
-        0
+        self.replicas.get()
     }
     async fn subscribe(
         &self,
@@ -124,7 +249,8 @@ impl LockEnv for DirectEnv {
         self.shared.now_ms.get()
     }
     async fn sleep_ms(&self, ms: u64) {
-        self.shared.advance(ms);
+        let until = self.shared.now_ms.get() + ms;
+        self.shared.sleep_until(until).await
     }
     fn random_u64(&self) -> u64 {
         // xorshift64*: plenty for distinct tokens in tests.
@@ -136,8 +262,21 @@ impl LockEnv for DirectEnv {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
     fn register_token(&self, _token: &str) {}
-    fn spawn(&self, _task: LocalBoxFuture<'static, ()>) -> Box<dyn TaskGuard> {
-        panic!("DirectEnv runs no background tasks; test watchdogs in the simulation")
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) -> Box<dyn TaskGuard> {
+        let cancelled = Rc::new(Cell::new(false));
+        self.shared.tasks.borrow_mut().push(Task {
+            future: task,
+            cancelled: cancelled.clone(),
+        });
+        Box::new(DirectTask(cancelled))
+    }
+}
+
+struct DirectTask(Rc<Cell<bool>>);
+
+impl TaskGuard for DirectTask {
+    fn cancel(&self) {
+        self.0.set(true);
     }
 }
 
@@ -148,32 +287,80 @@ struct DirectSubscription {
 
 #[async_trait(?Send)]
 impl Subscription for DirectSubscription {
-    /// A waiting message at once; otherwise the whole timeout passes with none.
+    /// The next message delivered to this connection, or `None` after `timeout_ms`.
     async fn next_message(&self, timeout_ms: u64) -> Option<Vec<u8>> {
-        let message = self
-            .shared
-            .mailboxes
-            .borrow_mut()
-            .get_mut(&self.client)
-            .and_then(|m| m.pop_front());
-        match message {
-            Some(Reply::Array(parts)) if parts.len() == 3 => parts[2].as_bulk().map(<[u8]>::to_vec),
-            _ => {
-                self.shared.advance(timeout_ms);
-                None
+        let deadline = self.shared.now_ms.get() + timeout_ms;
+        std::future::poll_fn(|_cx| {
+            let message = self
+                .shared
+                .mailboxes
+                .borrow_mut()
+                .get_mut(&self.client)
+                .and_then(|m| m.pop_front());
+            match message {
+                Some(Reply::Array(parts)) if parts.len() == 3 => {
+                    Poll::Ready(parts[2].as_bulk().map(<[u8]>::to_vec))
+                }
+                _ if self.shared.now_ms.get() >= deadline => Poll::Ready(None),
+                _ => {
+                    self.shared.wakeups.borrow_mut().insert(deadline);
+                    Poll::Pending
+                }
             }
-        }
+        })
+        .await
     }
 }
 
-/// Drives a future that never really waits (everything in `DirectEnv` is immediate).
-pub fn block_on<F: Future>(future: F) -> F::Output {
+/// Drives `future` with every background task of this thread's `Shared` worlds, advancing time
+/// whenever all of them wait. `None` if it can never finish (nothing left to wait for).
+pub fn run_until_stalled<F: Future>(future: F) -> Option<F::Output> {
     let mut future = pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
     for _ in 0..1_000_000 {
+        let worlds: Vec<Rc<Shared>> = WORLDS.with(|w| {
+            let mut w = w.borrow_mut();
+            w.retain(|s| s.strong_count() > 0);
+            w.iter().filter_map(Weak::upgrade).collect()
+        });
+        for shared in &worlds {
+            shared.wakeups.borrow_mut().clear();
+        }
         if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
+            return Some(out);
+        }
+        for shared in &worlds {
+            shared.poll_tasks(&mut cx);
+        }
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return Some(out);
+        }
+        // Everything waits: move the clock of the world with the nearest deadline.
+        let next = worlds
+            .iter()
+            .filter_map(|s| {
+                let now = s.now_ms.get();
+                let due = s.wakeups.borrow().iter().copied().find(|&d| d > now)?;
+                Some((due - now, s))
+            })
+            .min_by_key(|(delta, _)| *delta);
+        match next {
+            Some((delta, shared)) => shared.advance(delta),
+            None => return None,
         }
     }
-    panic!("a DirectEnv future kept pending: it is waiting on something the test never provides");
+    panic!("a DirectEnv future did not finish in a million steps");
+}
+
+/// Drives a future to completion (see `run_until_stalled`).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    run_until_stalled(future).expect(
+        "a DirectEnv future kept pending: it is waiting on something the test never provides",
+    )
+}
+
+/// Lets simulated time pass (background tasks run) for `ms`.
+pub fn pass(shared: &Rc<Shared>, ms: u64) {
+    let until = shared.now_ms.get() + ms;
+    block_on(shared.sleep_until(until));
 }
