@@ -40,6 +40,12 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// List every lock scheme: id, one-line summary, source.
+    Schemes {
+        /// Print a JSON array of {id, summary, source, default_ttl_ms} instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench {
         /// The scenario to run.
@@ -120,6 +126,10 @@ fn execute(command: Command) -> Result<ExitCode, String> {
                     }
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Schemes { json } => {
+            print!("{}", locksim::schemes_listing(json));
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { file, seeds, jobs } => {

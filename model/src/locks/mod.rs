@@ -15,6 +15,7 @@ pub mod lua_setnx_expire;
 pub mod params;
 pub mod redisson;
 pub mod reentrant;
+pub mod script;
 pub mod set;
 pub mod set_nx_px_del;
 pub mod set_nx_px_get_del;
@@ -163,6 +164,7 @@ pub const SCHEMES: &[SchemeInfo] = &[
     redisson::INFO,
     fair::INFO,
     fencing::INFO,
+    script::INFO,
 ];
 
 pub fn scheme_info(id: &str) -> Option<&'static SchemeInfo> {
