@@ -2,7 +2,7 @@
 //! range (`expect`) or on at least one (`expect_some`)? `locksim check` and the catalog tests
 //! both ask this.
 
-use model::result::{Liveness, RunResult, Safety, Verdicts};
+use model::result::{Liveness, RunResult, Safety};
 
 use crate::scenario::{Expect, LivenessExpect, SafetyExpect};
 
@@ -50,7 +50,11 @@ fn liveness(e: LivenessExpect) -> Liveness {
 }
 
 /// (property, expected, got) for every verdict `expect` names.
-fn compare(expect: &Expect, v: &Verdicts) -> Vec<(&'static str, &'static str, &'static str, bool)> {
+fn compare(
+    expect: &Expect,
+    r: &RunResult,
+) -> Vec<(&'static str, &'static str, &'static str, bool)> {
+    let v = &r.verdicts;
     let mut out = Vec::new();
     if let Some(e) = expect.mutual_exclusion {
         out.push((
@@ -76,6 +80,15 @@ fn compare(expect: &Expect, v: &Verdicts) -> Vec<(&'static str, &'static str, &'
             liveness(e) == v.liveness,
         ));
     }
+    if let Some(e) = expect.fairness {
+        let got = Safety::from_violated(r.violations.iter().any(|x| x.kind == "fifo_order"));
+        out.push((
+            "fairness",
+            safety(e).as_str(),
+            got.as_str(),
+            safety(e) == got,
+        ));
+    }
     out
 }
 
@@ -83,7 +96,7 @@ fn compare(expect: &Expect, v: &Verdicts) -> Vec<(&'static str, &'static str, &'
 pub fn mismatches(expect: &Expect, expect_some: &Expect, results: &[RunResult]) -> Vec<Mismatch> {
     let mut out = Vec::new();
     for r in results {
-        for (property, expected, got, ok) in compare(expect, &r.verdicts) {
+        for (property, expected, got, ok) in compare(expect, r) {
             if !ok {
                 out.push(Mismatch {
                     scenario: r.scenario.clone(),
@@ -97,13 +110,8 @@ pub fn mismatches(expect: &Expect, expect_some: &Expect, results: &[RunResult]) 
         }
     }
     if let Some(first) = results.first() {
-        for (i, (property, expected, _, _)) in compare(expect_some, &first.verdicts)
-            .into_iter()
-            .enumerate()
-        {
-            let seen = results
-                .iter()
-                .any(|r| compare(expect_some, &r.verdicts)[i].3);
+        for (i, (property, expected, _, _)) in compare(expect_some, first).into_iter().enumerate() {
+            let seen = results.iter().any(|r| compare(expect_some, r)[i].3);
             if !seen {
                 out.push(Mismatch {
                     scenario: first.scenario.clone(),

@@ -64,7 +64,16 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         end_us,
         liveness_window_ms: scenario.liveness_window_ms(scheme),
     };
-    let report = check_all(&events, &ctx);
+    let mut report = check_all(&events, &ctx);
+    if scenario.judges_fairness() {
+        let slack_us = scenario.fifo_slack_ms() * 1000;
+        report.violations.extend(
+            model::check::fairness::check(&events, slack_us)
+                .into_iter()
+                .take(model::check::MAX_VIOLATIONS_PER_KIND),
+        );
+        report.violations.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    }
     let result = RunResult {
         scenario: scenario.name.clone(),
         scheme: scheme.label(),

@@ -219,12 +219,15 @@ pub struct Resource {
 }
 
 /// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
+/// `fairness` (holds|violated) is optional and outside the result's three verdicts: naming it
+/// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
     pub mutual_exclusion: Option<SafetyExpect>,
     pub resource_safety: Option<SafetyExpect>,
     pub liveness: Option<LivenessExpect>,
+    pub fairness: Option<SafetyExpect>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -339,6 +342,18 @@ impl Scenario {
         (1..=self.topology.masters)
             .map(|i| format!("redis-{i}"))
             .collect()
+    }
+
+    /// Whether runs of this scenario judge FIFO order (it expects a `fairness` verdict).
+    pub fn judges_fairness(&self) -> bool {
+        self.expect.fairness.is_some() || self.expect_some.fairness.is_some()
+    }
+
+    /// How much earlier a waiter must have started for an overtaking to count as a FIFO
+    /// violation: four one-way latencies (a connection set-up plus the request), so requests the
+    /// network may reorder are not judged.
+    pub fn fifo_slack_ms(&self) -> u64 {
+        4 * self.network.latency_ms.max
     }
 
     /// The liveness window for a scheme: the scenario's, or 2×ttl + 1 s.

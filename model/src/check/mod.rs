@@ -1,6 +1,7 @@
 //! Checkers: one per property, each a pure function of the history (Jepsen's checker role).
 //! `check_all` composes them into the verdicts, counts and violations of a `RunResult`.
 
+pub mod fairness;
 pub mod latency;
 pub mod liveness;
 pub mod mutual_exclusion;
