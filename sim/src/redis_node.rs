@@ -38,6 +38,8 @@ struct Node {
 }
 
 pub async fn redis_node(world: Arc<World>, name: String) {
+    // `ServerConfig` gains fields as the model grows (replication, persistence).
+    #[allow(clippy::needless_update)]
     let config = ServerConfig {
         seed: stream_seed(world.seed, &name),
         ..Default::default()

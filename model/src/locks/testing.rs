@@ -156,6 +156,8 @@ pub struct DirectEnv {
 }
 
 impl DirectEnv {
+    /// A client as schemes take it; `concrete` for a test that also wants its mishaps and log.
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(shared: &Rc<Shared>, name: &str, seed: u64) -> Rc<dyn LockEnv> {
         Rc::new(Self::concrete(shared, name, seed))
     }
