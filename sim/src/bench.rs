@@ -56,7 +56,7 @@ pub fn bench(
         jobs,
         wall_s: 0.0,
         sim_s: 0.0,
-        messages: 0,
+        events: 0,
     };
     let mut first_error = None;
     run_parallel(scenario, work, jobs, |output| match output {
