@@ -102,7 +102,7 @@ redis.log = raising(function(...)
   local n = select('#', ...)
   if n < 2 then return {err = 'ERR redis.log() requires two arguments or more.'}, true end
   local level = tonumber((...))
-  if level == nil then return {err = 'ERR First argument must be a number'}, true end
+  if level == nil then return {err = 'ERR First argument must be a number (log level).'}, true end
   if level < 0 or level > 3 then return {err = 'ERR Invalid debug level.'}, true end
 end)
 redis.setresp = raising(function(...)
@@ -169,6 +169,20 @@ for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetata
     'load', 'loadstring', 'next', 'pairs', 'pcall', 'rawequal', 'rawget', 'select', 'setmetatable',
     'tonumber', 'tostring', 'type', 'unpack', 'xpcall', '_VERSION'}) do
   S[name] = _G[name]
+end
+-- script_lua.c luaRedisPcall: an error table with an `err` string is reduced to that string
+local pcall_ = pcall
+local function pcall_result(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == 'table' then
+    local msg = e.err
+    if type(msg) == 'string' or type(msg) == 'number' then e = msg end
+  end
+  return false, e
+end
+S.pcall = function(...)
+  return pcall_result(pcall_(...))
 end
 S.rawset = function(t, k, v)
   if readonly[t] then error("Attempt to modify a readonly table", 0) end
@@ -548,7 +562,7 @@ fn redis_call(lua: &Lua, args: MultiValue, call: &mut CallFn<'_>) -> mlua::Resul
     for arg in args.iter() {
         match arg {
             Value::String(s) => argv.push(s.as_bytes().to_vec()),
-            Value::Integer(i) => argv.push(i.to_string().into_bytes()),
+            Value::Integer(i) => argv.push(super::number::fmt_g17(*i as f64).into_bytes()),
             Value::Number(n) => argv.push(super::number::fmt_g17(*n).into_bytes()),
             _ => {
                 return error_table(
