@@ -296,7 +296,7 @@ fn substitute(arg: &[u8], scripts: &BTreeMap<String, Vec<u8>>, now: i64) -> Vec<
     let mut out = Vec::new();
     let mut rest: &str = &text;
     while let Some(start) = rest.find("{{") {
-        out.extend_from_slice(rest[..start].as_bytes());
+        out.extend_from_slice(&rest.as_bytes()[..start]);
         let end = rest[start..].find("}}").expect("unclosed {{") + start;
         let name = &rest[start + 2..end];
         let value: Vec<u8> = if let Some(script) = name.strip_prefix("SHA:") {

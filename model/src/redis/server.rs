@@ -259,9 +259,12 @@ impl RedisServer {
                     now,
                     from_master: false,
                 };
-                Outcome::Reply(handler(&mut ctx, argv))
+                Outcome::Reply(one_line_errors(handler(&mut ctx, argv)))
             }
-            Kind::Server(handler) => handler(self, client, now, argv),
+            Kind::Server(handler) => match handler(self, client, now, argv) {
+                Outcome::Reply(r) => Outcome::Reply(one_line_errors(r)),
+                wait => wait,
+            },
         }
     }
 
@@ -358,6 +361,16 @@ impl RedisServer {
     }
 }
 
+/// Error replies never span lines: CR and LF in them become spaces, as `addReplyErrorFormat`
+/// does for texts that echo user input.
+fn one_line_errors(reply: Reply) -> Reply {
+    match reply {
+        Reply::Error(e) if e.contains(['\r', '\n']) => Reply::Error(e.replace(['\r', '\n'], " ")),
+        Reply::Sequence(items) => Reply::Sequence(items.into_iter().map(one_line_errors).collect()),
+        other => other,
+    }
+}
+
 impl Core {
     /// `propagatePendingCommands`: several effects of one command go out wrapped in MULTI/EXEC.
     pub(crate) fn flush_pending(&mut self) {
@@ -411,7 +424,7 @@ impl Core {
                     now,
                     from_master: false,
                 };
-                Ok(handler(&mut ctx, argv))
+                Ok(one_line_errors(handler(&mut ctx, argv)))
             }
             Kind::Server(_) => Err("This Redis command is not allowed from script".to_string()),
         }
