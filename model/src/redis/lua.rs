@@ -261,8 +261,17 @@ pub struct LuaEngine {
     prims: Table,
     runner: Function,
     handler: Function,
+    /// Instruction checks left for the running script (see `SCRIPT_CHECKS`).
+    budget: Rc<Cell<u32>>,
     functions: BTreeMap<String, Function>,
 }
+
+/// A script runs at most `SCRIPT_CHECKS * INSTRUCTIONS_PER_CHECK` Lua instructions (about a
+/// second of CPU) and is then killed: real Redis would answer BUSY to everyone until SCRIPT KILL,
+/// which would stall a simulation forever.
+const INSTRUCTIONS_PER_CHECK: u32 = 100_000;
+const SCRIPT_CHECKS: u32 = 2_000;
+const SCRIPT_KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
 impl LuaEngine {
     pub fn new(rand48: Rc<Cell<u64>>) -> mlua::Result<LuaEngine> {
@@ -317,6 +326,18 @@ impl LuaEngine {
             .load(PRELUDE)
             .set_name(PRELUDE_NAME)
             .call(prims.clone())?;
+        let budget = Rc::new(Cell::new(0u32));
+        let left = budget.clone();
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECK),
+            move |_, _| {
+                if left.get() == 0 {
+                    return Err(mlua::Error::RuntimeError(SCRIPT_KILLED.to_string()));
+                }
+                left.set(left.get() - 1);
+                Ok(mlua::VmState::Continue)
+            },
+        )?;
         let runner: Function = lua
             .load("local f, h = ... return xpcall(f, h)")
             .set_name(PRELUDE_NAME)
@@ -329,6 +350,7 @@ impl LuaEngine {
             prims,
             runner,
             handler,
+            budget,
             functions: BTreeMap::new(),
         })
     }
@@ -381,6 +403,7 @@ impl LuaEngine {
         let Some(function) = self.functions.get(sha).cloned() else {
             return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
+        self.budget.set(SCRIPT_CHECKS);
         let result = self.lua.scope(|scope| {
             let keys_table = self.lua.create_sequence_from(
                 keys.iter()
@@ -470,6 +493,11 @@ unsafe extern "C-unwind" fn raising_trampoline(state: *mut ffi::lua_State) -> c_
 fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
     let table = match err {
         Value::Table(t) => t,
+        Value::Error(e) => {
+            let t = lua.create_table()?;
+            t.raw_set("err", format!("ERR {}", lua_error_message(&e)))?;
+            t
+        }
         other => {
             let t = lua.create_table()?;
             let text = lua_tostring(lua, &other)?;

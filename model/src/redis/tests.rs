@@ -431,3 +431,11 @@ fn pubsub_pushes_go_to_subscribers() {
     s.disconnect(b);
     assert_eq!(wire(&mut s, a, T0, "publish ch hi"), ":0\r\n");
 }
+
+#[test]
+fn runaway_scripts_are_killed() {
+    let (mut s, c) = new_server();
+    let reply = wire(&mut s, c, T0, "EVAL \"while true do end\" 0");
+    assert!(reply.starts_with("-ERR Script killed by user with SCRIPT KILL..."), "{reply}");
+    assert_eq!(wire(&mut s, c, T0, "EVAL \"return 1\" 0"), ":1\r\n");
+}
