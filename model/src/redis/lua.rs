@@ -190,6 +190,7 @@ S.rawset = function(t, k, v)
 end
 S.coroutine = protect(coroutine)
 S.string = protect(string)
+getmetatable('').__index = S.string
 S.table = protect(table)
 S.math = protect(mathlib)
 S.redis = protect(redis)

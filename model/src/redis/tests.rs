@@ -436,6 +436,9 @@ fn pubsub_pushes_go_to_subscribers() {
 fn runaway_scripts_are_killed() {
     let (mut s, c) = new_server();
     let reply = wire(&mut s, c, T0, "EVAL \"while true do end\" 0");
-    assert!(reply.starts_with("-ERR Script killed by user with SCRIPT KILL..."), "{reply}");
+    assert!(
+        reply.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{reply}"
+    );
     assert_eq!(wire(&mut s, c, T0, "EVAL \"return 1\" 0"), ":1\r\n");
 }
