@@ -465,10 +465,19 @@ fn lex_range<'a>(
     } else {
         zset.iter().collect()
     };
-    let (start_ok, end_ok): (&dyn Fn(&[u8]) -> bool, &dyn Fn(&[u8]) -> bool) = if reverse {
-        (&|m| lte_max(m, max), &|m| gte_min(m, min))
-    } else {
-        (&|m| gte_min(m, min), &|m| lte_max(m, max))
+    let start_ok = |m: &[u8]| {
+        if reverse {
+            lte_max(m, max)
+        } else {
+            gte_min(m, min)
+        }
+    };
+    let end_ok = |m: &[u8]| {
+        if reverse {
+            gte_min(m, min)
+        } else {
+            lte_max(m, max)
+        }
     };
     let Some(start) = items.iter().position(|s| start_ok(&s.member)) else {
         return vec![];
