@@ -396,13 +396,15 @@ impl Core {
         }
     }
 
-    /// Runs a command for a script (`script.c` `scriptCall`). `Err` carries the error text of
+    /// Runs a command for a script (`script.c` `scriptCall`); `read_only` for `no-writes`
+    /// scripts. `Err` carries the error text of
     /// checks that fail before the command runs.
     pub(crate) fn call_from_script(
         &mut self,
         client: ClientId,
         now: i64,
         argv: &[Vec<u8>],
+        read_only: bool,
     ) -> Result<Reply, String> {
         let Some(spec) = commands::lookup(argv) else {
             return Err("Unknown Redis command called from script".to_string());
@@ -412,6 +414,9 @@ impl Core {
         }
         if spec.flags & flags::NOSCRIPT != 0 {
             return Err("This Redis command is not allowed from script".to_string());
+        }
+        if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
+            return Err("Write commands are not allowed from read-only scripts.".to_string());
         }
         if spec.flags & flags::WRITE != 0 && matches!(self.role, Role::Replica { .. }) {
             return Err("-READONLY You can't write against a read only replica.".to_string());
