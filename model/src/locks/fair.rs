@@ -52,8 +52,7 @@ pub struct Config {
     pub thread_wait_ms: u64,
 }
 
-const LOCK: &str = "
-while true do
+const LOCK: &str = "while true do
     local firstThreadId2 = redis.call('lindex', KEYS[2], 0);
     if firstThreadId2 == false then
         break;
@@ -102,8 +101,7 @@ end;
 return ttl;
 ";
 
-const UNLOCK: &str = "
-while true do
+const UNLOCK: &str = "while true do
     local firstThreadId2 = redis.call('lindex', KEYS[2], 0);
     if firstThreadId2 == false then
         break;
@@ -139,8 +137,7 @@ end;
 return 1;
 ";
 
-const ACQUIRE_FAILED: &str = "
-local queue = redis.call('lrange', KEYS[1], 0, -1);
+const ACQUIRE_FAILED: &str = "local queue = redis.call('lrange', KEYS[1], 0, -1);
 local i = 1;
 while i <= #queue and queue[i] ~= ARGV[1] do
     i = i + 1;

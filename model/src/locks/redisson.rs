@@ -61,8 +61,7 @@ pub const INFO: SchemeInfo = SchemeInfo {
     build,
 };
 
-const LOCK: &str = "
-if ((redis.call('exists', KEYS[1]) == 0)
+const LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0)
         or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
     redis.call('hincrby', KEYS[1], ARGV[2], 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
@@ -71,8 +70,7 @@ end;
 return redis.call('pttl', KEYS[1]);
 ";
 
-const UNLOCK: &str = "
-local val = redis.call('get', KEYS[3]);
+const UNLOCK: &str = "local val = redis.call('get', KEYS[3]);
 if val ~= false then
     return tonumber(val);
 end;
@@ -92,8 +90,7 @@ else
 end;
 ";
 
-pub(crate) const RENEW: &str = "
-if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+pub(crate) const RENEW: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
     redis.call('pexpire', KEYS[1], ARGV[1]);
     return 1;
 end;
