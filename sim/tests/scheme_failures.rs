@@ -1,0 +1,67 @@
+//! The catalog's per-scheme failures happen the way their descriptions say, on every seed:
+//! beyond the verdicts `expect` checks, the counts and violations that tell the story.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use locksim::runner::{default_jobs, run_parallel};
+use locksim::scenario::Scenario;
+use model::result::RunResult;
+
+fn results(name: &str) -> Vec<RunResult> {
+    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name);
+    let scenario = Arc::new(Scenario::load(&path).unwrap_or_else(|e| panic!("{e}")));
+    let mut out = Vec::new();
+    let work = scenario.seeds.iter().map(|seed| (0, seed)).collect();
+    run_parallel(&scenario, work, default_jobs(), |r| {
+        out.push(r.unwrap_or_else(|e| panic!("{e}")).result)
+    });
+    assert_eq!(out.len() as u64, scenario.seeds.len());
+    out
+}
+
+#[test]
+fn late_plain_dels_delete_the_next_holders_lock() {
+    for name in [
+        "scheme-set-nx-px-del-long-hold.json",
+        "scheme-lua-setnx-expire-long-hold.json",
+        "scheme-set-nx-px-get-del-pause-between-get-and-del.json",
+    ] {
+        for r in results(name) {
+            assert!(
+                r.counts.foreign_releases >= 1,
+                "{name} seed {}: {:?}",
+                r.seed,
+                r.counts
+            );
+        }
+    }
+}
+
+#[test]
+fn two_threads_of_one_process_overlap_each_other() {
+    for r in results("scheme-reentrant-two-threads-gc-pause.json") {
+        let threads = r
+            .violations
+            .iter()
+            .filter(|v| v.kind == "mutual_exclusion")
+            .any(|v| v.nodes.iter().all(|n| n.starts_with("client-1/t")));
+        assert!(threads, "seed {}: {:?}", r.seed, r.violations);
+    }
+}
+
+#[test]
+fn the_fast_clock_is_the_one_that_jumps_the_queue() {
+    for r in results("scheme-fair-client-clock-jump.json") {
+        let fifo: Vec<_> = r
+            .violations
+            .iter()
+            .filter(|v| v.kind == "fifo_order")
+            .collect();
+        assert!(
+            fifo.iter().any(|v| v.nodes[0] == "client-3"),
+            "seed {}: {fifo:?}",
+            r.seed
+        );
+    }
+}
