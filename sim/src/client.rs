@@ -68,20 +68,12 @@ impl ClientEnv {
             &self.world,
             &self.name,
             self.command_timeout,
-            RespConn::connect(*addr),
+            RespConn::connect(&self.world, &self.name, name, *addr),
         )
         .await
         {
             Some(Ok(conn)) => Ok(conn),
-            Some(Err(e)) => {
-                // madsim refuses a connect across a clogged link at once; a real SYN would go
-                // unanswered until the client's timeout, so wait it out before failing.
-                if self.world.is_clogged(&self.name, name) {
-                    sleep(self.command_timeout).await;
-                    return Err(CallError::Timeout);
-                }
-                Err(CallError::Disconnected(e.to_string()))
-            }
+            Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
             None => Err(CallError::Timeout),
         }
     }
@@ -255,7 +247,7 @@ impl ResourceClient {
                 &self.world,
                 &self.name,
                 self.timeout,
-                RespConn::connect(addr),
+                RespConn::connect(&self.world, &self.name, "resource", addr),
             )
             .await?
             .ok();

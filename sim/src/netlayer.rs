@@ -1,0 +1,236 @@
+//! Our network layer over madsim TCP: what madsim does not give (DESIGN.md, "What madsim does not
+//! give you").
+//!
+//! - **Per-link extra latency** (`delay` fault): every connection's outgoing bytes go through a
+//!   writer queue that holds each chunk until `sent + extra_ms` of its directed link, preserving
+//!   order (a chunk never overtakes an earlier one). Both directions of a connection have one.
+//! - **Bytes in flight survive their sender**: the writer queues run on the `network` node, not on
+//!   the sending process, so what a process flushed before a pause or a crash still arrives; once a
+//!   crashed process's handles are gone the queue drains and the peer reads EOF — a dying process
+//!   whose kernel still delivers its socket buffers, then closes them.
+//! - **Dropped connections** (`drop_connections` fault): every connection is registered in the
+//!   world; dropping a node's connections resets both ends at once (reads fail, queued bytes are
+//!   discarded), as a TCP RST does. Clients reconnect.
+//! - **Unanswered SYNs**: madsim refuses a connect across a clogged link at once; a real SYN goes
+//!   unanswered and is retried (Linux: after 1, 2, 4, ... s), so `connect` waits and retries while
+//!   the link is cut. Callers bound it with their own timeouts.
+
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use madsim::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::watch;
+
+use crate::world::World;
+
+/// One chunk for the writer queue: the true time (µs) before which it must not leave, and bytes.
+type Chunk = (u64, Vec<u8>);
+
+/// Unregisters a connection when both its reader and its writer are gone.
+struct Registration {
+    world: Arc<World>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.world.unregister_conn(self.id);
+    }
+}
+
+/// The sending side of a connection; cheap to clone (a server's pub/sub and replication feeds
+/// write to a connection from other tasks).
+#[derive(Clone)]
+pub struct NetWriter {
+    world: Arc<World>,
+    local: Rc<str>,
+    peer: Rc<str>,
+    tx: UnboundedSender<Chunk>,
+    reset: watch::Receiver<bool>,
+    _registration: Rc<Registration>,
+}
+
+impl NetWriter {
+    /// Queues bytes for the peer (the process's `write` + `flush`): they leave after the link's
+    /// extra delay, in order. Fails once the connection was reset or the queue is gone.
+    pub fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
+        if *self.reset.borrow() {
+            return Err(reset_error());
+        }
+        let release_us = self.world.now_us() + self.world.extra_delay_us(&self.local, &self.peer);
+        self.tx.send((release_us, bytes)).map_err(|_| reset_error())
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// Resets the connection (both ends), as closing the socket with RST does.
+    pub fn reset(&self) {
+        self.world.reset_conn(self._registration.id);
+    }
+}
+
+/// A connection as a process holds it: its read half and a writer.
+pub struct NetConn {
+    reader: ReadHalf<TcpStream>,
+    writer: NetWriter,
+    reset: watch::Receiver<bool>,
+}
+
+fn reset_error() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionReset, "connection reset")
+}
+
+impl NetConn {
+    /// Wraps an established stream between `local` and `peer` (node names).
+    pub fn new(world: &Arc<World>, local: &str, peer: &str, stream: TcpStream) -> NetConn {
+        let (reader, writer) = tokio::io::split(stream);
+        let (reset_tx, reset) = watch::channel(false);
+        let id = world.register_conn(local, peer, reset_tx);
+        let registration = Rc::new(Registration {
+            world: world.clone(),
+            id,
+        });
+        let (tx, rx) = unbounded_channel();
+        let queue = write_queue(world.clone(), rx, writer, reset.clone());
+        world.spawn_on_network(queue);
+        NetConn {
+            reader,
+            writer: NetWriter {
+                world: world.clone(),
+                local: local.into(),
+                peer: peer.into(),
+                tx,
+                reset: reset.clone(),
+                _registration: registration,
+            },
+            reset,
+        }
+    }
+
+    /// Opens a connection from `local` to `peer` at `addr`, retrying like an unanswered SYN while
+    /// a fault cuts the link; a peer that is not listening refuses at once.
+    pub async fn connect(
+        world: &Arc<World>,
+        local: &str,
+        peer: &str,
+        addr: SocketAddr,
+    ) -> io::Result<NetConn> {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let cut = world.is_clogged(local, peer) || world.is_clogged(peer, local);
+            if !cut {
+                match TcpStream::connect(addr).await {
+                    Ok(stream) => return Ok(NetConn::new(world, local, peer, stream)),
+                    Err(e) if !world.is_clogged(local, peer) => return Err(e),
+                    Err(_) => {}
+                }
+            }
+            madsim::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(60));
+        }
+    }
+
+    pub fn writer(&self) -> NetWriter {
+        self.writer.clone()
+    }
+
+    pub fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
+        self.writer.send(bytes)
+    }
+
+    /// Reads more bytes into `buf`; `Ok(0)` is EOF. A reset connection fails at once.
+    pub async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        read_or_reset(&mut self.reader, &self.reset, buf).await
+    }
+
+    /// Splits into a reader (this connection without its writer handle) and the writer.
+    pub fn split(self) -> (NetReader, NetWriter) {
+        (
+            NetReader {
+                reader: self.reader,
+                reset: self.reset,
+            },
+            self.writer,
+        )
+    }
+}
+
+/// The read half of a split connection.
+pub struct NetReader {
+    reader: ReadHalf<TcpStream>,
+    reset: watch::Receiver<bool>,
+}
+
+impl NetReader {
+    pub async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        read_or_reset(&mut self.reader, &self.reset, buf).await
+    }
+}
+
+async fn read_or_reset(
+    reader: &mut ReadHalf<TcpStream>,
+    reset: &watch::Receiver<bool>,
+    buf: &mut BytesMut,
+) -> io::Result<usize> {
+    let mut reset = reset.clone();
+    if *reset.borrow() {
+        return Err(reset_error());
+    }
+    tokio::select! {
+        biased;
+        _ = wait_reset(&mut reset) => Err(reset_error()),
+        read = reader.read_buf(buf) => read,
+    }
+}
+
+/// Returns once the connection is reset; never, once no reset can come any more (the world
+/// unregistered the connection because its process let go of it).
+async fn wait_reset(reset: &mut watch::Receiver<bool>) {
+    if reset.wait_for(|r| *r).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The writer queue of one direction of one connection, run on the network node: holds each
+/// chunk until its release time, then writes and flushes it. Ends (dropping the write half, so
+/// the peer reads EOF once the read half is gone too) when every writer handle is gone and the
+/// queue is drained, or at once when the connection is reset.
+async fn write_queue(
+    world: Arc<World>,
+    mut rx: UnboundedReceiver<Chunk>,
+    mut writer: WriteHalf<TcpStream>,
+    mut reset: watch::Receiver<bool>,
+) {
+    let mut last_release_us = 0;
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = wait_reset(&mut reset) => return,
+            next = rx.recv() => next,
+        };
+        let Some((release_us, bytes)) = next else {
+            return;
+        };
+        let release_us = release_us.max(last_release_us);
+        last_release_us = release_us;
+        let now = world.now_us();
+        if release_us > now {
+            tokio::select! {
+                biased;
+                _ = wait_reset(&mut reset) => return,
+                _ = madsim::time::sleep(Duration::from_micros(release_us - now)) => {}
+            }
+        }
+        if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
+            return;
+        }
+    }
+}
