@@ -439,7 +439,7 @@ impl FaultKind {
                 world.drop_connections(node);
             }
             FaultKind::Failover { master } => {
-                madsim::task::spawn(crate::sentinel::request_failover(
+                madsim::task::spawn_local(crate::sentinel::request_failover(
                     world.clone(),
                     master.clone(),
                 ));

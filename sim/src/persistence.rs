@@ -62,6 +62,8 @@ pub struct Disk {
     pub page_cache: Vec<Vec<Vec<u8>>>,
     /// redis.conf's `replicaof`: the master's node name, `None` for a master.
     pub replicaof: Option<String>,
+    /// sentinel.conf, which a Sentinel rewrites on every change of its state (`sentinelFlushConfig`).
+    pub sentinel: Option<crate::sentinel::SentinelConf>,
 }
 
 /// Appends a command's effects to the AOF of `node`.
