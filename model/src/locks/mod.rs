@@ -10,6 +10,7 @@
 
 pub mod fencing;
 pub mod params;
+pub mod redlock;
 pub mod set_nx_px_lua;
 
 use std::future::Future;
@@ -124,7 +125,12 @@ pub struct SchemeInfo {
 }
 
 /// Every scheme, by stable id (DESIGN.md's table).
-pub const SCHEMES: &[SchemeInfo] = &[set_nx_px_lua::INFO, fencing::INFO];
+pub const SCHEMES: &[SchemeInfo] = &[
+    set_nx_px_lua::INFO,
+    fencing::INFO,
+    redlock::INFO,
+    redlock::NO_VALIDITY_INFO,
+];
 
 pub fn scheme_info(id: &str) -> Option<&'static SchemeInfo> {
     SCHEMES.iter().find(|s| s.id == id)
