@@ -131,6 +131,7 @@ impl ClientEnv {
                     command: render_command(&argv),
                 },
             );
+            let idle = idle.and_then(|mut c| (!c.is_closed()).then_some(c));
             let conn = match idle {
                 Some(conn) => Ok(conn),
                 None => self.open(&sentinel, SENTINEL_PORT).await,
@@ -200,8 +201,10 @@ impl ClientEnv {
         &self,
         server: usize,
     ) -> Result<(String, Option<RespConn>), CallError> {
-        if let Some(conn) = self.idle.borrow_mut()[server].pop() {
-            return Ok((self.current.borrow()[server].clone(), Some(conn)));
+        while let Some(mut conn) = self.idle.borrow_mut()[server].pop() {
+            if !conn.is_closed() {
+                return Ok((self.current.borrow()[server].clone(), Some(conn)));
+            }
         }
         if !self.sentinels.borrow().is_empty() {
             let master = self.discover(server).await?;

@@ -69,6 +69,23 @@ impl RespConn {
         }
     }
 
+    /// Whether the server already closed this connection (an EOF or reset is waiting): what
+    /// redis-py checks on a pooled connection before reusing it (`can_read`), reconnecting
+    /// instead of failing the command on a connection that died while idle.
+    pub fn is_closed(&mut self) -> bool {
+        use std::task::{Context, Poll, Waker};
+        if !self.buf.is_empty() {
+            return true;
+        }
+        let mut read = std::pin::pin!(self.conn.read_buf(&mut self.buf));
+        match read.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Pending => false,
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => true,
+            // Unsolicited data: the connection is out of step with its requests.
+            Poll::Ready(Ok(_)) => true,
+        }
+    }
+
     pub async fn call(&mut self, argv: &[Vec<u8>]) -> io::Result<Reply> {
         self.send(argv)?;
         self.read_reply().await

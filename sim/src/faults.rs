@@ -426,6 +426,10 @@ impl FaultKind {
                 node,
                 restart_after_ms,
             } => {
+                // The process dies: what it had not yet written to the network is gone (its
+                // connections' queues are discarded); what it had written still arrives, then
+                // its peers read EOF.
+                world.reset_local_connections(node);
                 handle.kill(world.node_id(node));
                 // The machine went down: what was not on disk is lost, and so is the key.
                 persistence::crash(world, node);
@@ -494,17 +498,28 @@ impl FaultKind {
 /// Injects a fault, records it, and heals it after its duration — or earlier, when `heal_all`
 /// turns true (the random nemesis's liveness phase).
 pub async fn run(world: Arc<World>, fault: Fault, heal_all: Option<watch::Receiver<bool>>) {
-    let target = fault.kind.target().to_string();
-    let detail = fault.kind.describe();
-    fault.kind.inject(&world);
+    begin(&world, &fault);
+    finish(world, fault, heal_all).await;
+}
+
+/// Injects a fault and records it, at once.
+pub fn begin(world: &Arc<World>, fault: &Fault) {
+    fault.kind.inject(world);
     world.record(
-        &target,
+        fault.kind.target(),
         EventKind::Fault {
             fault: fault.kind.name().into(),
             phase: FaultPhase::Injected,
-            detail: detail.clone(),
+            detail: fault.kind.describe(),
         },
     );
+}
+
+/// Waits out an injected fault, heals it and records that. A crashed Redis counts as healed
+/// once it is back: after its restart and the scenario's `restart_delay_ms`.
+pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<watch::Receiver<bool>>) {
+    let target = fault.kind.target().to_string();
+    let detail = fault.kind.describe();
     let lasts_ms = match fault.kind {
         FaultKind::Crash {
             restart_after_ms, ..
@@ -536,6 +551,12 @@ pub async fn run(world: Arc<World>, fault: Fault, heal_all: Option<watch::Receiv
     };
     if healed {
         fault.kind.heal(&world);
+        let restart_delay_ms = world.scenario.topology.restart_delay_ms;
+        if matches!(&fault.kind, FaultKind::Crash { node, .. } if node.starts_with("redis-"))
+            && restart_delay_ms > 0
+        {
+            madsim::time::sleep(Duration::from_millis(restart_delay_ms)).await;
+        }
         world.record(
             &target,
             EventKind::Fault {
@@ -547,11 +568,30 @@ pub async fn run(world: Arc<World>, fault: Fault, heal_all: Option<watch::Receiv
     }
 }
 
+/// Injects the faults scheduled at 0 ms right away, before any node runs a step, so a
+/// partition that is there from the start is there for the clients' first command; returns
+/// the futures that heal them.
+pub fn start_initial(
+    world: &Arc<World>,
+) -> Vec<impl std::future::Future<Output = ()> + Send + use<>> {
+    let mut healers = Vec::new();
+    for fault in world.scenario.faults.iter().cloned() {
+        if fault.when == (When::At { at_ms: 0 }) {
+            begin(world, &fault);
+            healers.push(finish(world.clone(), fault, None));
+        }
+    }
+    healers
+}
+
 /// The nemesis: schedules scripted faults at their times and event-triggered ones when the
 /// world reports their trigger. Runs on its own node so no fault can pause or kill it.
 pub async fn nemesis(world: Arc<World>, mut fired: tokio::sync::mpsc::UnboundedReceiver<usize>) {
     for fault in world.scenario.faults.iter().cloned() {
-        if let When::At { at_ms } = fault.when {
+        // Faults at 0 ms were injected before any client ran (`start_initial`).
+        if let When::At { at_ms } = fault.when
+            && at_ms > 0
+        {
             let world = world.clone();
             madsim::task::spawn(async move {
                 madsim::time::sleep(Duration::from_millis(at_ms)).await;

@@ -12,7 +12,7 @@ use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
 use crate::client::client_node;
-use crate::faults::nemesis;
+use crate::faults::{nemesis, start_initial};
 use crate::nemesis::random_nemesis;
 use crate::node_ip;
 use crate::redis_node::redis_node;
@@ -143,6 +143,9 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
     }
     for name in scenario.client_names() {
         add_node(&handle, &world, &name, client_node);
+    }
+    for healer in start_initial(&world) {
+        nemesis_node.spawn(healer);
     }
 
     let duration_us = scenario.duration_ms * 1000;

@@ -336,6 +336,21 @@ impl World {
         }
     }
 
+    /// Resets `node`'s own end of each of its connections (its process dies): its unsent
+    /// bytes are discarded, its peers read what was already sent, then EOF.
+    pub fn reset_local_connections(&self, node: &str) {
+        let resets: Vec<watch::Sender<bool>> = self
+            .state()
+            .conns
+            .values()
+            .filter(|(local, _, _)| local == node)
+            .map(|(_, _, reset)| reset.clone())
+            .collect();
+        for reset in &resets {
+            reset.send_replace(true);
+        }
+    }
+
     /// Resets every connection with `node` at either end; returns how many ends were reset.
     pub fn drop_connections(&self, node: &str) -> usize {
         let resets: Vec<watch::Sender<bool>> = self

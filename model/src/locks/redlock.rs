@@ -229,9 +229,9 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
     Ok(Box::new(s))
 }
 
-/// Polls `a` and `b`; the first to finish wins (the other is dropped).
+/// Polls `a` and `b`; the first to finish wins (`a` when both are ready).
 struct Race<A, B> {
-    a: Pin<Box<A>>,
+    a: A,
     b: Pin<Box<B>>,
 }
 
@@ -240,10 +240,10 @@ enum Either<L, R> {
     Right(R),
 }
 
-impl<A: Future, B: Future> Future for Race<A, B> {
+impl<A: Future + Unpin, B: Future> Future for Race<A, B> {
     type Output = Either<A::Output, B::Output>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Poll::Ready(a) = self.a.as_mut().poll(cx) {
+        if let Poll::Ready(a) = Pin::new(&mut self.a).poll(cx) {
             return Poll::Ready(Either::Left(a));
         }
         if let Poll::Ready(b) = self.b.as_mut().poll(cx) {
@@ -253,25 +253,40 @@ impl<A: Future, B: Future> Future for Race<A, B> {
     }
 }
 
-/// Runs `call`, giving up after `timeout_ms` of the client's clock (a socket timeout).
+/// How long a socket read that timed out during a stop-the-world pause still gets: the reply
+/// that arrived meanwhile is already in the socket buffer and is read at once on resume.
+const RESUME_GRACE_MS: u64 = 5;
+
+/// Runs `call`, giving up after `timeout_ms` of the client's clock (a socket timeout). If the
+/// timeout ran out while the process was stopped (its clock moved far more than the timeout),
+/// a reply that arrived during the pause still wins, as a read after the pause finds it.
 async fn bounded<T>(
     env: &Rc<dyn LockEnv>,
     timeout_ms: Option<u64>,
     call: impl Future<Output = Result<T, CallError>>,
 ) -> Result<T, CallError> {
-    match timeout_ms {
-        None => call.await,
-        Some(ms) => {
-            let race = Race {
-                a: Box::pin(call),
-                b: Box::pin(env.sleep_ms(ms)),
-            };
-            match race.await {
-                Either::Left(result) => result,
-                Either::Right(()) => Err(CallError::Timeout),
-            }
+    let Some(ms) = timeout_ms else {
+        return call.await;
+    };
+    let started = env.mono_ms();
+    let mut call = Box::pin(call);
+    let race = Race {
+        a: call.as_mut(),
+        b: Box::pin(env.sleep_ms(ms)),
+    };
+    if let Either::Left(result) = race.await {
+        return result;
+    }
+    if env.mono_ms().saturating_sub(started) > ms + RESUME_GRACE_MS {
+        let race = Race {
+            a: call.as_mut(),
+            b: Box::pin(env.sleep_ms(RESUME_GRACE_MS)),
+        };
+        if let Either::Left(result) = race.await {
+            return result;
         }
     }
+    Err(CallError::Timeout)
 }
 
 /// Drives every future to completion, or until `done` says the outcome is decided; the futures
