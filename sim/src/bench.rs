@@ -12,7 +12,7 @@ pub struct BenchReport {
     pub jobs: usize,
     pub wall_s: f64,
     pub sim_s: f64,
-    pub messages: u64,
+    pub events: u64,
 }
 
 impl BenchReport {
@@ -36,7 +36,7 @@ impl std::fmt::Display for BenchReport {
             self.seeds_per_s(),
             self.sim_s_per_wall_s(),
             self.sim_s,
-            self.messages
+            self.events
         )
     }
 }
@@ -56,14 +56,14 @@ pub fn bench(
         jobs,
         wall_s: 0.0,
         sim_s: 0.0,
-        messages: 0,
+        events: 0,
     };
     let mut first_error = None;
     run_parallel(scenario, work, jobs, |output| match output {
         Ok(output) => {
             report.runs += 1;
             report.sim_s += output.result.sim_ms as f64 / 1000.0;
-            report.messages += output.events.len() as u64;
+            report.events += output.events.len() as u64;
         }
         Err(e) => {
             first_error.get_or_insert(e);

@@ -102,7 +102,7 @@ redis.log = raising(function(...)
   local n = select('#', ...)
   if n < 2 then return {err = 'ERR redis.log() requires two arguments or more.'}, true end
   local level = tonumber((...))
-  if level == nil then return {err = 'ERR First argument must be a number'}, true end
+  if level == nil then return {err = 'ERR First argument must be a number (log level).'}, true end
   if level < 0 or level > 3 then return {err = 'ERR Invalid debug level.'}, true end
 end)
 redis.setresp = raising(function(...)
@@ -170,12 +170,27 @@ for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetata
     'tonumber', 'tostring', 'type', 'unpack', 'xpcall', '_VERSION'}) do
   S[name] = _G[name]
 end
+-- script_lua.c luaRedisPcall: an error table with an `err` string is reduced to that string
+local pcall_ = pcall
+local function pcall_result(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == 'table' then
+    local msg = e.err
+    if type(msg) == 'string' or type(msg) == 'number' then e = msg end
+  end
+  return false, e
+end
+S.pcall = function(...)
+  return pcall_result(pcall_(...))
+end
 S.rawset = function(t, k, v)
   if readonly[t] then error("Attempt to modify a readonly table", 0) end
   return rawset(t, k, v)
 end
 S.coroutine = protect(coroutine)
 S.string = protect(string)
+getmetatable('').__index = S.string
 S.table = protect(table)
 S.math = protect(mathlib)
 S.redis = protect(redis)
@@ -247,8 +262,17 @@ pub struct LuaEngine {
     prims: Table,
     runner: Function,
     handler: Function,
+    /// Instruction checks left for the running script (see `SCRIPT_CHECKS`).
+    budget: Rc<Cell<u32>>,
     functions: BTreeMap<String, Function>,
 }
+
+/// A script runs at most `SCRIPT_CHECKS * INSTRUCTIONS_PER_CHECK` Lua instructions (about a
+/// second of CPU) and is then killed: real Redis would answer BUSY to everyone until SCRIPT KILL,
+/// which would stall a simulation forever.
+const INSTRUCTIONS_PER_CHECK: u32 = 100_000;
+const SCRIPT_CHECKS: u32 = 2_000;
+const SCRIPT_KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
 impl LuaEngine {
     pub fn new(rand48: Rc<Cell<u64>>) -> mlua::Result<LuaEngine> {
@@ -303,6 +327,18 @@ impl LuaEngine {
             .load(PRELUDE)
             .set_name(PRELUDE_NAME)
             .call(prims.clone())?;
+        let budget = Rc::new(Cell::new(0u32));
+        let left = budget.clone();
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECK),
+            move |_, _| {
+                if left.get() == 0 {
+                    return Err(mlua::Error::RuntimeError(SCRIPT_KILLED.to_string()));
+                }
+                left.set(left.get() - 1);
+                Ok(mlua::VmState::Continue)
+            },
+        )?;
         let runner: Function = lua
             .load("local f, h = ... return xpcall(f, h)")
             .set_name(PRELUDE_NAME)
@@ -315,6 +351,7 @@ impl LuaEngine {
             prims,
             runner,
             handler,
+            budget,
             functions: BTreeMap::new(),
         })
     }
@@ -367,6 +404,7 @@ impl LuaEngine {
         let Some(function) = self.functions.get(sha).cloned() else {
             return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
+        self.budget.set(SCRIPT_CHECKS);
         let result = self.lua.scope(|scope| {
             let keys_table = self.lua.create_sequence_from(
                 keys.iter()
@@ -456,6 +494,11 @@ unsafe extern "C-unwind" fn raising_trampoline(state: *mut ffi::lua_State) -> c_
 fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
     let table = match err {
         Value::Table(t) => t,
+        Value::Error(e) => {
+            let t = lua.create_table()?;
+            t.raw_set("err", format!("ERR {}", lua_error_message(&e)))?;
+            t
+        }
         other => {
             let t = lua.create_table()?;
             let text = lua_tostring(lua, &other)?;
@@ -548,7 +591,7 @@ fn redis_call(lua: &Lua, args: MultiValue, call: &mut CallFn<'_>) -> mlua::Resul
     for arg in args.iter() {
         match arg {
             Value::String(s) => argv.push(s.as_bytes().to_vec()),
-            Value::Integer(i) => argv.push(i.to_string().into_bytes()),
+            Value::Integer(i) => argv.push(super::number::fmt_g17(*i as f64).into_bytes()),
             Value::Number(n) => argv.push(super::number::fmt_g17(*n).into_bytes()),
             _ => {
                 return error_table(

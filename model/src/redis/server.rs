@@ -267,9 +267,12 @@ impl RedisServer {
                     now,
                     from_master: false,
                 };
-                Outcome::Reply(handler(&mut ctx, argv))
+                Outcome::Reply(one_line_errors(handler(&mut ctx, argv)))
             }
-            Kind::Server(handler) => handler(self, client, now, argv),
+            Kind::Server(handler) => match handler(self, client, now, argv) {
+                Outcome::Reply(r) => Outcome::Reply(one_line_errors(r)),
+                wait => wait,
+            },
         }
     }
 
@@ -372,6 +375,16 @@ impl RedisServer {
     }
 }
 
+/// Error replies never span lines: CR and LF in them become spaces, as `addReplyErrorFormat`
+/// does for texts that echo user input.
+fn one_line_errors(reply: Reply) -> Reply {
+    match reply {
+        Reply::Error(e) if e.contains(['\r', '\n']) => Reply::Error(e.replace(['\r', '\n'], " ")),
+        Reply::Sequence(items) => Reply::Sequence(items.into_iter().map(one_line_errors).collect()),
+        other => other,
+    }
+}
+
 impl Core {
     /// `propagatePendingCommands`: several effects of one command go out wrapped in MULTI/EXEC.
     pub(crate) fn flush_pending(&mut self) {
@@ -397,13 +410,15 @@ impl Core {
         }
     }
 
-    /// Runs a command for a script (`script.c` `scriptCall`). `Err` carries the error text of
+    /// Runs a command for a script (`script.c` `scriptCall`); `read_only` for `no-writes`
+    /// scripts. `Err` carries the error text of
     /// checks that fail before the command runs.
     pub(crate) fn call_from_script(
         &mut self,
         client: ClientId,
         now: i64,
         argv: &[Vec<u8>],
+        read_only: bool,
     ) -> Result<Reply, String> {
         let Some(spec) = commands::lookup(argv) else {
             return Err("Unknown Redis command called from script".to_string());
@@ -413,6 +428,9 @@ impl Core {
         }
         if spec.flags & flags::NOSCRIPT != 0 {
             return Err("This Redis command is not allowed from script".to_string());
+        }
+        if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
+            return Err("Write commands are not allowed from read-only scripts.".to_string());
         }
         if spec.flags & flags::WRITE != 0 && matches!(self.role, Role::Replica { .. }) {
             return Err("-READONLY You can't write against a read only replica.".to_string());
@@ -430,7 +448,7 @@ impl Core {
                     now,
                     from_master: false,
                 };
-                Ok(handler(&mut ctx, argv))
+                Ok(one_line_errors(handler(&mut ctx, argv)))
             }
             Kind::Server(_) => Err("This Redis command is not allowed from script".to_string()),
         }

@@ -217,3 +217,228 @@ fn script_effects_are_wrapped_in_multi_exec() {
     );
     assert_eq!(props(&mut s), vec!["MULTI", "set a 1", "incr a", "EXEC"]);
 }
+
+#[test]
+fn propagation_rewrites_like_redis_7() {
+    let (mut s, c) = new_server();
+    for line in [
+        "set a 1",
+        "set a 2 ex 100",
+        "set a 3 px 100 nx",
+        "set a 3 px 100 xx get",
+        "set b 1 pxat 99999999999999 nx get",
+        "set b 1 keepttl get",
+        "setnx a 1",
+        "setex c 100 v",
+        "psetex c 100 v",
+        "getset c x",
+        "getdel c",
+        "getdel c",
+        "expire a 100",
+        "pexpire a 100 nx",
+        "pexpire a 100000 xx",
+        "expireat a 1",
+        "del zz a b",
+        "eval \"return 1\" 0",
+        "eval \"redis.call('set','k','v')\" 0",
+        "eval \"redis.call('setnx','k','v')\" 0",
+        "publish ch m",
+        "lpop l 0",
+        "zadd z 1 a",
+        "zadd z 1 a",
+        "persist z",
+    ] {
+        exec(&mut s, c, T0, line);
+    }
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "set a 1".to_string(),
+            format!("SET a 2 PXAT {}", T0 + 100_000),
+            format!("SET a 3 PXAT {}", T0 + 100),
+            "SET b 1 PXAT 99999999999999".to_string(),
+            "set b 1 keepttl".to_string(),
+            format!("SET c v PXAT {}", T0 + 100_000),
+            format!("SET c v PXAT {}", T0 + 100),
+            "SET c x".to_string(),
+            "DEL c".to_string(),
+            format!("PEXPIREAT a {}", T0 + 100_000),
+            format!("PEXPIREAT a {} xx", T0 + 100_000),
+            "DEL a".to_string(),
+            "del zz a b".to_string(),
+            "set k v".to_string(),
+            "publish ch m".to_string(),
+            "zadd z 1 a".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn lazy_expiry_deletes_are_wrapped_with_the_command() {
+    let (mut s, c) = new_server();
+    for key in ["s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"] {
+        exec(&mut s, c, T0, &format!("set {key} v px 50"));
+    }
+    s.take_propagated();
+    let later = T0 + 200;
+    exec(&mut s, c, later, "set s2 x");
+    exec(
+        &mut s,
+        c,
+        later,
+        "eval \"redis.call('get','s3') redis.call('set','s4','y')\" 0",
+    );
+    exec(&mut s, c, later, "eval \"return redis.call('get','s5')\" 0");
+    assert_eq!(exec(&mut s, c, later, "del s6"), Reply::Integer(0));
+    exec(&mut s, c, later, "set s7 v nx");
+    assert_eq!(exec(&mut s, c, later, "exists s8 s9"), Reply::Integer(0));
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "MULTI",
+            "DEL s2",
+            "set s2 x",
+            "EXEC",
+            "MULTI",
+            "DEL s3",
+            "DEL s4",
+            "set s4 y",
+            "EXEC",
+            "DEL s5",
+            "DEL s6",
+            "MULTI",
+            "DEL s7",
+            "set s7 v nx",
+            "EXEC",
+            "MULTI",
+            "DEL s8",
+            "DEL s9",
+            "EXEC",
+        ]
+    );
+}
+
+#[test]
+fn replica_is_read_only_and_never_expires_keys_itself() {
+    let (mut master, mc) = new_server();
+    let (mut replica, rc) = new_server();
+    replica.set_role(Role::Replica {
+        master_host: "10.0.0.1".into(),
+        master_port: 6379,
+    });
+    exec(&mut master, mc, T0, "set k v px 100");
+    exec(&mut master, mc, T0, "hset h f 1");
+    exec(
+        &mut master,
+        mc,
+        T0,
+        "eval \"redis.call('incr','n') redis.call('incr','n')\" 0",
+    );
+    for argv in master.take_propagated() {
+        replica.apply_replicated(T0, &argv);
+    }
+    assert_eq!(wire(&mut replica, rc, T0, "get k"), "$1\r\nv\r\n");
+    assert_eq!(wire(&mut replica, rc, T0, "get n"), "$1\r\n2\r\n");
+    assert_eq!(wire(&mut replica, rc, T0, "hget h f"), "$1\r\n1\r\n");
+    // logically expired by the replica's own clock: nil, but the key stays until the master's DEL
+    assert_eq!(wire(&mut replica, rc, T0 + 500, "get k"), "$-1\r\n");
+    assert_eq!(wire(&mut replica, rc, T0 + 500, "ttl k"), ":-2\r\n");
+    replica.active_expire_cycle(T0 + 500);
+    assert_eq!(replica.dbsize(), 3);
+    assert!(replica.take_propagated().is_empty());
+    // the master's stream is applied even for keys the replica thinks are expired
+    replica.apply_replicated(T0 + 500, &argv("SET k w KEEPTTL"));
+    assert_eq!(
+        replica.db().get(b"k").map(|e| e.value.clone()),
+        Some(keyspace::Value::Str(b"w".to_vec()))
+    );
+    replica.apply_replicated(T0 + 500, &argv("DEL k"));
+    assert_eq!(replica.dbsize(), 2);
+    assert_eq!(
+        wire(&mut replica, rc, T0, "set a b"),
+        "-READONLY You can't write against a read only replica.\r\n"
+    );
+    assert_eq!(
+        wire(
+            &mut replica,
+            rc,
+            T0,
+            r#"eval "return redis.call(\"set\",\"a\",\"b\")" 0"#
+        ),
+        "-READONLY You can't write against a read only replica. script: 554a95710d45ea243cdf37846a5028cfac292109, on @user_script:1.\r\n"
+    );
+    assert_eq!(
+        wire(
+            &mut replica,
+            rc,
+            T0,
+            "eval \"return redis.call('get','n')\" 0"
+        ),
+        "$1\r\n2\r\n"
+    );
+    assert!(
+        wire(&mut replica, rc, T0, "wait 0 0")
+            .starts_with("-ERR WAIT cannot be used with replica instances.")
+    );
+    assert_eq!(
+        wire(&mut replica, rc, T0, "role"),
+        "*5\r\n$5\r\nslave\r\n$8\r\n10.0.0.1\r\n:6379\r\n$7\r\nconnect\r\n:-1\r\n"
+    );
+    // a promoted replica expires on its own clock
+    replica.set_role(Role::Master);
+    exec(&mut replica, rc, T0, "set e v px 10");
+    replica.take_propagated();
+    replica.active_expire_cycle(T0 + 100);
+    assert_eq!(props(&mut replica), vec!["DEL e"]);
+}
+
+#[test]
+fn wait_is_left_to_the_host() {
+    let (mut s, c) = new_server();
+    assert_eq!(
+        s.execute(c, T0, &argv("WAIT 1 100")),
+        Outcome::Wait {
+            numreplicas: 1,
+            timeout_ms: 100
+        }
+    );
+    assert_eq!(
+        wire(&mut s, c, T0, "WAIT 0 -1"),
+        "-ERR timeout is negative\r\n"
+    );
+    assert_eq!(
+        wire(&mut s, c, T0, "WAIT x 0"),
+        "-ERR value is not an integer or out of range\r\n"
+    );
+}
+
+#[test]
+fn pubsub_pushes_go_to_subscribers() {
+    let (mut s, a) = new_server();
+    let b = s.connect();
+    assert_eq!(
+        wire(&mut s, b, T0, "subscribe ch"),
+        "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    );
+    assert_eq!(wire(&mut s, a, T0, "publish ch hi"), ":1\r\n");
+    let pushes = s.take_pushes();
+    assert_eq!(pushes.len(), 1);
+    assert_eq!(pushes[0].0, b);
+    assert_eq!(
+        pushes[0].1.encode(),
+        b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"
+    );
+    s.disconnect(b);
+    assert_eq!(wire(&mut s, a, T0, "publish ch hi"), ":0\r\n");
+}
+
+#[test]
+fn runaway_scripts_are_killed() {
+    let (mut s, c) = new_server();
+    let reply = wire(&mut s, c, T0, "EVAL \"while true do end\" 0");
+    assert!(
+        reply.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{reply}"
+    );
+    assert_eq!(wire(&mut s, c, T0, "EVAL \"return 1\" 0"), ":1\r\n");
+}

@@ -100,8 +100,9 @@ impl ZSet {
         self.scores.get(member).copied()
     }
 
-    /// Inserts or re-scores a member.
+    /// Inserts or re-scores a member. A score of -0 is stored as 0, as Redis replies it.
     pub fn insert(&mut self, member: &[u8], score: f64) {
+        let score = score + 0.0;
         if let Some(old) = self.scores.insert(member.to_vec(), score) {
             self.order.remove(&Scored {
                 score: old,

@@ -58,10 +58,9 @@ fn pop(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], head: bool) -> Reply {
         ));
     }
     let count = if argv.len() == 3 {
-        match parse_i64(&argv[2]) {
-            Ok(c) if c >= 0 => Some(c),
-            Ok(_) => return Reply::error("ERR value is out of range, must be positive"),
-            Err(e) => return e,
+        match crate::redis::number::string2ll(&argv[2]) {
+            Some(c) if c >= 0 => Some(c),
+            _ => return Reply::error("ERR value is out of range, must be positive"),
         }
     } else {
         None

@@ -22,6 +22,8 @@ pub mod flags {
     pub const NOSCRIPT: u32 = 1 << 1;
     /// Allowed in a RESP2 subscribed context.
     pub const PUBSUB_CONTEXT: u32 = 1 << 2;
+    /// Not a write but propagated (`CMD_MAY_REPLICATE`): refused in `no-writes` scripts.
+    pub const MAY_REPLICATE: u32 = 1 << 3;
 }
 
 pub type PlainHandler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> Reply;
@@ -102,7 +104,7 @@ const fn sub(
     }
 }
 
-use flags::{NOSCRIPT, PUBSUB_CONTEXT, WRITE};
+use flags::{MAY_REPLICATE, NOSCRIPT, PUBSUB_CONTEXT, WRITE};
 
 static SCRIPT_SUBCOMMANDS: [CommandSpec; 4] = [
     sub("script|load", "load", 3, NOSCRIPT, scripting::script_load),
@@ -183,7 +185,7 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("zcard", 2, 0, zsets::zcard),
     cmd("zincrby", 4, WRITE, zsets::zincrby),
     // pubsub (pubsub.c)
-    cmd("publish", 3, 0, pubsub::publish),
+    cmd("publish", 3, MAY_REPLICATE, pubsub::publish),
     cmd(
         "subscribe",
         -2,

@@ -19,6 +19,7 @@ impl RedisServer {
 
     /// `luaCreateFunction`: compile and cache a body; the sha1 or the error reply.
     pub(crate) fn create_script(&mut self, body: &[u8]) -> Result<String, Reply> {
+        shebang(body).map_err(|e| Reply::Error(format!("ERR {e}")))?;
         let sha = sha1_hex(body);
         self.engine()
             .create_function(&sha, body)
@@ -38,13 +39,80 @@ impl RedisServer {
     ) -> Reply {
         let keys = &argv[3..3 + numkeys];
         let args = &argv[3 + numkeys..];
+        let read_only = self
+            .core
+            .scripts
+            .get(sha)
+            .and_then(|body| shebang(body).ok().flatten())
+            .is_some_and(|flags| flags.no_writes);
         self.engine();
         let RedisServer { core, lua, .. } = self;
         let engine = lua.as_mut().expect("engine created above");
         engine.run(sha, keys, args, &mut |cargv| {
-            core.call_from_script(client, now, cargv)
+            core.call_from_script(client, now, cargv, read_only)
         })
     }
+}
+
+/// The flags of a `#!lua flags=...` shebang line (Redis 7.0).
+pub(crate) struct ShebangFlags {
+    pub no_writes: bool,
+}
+
+/// `evalExtractShebangFlags`: `Ok(None)` without a shebang (compatibility mode), the flags, or
+/// the error text.
+pub(crate) fn shebang(body: &[u8]) -> Result<Option<ShebangFlags>, String> {
+    if !body.starts_with(b"#!") {
+        return Ok(None);
+    }
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err("Invalid script shebang".to_string());
+    };
+    let parts = match crate::redis::resp::split_args(&body[..end]) {
+        Some(parts) if !parts.is_empty() => parts,
+        _ => return Err("Invalid engine in script shebang".to_string()),
+    };
+    if parts[0] != b"#!lua" {
+        return Err(format!(
+            "Unexpected engine in script shebang: {}",
+            super::lossy(&parts[0])
+        ));
+    }
+    let mut flags = ShebangFlags { no_writes: false };
+    for part in &parts[1..] {
+        let Some(list) = part.strip_prefix(b"flags=") else {
+            return Err(format!(
+                "Unknown lua shebang option: {}",
+                super::lossy(part)
+            ));
+        };
+        for flag in list.split(|&b| b == b',') {
+            match flag {
+                b"no-writes" => flags.no_writes = true,
+                b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
+                _ => {
+                    return Err(format!(
+                        "Unexpected flag in script shebang: {}",
+                        super::lossy(flag)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Some(flags))
+}
+
+/// A script declared with a shebang and without `no-writes` is a write command: refused on a
+/// replica before it runs (`evalGetCommandFlags`).
+fn refused_on_replica(server: &RedisServer, body: &[u8]) -> bool {
+    matches!(server.core.role, crate::redis::server::Role::Replica { .. })
+        && matches!(shebang(body), Ok(Some(ShebangFlags { no_writes: false })))
+}
+
+fn readonly_error() -> Outcome {
+    reply(Reply::error(
+        "READONLY You can't write against a read only replica.",
+    ))
 }
 
 /// The numkeys argument of EVAL/EVALSHA.
@@ -62,6 +130,9 @@ fn numkeys(argv: &[Vec<u8>]) -> Result<usize, Reply> {
 }
 
 pub fn eval(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
+    if refused_on_replica(server, &argv[1]) {
+        return readonly_error();
+    }
     let n = match numkeys(argv) {
         Ok(n) => n,
         Err(e) => return reply(e),
@@ -87,8 +158,11 @@ pub fn evalsha(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec
         Err(e) => return reply(e),
     };
     let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-    if !server.core.scripts.contains_key(&sha) {
+    let Some(body) = server.core.scripts.get(&sha) else {
         return noscript();
+    };
+    if refused_on_replica(server, body) {
+        return readonly_error();
     }
     if !server.engine().has_function(&sha) {
         let body = server.core.scripts[&sha].clone();

@@ -93,8 +93,9 @@ fn expire_ms(
 }
 
 /// `setGenericCommand`. `replies`: what to answer on success / on an NX/XX abort (SETNX
-/// answers 1/0). Returns the reply; propagation follows Redis 7.0: relative expiries become
-/// `SET key value PXAT <ms>`, GET is dropped, aborted sets propagate nothing.
+/// answers 1/0). Returns the reply; propagation follows Redis 7.0.15: any expiry option becomes
+/// `SET key value PXAT <ms>` (NX/XX/GET dropped), otherwise GET is dropped; aborted sets
+/// propagate nothing.
 #[allow(clippy::too_many_arguments)]
 fn set_generic(
     ctx: &mut Ctx<'_>,
@@ -135,7 +136,7 @@ fn set_generic(
         ctx.core.db.set_expire(key, when);
     }
     match when {
-        Some(when) if !flags.pxat => ctx.propagate(vec![
+        Some(when) => ctx.propagate(vec![
             b"SET".to_vec(),
             key.to_vec(),
             value.to_vec(),

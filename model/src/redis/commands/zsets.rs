@@ -355,28 +355,14 @@ fn zrange_generic(
             emit(items, withscores)
         }
         RangeType::Lex | RangeType::Auto => {
-            let valid =
-                |a: &[u8]| a == b"-" || a == b"+" || a.starts_with(b"(") || a.starts_with(b"[");
-            if !valid(&argv[minidx]) || !valid(&argv[maxidx]) {
+            let (Some(min), Some(max)) = (parse_lex(&argv[minidx]), parse_lex(&argv[maxidx]))
+            else {
                 return Reply::error("ERR min or max not valid string range item");
-            }
+            };
             let zset = match read_zset(ctx, &argv[1]) {
                 Err(e) => return e,
                 Ok(None) => return Reply::Array(vec![]),
                 Ok(Some(z)) => z,
-            };
-            let (lo, hi) = (argv[minidx].clone(), argv[maxidx].clone());
-            let in_min = |m: &[u8]| match lo.first() {
-                Some(b'-') => true,
-                Some(b'+') => false,
-                Some(b'(') => m > &lo[1..],
-                _ => m >= &lo[1..],
-            };
-            let in_max = |m: &[u8]| match hi.first() {
-                Some(b'+') => true,
-                Some(b'-') => false,
-                Some(b'(') => m < &hi[1..],
-                _ => m <= &hi[1..],
             };
             if offset < 0 || (offset > 0 && offset >= zset.len() as i64) {
                 return Reply::Array(vec![]);
@@ -386,25 +372,126 @@ fn zrange_generic(
             } else {
                 limit as usize
             };
-            let items: Vec<&Scored> = if reverse {
-                zset.iter()
-                    .rev()
-                    .skip_while(|s| !in_max(&s.member))
-                    .skip(offset as usize)
-                    .take_while(|s| in_min(&s.member))
-                    .take(take)
-                    .collect()
-            } else {
-                zset.iter()
-                    .skip_while(|s| !in_min(&s.member))
-                    .skip(offset as usize)
-                    .take_while(|s| in_max(&s.member))
-                    .take(take)
-                    .collect()
-            };
-            emit(items, false)
+            emit(
+                lex_range(zset, &min, &max, reverse, offset as usize, take),
+                false,
+            )
         }
     }
+}
+
+/// A bound of `zslParseLexRangeItem`: `-`, `+`, `(member` or `[member`.
+enum Lex {
+    Min,
+    Max,
+    Open(Vec<u8>),
+    Closed(Vec<u8>),
+}
+
+fn parse_lex(arg: &[u8]) -> Option<Lex> {
+    match arg.first()? {
+        b'-' if arg.len() == 1 => Some(Lex::Min),
+        b'+' if arg.len() == 1 => Some(Lex::Max),
+        b'(' => Some(Lex::Open(arg[1..].to_vec())),
+        b'[' => Some(Lex::Closed(arg[1..].to_vec())),
+        _ => None,
+    }
+}
+
+fn lex_value(bound: &Lex) -> (i8, &[u8]) {
+    match bound {
+        Lex::Min => (-1, &[]),
+        Lex::Max => (1, &[]),
+        Lex::Open(v) | Lex::Closed(v) => (0, v),
+    }
+}
+
+/// `sdscmplex`: `-` sorts before and `+` after every member.
+fn cmp_lex(a: &Lex, b: &Lex) -> std::cmp::Ordering {
+    let (ka, va) = lex_value(a);
+    let (kb, vb) = lex_value(b);
+    ka.cmp(&kb).then_with(|| {
+        if ka == 0 {
+            va.cmp(vb)
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    })
+}
+
+fn gte_min(member: &[u8], min: &Lex) -> bool {
+    match min {
+        Lex::Min => true,
+        Lex::Max => false,
+        Lex::Open(v) => member > v.as_slice(),
+        Lex::Closed(v) => member >= v.as_slice(),
+    }
+}
+
+fn lte_max(member: &[u8], max: &Lex) -> bool {
+    match max {
+        Lex::Max => true,
+        Lex::Min => false,
+        Lex::Open(v) => member < v.as_slice(),
+        Lex::Closed(v) => member <= v.as_slice(),
+    }
+}
+
+/// `genericZrangebylexCommand` over the (score, member) order, as `zzlIsInLexRange`,
+/// `zzlFirstInLexRange` / `zzlLastInLexRange` walk it: the first member past the start bound must
+/// also be within the end bound, then the offset is skipped and members are taken while they
+/// stay within the end bound.
+fn lex_range<'a>(
+    zset: &'a ZSet,
+    min: &Lex,
+    max: &Lex,
+    reverse: bool,
+    offset: usize,
+    take: usize,
+) -> Vec<&'a Scored> {
+    let cmp = cmp_lex(min, max);
+    let exclusive = !matches!(min, Lex::Closed(_)) || !matches!(max, Lex::Closed(_));
+    if cmp == std::cmp::Ordering::Greater || (cmp == std::cmp::Ordering::Equal && exclusive) {
+        return vec![];
+    }
+    let (Some(first), Some(last)) = (zset.iter().next(), zset.iter().next_back()) else {
+        return vec![];
+    };
+    if !gte_min(&last.member, min) || !lte_max(&first.member, max) {
+        return vec![];
+    }
+    let items: Vec<&Scored> = if reverse {
+        zset.iter().rev().collect()
+    } else {
+        zset.iter().collect()
+    };
+    let start_ok = |m: &[u8]| {
+        if reverse {
+            lte_max(m, max)
+        } else {
+            gte_min(m, min)
+        }
+    };
+    let end_ok = |m: &[u8]| {
+        if reverse {
+            gte_min(m, min)
+        } else {
+            lte_max(m, max)
+        }
+    };
+    let Some(start) = items.iter().position(|s| start_ok(&s.member)) else {
+        return vec![];
+    };
+    if !end_ok(&items[start].member) {
+        return vec![];
+    }
+    items[start..]
+        .iter()
+        .skip(offset)
+        .take_while(|s| end_ok(&s.member))
+        .take(take)
+        .copied()
+        .collect()
 }
 
 pub fn zrange(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {

@@ -1,0 +1,529 @@
+//! Differential conformance test: the corpus in `tests/conformance/*.txt` runs against a real
+//! `redis-server` (7.0, Debian package) and against `RedisServer` (through `RequestParser`,
+//! `execute` and `Reply::encode`); replies must be byte-identical.
+//!
+//! Corpus format: one command per line, arguments quoted like redis-cli (`sdssplitargs`).
+//! `#` starts a comment line. Directives:
+//! - `@script NAME` ... `@end`: a multi-line Lua body; `{{NAME}}` in an argument is replaced by
+//!   it, `{{SHA:NAME}}` by its sha1.
+//! - `{{NOW}}`, `{{NOW+N}}` / `{{NOW-N}}` (ms) and `{{NOWS+N}}` (seconds) in arguments: the wall
+//!   clock when the command is sent (the same value goes to both servers).
+//! - `@client N`: send the following commands on connection N (created on first use).
+//! - `@sleep MS`: let real time pass (the model runs on the same wall clock).
+//! - `@range LO HI <cmd>`: both replies must be integers in [LO, HI] (timing-dependent values).
+//! - `@info <cmd>`: both replies are INFO texts with the same field names in the same order.
+//! - `@inline <text>`: send `<text>\r\n` as an inline command.
+//! - `@raw <bytes>`: send raw bytes (`\r`, `\n`, `\xHH` escapes) on a fresh connection and
+//!   compare everything received until the server closes it or goes quiet.
+//! - `@pushes N`: compare the messages pending for connection N (PUBLISH deliveries).
+//! - `@known-diff <cmd>`: a documented difference (docs/redis.md): both run, not compared.
+//!
+//! Fails if `redis-server` cannot be started, unless `LOCKSIM_SKIP_REDIS=1`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, ServerConfig};
+
+/// A `redis-server` child process, killed when dropped (also on panic).
+struct RedisProcess {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for RedisProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pseudo_random(salt: u64) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut x =
+        nanos ^ (u64::from(std::process::id()) << 32) ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^ (x >> 33)
+}
+
+fn start_redis() -> Result<RedisProcess, String> {
+    let mut last_error = String::new();
+    for attempt in 0..20 {
+        let port = 20_000 + (pseudo_random(attempt) % 40_000) as u16;
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--databases", "1", "--daemonize", "no", "--logfile", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run redis-server: {e}"))?;
+        let mut process = RedisProcess { child, port };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = process.child.try_wait() {
+                last_error = format!("redis-server exited with {status} (port {port} taken?)");
+                break;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(process);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Err(last_error)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Number of complete top-level RESP frames in `buf`.
+fn count_frames(mut buf: &[u8]) -> usize {
+    let mut n = 0;
+    while let Ok(Some((_, used))) = Reply::decode(buf) {
+        n += 1;
+        buf = &buf[used..];
+    }
+    n
+}
+
+/// The real server: one TCP connection per corpus client.
+struct RealSide {
+    port: u16,
+    conns: BTreeMap<usize, TcpStream>,
+}
+
+impl RealSide {
+    fn conn(&mut self, client: usize) -> &mut TcpStream {
+        let port = self.port;
+        self.conns.entry(client).or_insert_with(|| {
+            let s = TcpStream::connect(("127.0.0.1", port)).expect("connect to redis-server");
+            s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+            s
+        })
+    }
+
+    /// Sends and reads until `frames` replies arrived (or 5 s passed).
+    fn roundtrip(&mut self, client: usize, bytes: &[u8], frames: usize) -> Vec<u8> {
+        let conn = self.conn(client);
+        conn.write_all(bytes).unwrap();
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut chunk = [0u8; 65536];
+        while count_frames(&out) < frames && Instant::now() < deadline {
+            match conn.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(_) => continue,
+            }
+        }
+        out
+    }
+
+    /// Whatever arrives within a short quiet period.
+    fn drain(&mut self, client: usize, quiet: Duration) -> Vec<u8> {
+        let conn = self.conn(client);
+        conn.set_read_timeout(Some(quiet)).unwrap();
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while let Ok(n) = conn.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        conn.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        out
+    }
+
+    /// Raw bytes on a fresh connection: everything until close or 300 ms of silence.
+    fn raw(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        s.write_all(bytes).unwrap();
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while let Ok(n) = s.read(&mut chunk) {
+            if n == 0 {
+                out.extend_from_slice(b"<closed>");
+                break;
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        let _ = s.shutdown(Shutdown::Both);
+        out
+    }
+}
+
+/// The model, hosted like a connection-per-client server.
+struct ModelSide {
+    server: RedisServer,
+    conns: BTreeMap<usize, (ClientId, RequestParser, BytesMut)>,
+    pushes: BTreeMap<ClientId, Vec<u8>>,
+}
+
+impl ModelSide {
+    fn client(&mut self, client: usize) -> ClientId {
+        let server = &mut self.server;
+        self.conns
+            .entry(client)
+            .or_insert_with(|| (server.connect(), RequestParser::new(), BytesMut::new()))
+            .0
+    }
+
+    /// Feeds bytes to a connection; returns the replies and whether the connection was closed.
+    fn feed(
+        server: &mut RedisServer,
+        conn: &mut (ClientId, RequestParser, BytesMut),
+        bytes: &[u8],
+    ) -> (Vec<u8>, bool) {
+        let (id, parser, buf) = conn;
+        buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        loop {
+            match parser.parse(buf) {
+                Ok(Some(argv)) => match server.execute(*id, now_ms(), &argv) {
+                    Outcome::Reply(r) => r.encode_into(&mut out),
+                    Outcome::Wait { .. } => Reply::Integer(0).encode_into(&mut out),
+                },
+                Ok(None) => return (out, false),
+                Err(e) => {
+                    e.reply().encode_into(&mut out);
+                    return (out, true);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, client: usize, bytes: &[u8]) -> Vec<u8> {
+        self.client(client);
+        let conn = self.conns.get_mut(&client).unwrap();
+        let (out, _) = Self::feed(&mut self.server, conn, bytes);
+        self.collect_pushes();
+        out
+    }
+
+    fn raw(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let id = self.server.connect();
+        let mut conn = (id, RequestParser::new(), BytesMut::new());
+        let (mut out, closed) = Self::feed(&mut self.server, &mut conn, bytes);
+        self.server.disconnect(id);
+        if closed {
+            out.extend_from_slice(b"<closed>");
+        }
+        out
+    }
+
+    fn collect_pushes(&mut self) {
+        for (client, reply) in self.server.take_pushes() {
+            reply.encode_into(self.pushes.entry(client).or_default());
+        }
+    }
+
+    fn take_pushes(&mut self, client: usize) -> Vec<u8> {
+        let id = self.client(client);
+        self.pushes.remove(&id).unwrap_or_default()
+    }
+}
+
+fn encode_command(argv: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+    for a in argv {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+fn unescape(text: &str) -> Vec<u8> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            match b[i + 1] {
+                b'r' => out.push(b'\r'),
+                b'n' => out.push(b'\n'),
+                b't' => out.push(b'\t'),
+                b'\\' => out.push(b'\\'),
+                b'x' if i + 3 < b.len() => {
+                    out.push(u8::from_str_radix(&text[i + 2..i + 4], 16).unwrap());
+                    i += 2;
+                }
+                other => out.push(other),
+            }
+            i += 2;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn sha1_hex(body: &[u8]) -> String {
+    model::redis::lua::sha1_hex(body)
+}
+
+fn substitute(arg: &[u8], scripts: &BTreeMap<String, Vec<u8>>, now: i64) -> Vec<u8> {
+    let text = String::from_utf8_lossy(arg);
+    if !text.contains("{{") {
+        return arg.to_vec();
+    }
+    let mut out = Vec::new();
+    let mut rest: &str = &text;
+    while let Some(start) = rest.find("{{") {
+        out.extend_from_slice(&rest.as_bytes()[..start]);
+        let end = rest[start..].find("}}").expect("unclosed {{") + start;
+        let name = &rest[start + 2..end];
+        let value: Vec<u8> = if let Some(script) = name.strip_prefix("SHA:") {
+            sha1_hex(&scripts[script]).into_bytes()
+        } else if let Some(delta) = name.strip_prefix("NOWS") {
+            (now / 1000 + delta.parse::<i64>().unwrap_or(0))
+                .to_string()
+                .into_bytes()
+        } else if let Some(delta) = name.strip_prefix("NOW") {
+            (now + delta.parse::<i64>().unwrap_or(0))
+                .to_string()
+                .into_bytes()
+        } else {
+            scripts
+                .get(name)
+                .unwrap_or_else(|| panic!("unknown script {name}"))
+                .clone()
+        };
+        out.extend_from_slice(&value);
+        rest = &rest[end + 2..];
+    }
+    out.extend_from_slice(rest.as_bytes());
+    out
+}
+
+fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .replace('\r', "\\r")
+        .replace('\n', "\\n")
+}
+
+fn info_fields(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(bytes)
+        .split("\r\n")
+        .skip(1)
+        .filter_map(|l| l.split(':').next().map(str::to_string))
+        .collect()
+}
+
+fn integer(bytes: &[u8]) -> Option<i64> {
+    match Reply::decode(bytes) {
+        Ok(Some((Reply::Integer(i), _))) => Some(i),
+        _ => None,
+    }
+}
+
+struct Outcomes {
+    compared: usize,
+    known_diffs: usize,
+    failures: Vec<String>,
+}
+
+fn run_corpus(
+    name: &str,
+    text: &str,
+    real: &mut RealSide,
+    model: &mut ModelSide,
+    out: &mut Outcomes,
+) {
+    let mut scripts: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut client = 0usize;
+    let mut lines = text.lines().enumerate();
+    while let Some((lineno, line)) = lines.next() {
+        let line = line.trim_end();
+        let place = format!("{name}:{}", lineno + 1);
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        if let Some(script) = line.strip_prefix("@script ") {
+            let mut body = Vec::new();
+            for (_, l) in lines.by_ref() {
+                if l.trim_end() == "@end" {
+                    break;
+                }
+                body.push(l);
+            }
+            scripts.insert(script.trim().to_string(), body.join("\n").into_bytes());
+            continue;
+        }
+        if let Some(n) = line.strip_prefix("@client ") {
+            client = n.trim().parse().unwrap();
+            continue;
+        }
+        if let Some(ms) = line.strip_prefix("@sleep ") {
+            std::thread::sleep(Duration::from_millis(ms.trim().parse().unwrap()));
+            continue;
+        }
+        if let Some(n) = line.strip_prefix("@pushes ") {
+            let n: usize = n.trim().parse().unwrap();
+            let mine = model.take_pushes(n);
+            let theirs = real.drain(n, Duration::from_millis(100));
+            out.compared += 1;
+            if mine != theirs {
+                out.failures.push(format!(
+                    "{place}: {line}\n  redis: {}\n  model: {}",
+                    show(&theirs),
+                    show(&mine)
+                ));
+            }
+            continue;
+        }
+        if let Some(raw) = line.strip_prefix("@raw ") {
+            let bytes = unescape(raw);
+            let theirs = real.raw(&bytes);
+            let mine = model.raw(&bytes);
+            out.compared += 1;
+            if mine != theirs {
+                out.failures.push(format!(
+                    "{place}: {line}\n  redis: {}\n  model: {}",
+                    show(&theirs),
+                    show(&mine)
+                ));
+            }
+            continue;
+        }
+        let (mode, command) = match line.split_once(' ') {
+            Some((m @ ("@known-diff" | "@info" | "@inline"), rest)) => (m, rest.to_string()),
+            Some(("@range", rest)) => {
+                let mut parts = rest.splitn(3, ' ');
+                let lo = parts.next().unwrap();
+                let hi = parts.next().unwrap();
+                ("@range", format!("{lo} {hi} {}", parts.next().unwrap()))
+            }
+            _ => ("", line.to_string()),
+        };
+        let (bounds, command) = if mode == "@range" {
+            let mut parts = command.splitn(3, ' ');
+            let lo: i64 = parts.next().unwrap().parse().unwrap();
+            let hi: i64 = parts.next().unwrap().parse().unwrap();
+            (Some((lo, hi)), parts.next().unwrap().to_string())
+        } else {
+            (None, command)
+        };
+        let bytes = if mode == "@inline" {
+            let mut b = command.clone().into_bytes();
+            b.extend_from_slice(b"\r\n");
+            b
+        } else {
+            let argv = model::redis::resp::split_args(command.as_bytes())
+                .unwrap_or_else(|| panic!("{place}: unbalanced quotes"));
+            let now = now_ms();
+            let argv: Vec<Vec<u8>> = argv.iter().map(|a| substitute(a, &scripts, now)).collect();
+            encode_command(&argv)
+        };
+        let mine = model.send(client, &bytes);
+        let theirs = real.roundtrip(client, &bytes, count_frames(&mine).max(1));
+        let ok = match mode {
+            "@known-diff" => {
+                out.known_diffs += 1;
+                println!(
+                    "known difference at {place}: {command}\n  redis: {}\n  model: {}",
+                    show(&theirs),
+                    show(&mine)
+                );
+                continue;
+            }
+            "@info" => info_fields(&mine) == info_fields(&theirs),
+            "@range" => {
+                let (lo, hi) = bounds.unwrap();
+                let inside = |b: &[u8]| integer(b).is_some_and(|i| (lo..=hi).contains(&i));
+                inside(&mine) && inside(&theirs)
+            }
+            _ => mine == theirs,
+        };
+        out.compared += 1;
+        if !ok {
+            out.failures.push(format!(
+                "{place}: {line}\n  redis: {}\n  model: {}",
+                show(&theirs),
+                show(&mine)
+            ));
+        }
+    }
+}
+
+#[test]
+fn corpus_matches_real_redis() {
+    if let Err(e) = start_redis() {
+        if std::env::var("LOCKSIM_SKIP_REDIS").as_deref() == Ok("1") {
+            eprintln!("\n!!! LOCKSIM_SKIP_REDIS=1: conformance test SKIPPED ({e}) !!!\n");
+            return;
+        }
+        panic!(
+            "redis-server could not be started ({e}); install it (apt-get install redis-server) or set LOCKSIM_SKIP_REDIS=1"
+        );
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.retain(|p| p.extension().is_some_and(|e| e == "txt"));
+    files.sort();
+    let mut outcomes = Outcomes {
+        compared: 0,
+        known_diffs: 0,
+        failures: Vec::new(),
+    };
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        // A fresh redis-server per file: Lua's math.random stream starts over, like the model's.
+        let redis = start_redis().expect("redis-server");
+        let mut real = RealSide {
+            port: redis.port,
+            conns: BTreeMap::new(),
+        };
+        let mut model = ModelSide {
+            server: RedisServer::new(ServerConfig::default()),
+            conns: BTreeMap::new(),
+            pushes: BTreeMap::new(),
+        };
+        run_corpus(&name, &text, &mut real, &mut model, &mut outcomes);
+    }
+    println!(
+        "conformance: {} commands compared, {} known differences, {} mismatches",
+        outcomes.compared,
+        outcomes.known_diffs,
+        outcomes.failures.len()
+    );
+    assert!(
+        outcomes.compared >= 400,
+        "the corpus must hold at least 400 compared commands"
+    );
+    assert!(
+        outcomes.failures.is_empty(),
+        "mismatches:\n{}",
+        outcomes.failures.join("\n")
+    );
+}
