@@ -56,11 +56,14 @@ pub fn quantiles(h: &Histogram<u64>) -> Quantiles {
         return Quantiles::default();
     }
     let ms = |us: u64| round3(us as f64 / 1000.0);
+    // hdrhistogram reports the highest value equivalent to a bucket; the lowest one is the
+    // recorded value itself when it is exact at 3 significant digits.
+    let q = |quantile: f64| ms(h.lowest_equivalent(h.value_at_quantile(quantile)));
     Quantiles {
-        p50: ms(h.value_at_quantile(0.50)),
-        p90: ms(h.value_at_quantile(0.90)),
-        p99: ms(h.value_at_quantile(0.99)),
-        max: ms(h.max()),
+        p50: q(0.50),
+        p90: q(0.90),
+        p99: q(0.99),
+        max: ms(h.lowest_equivalent(h.max())),
     }
 }
 
