@@ -421,7 +421,10 @@ impl FaultKind {
     fn inject(&self, world: &Arc<World>) {
         let handle = Handle::current();
         match self {
-            FaultKind::Pause { node } => handle.pause(world.node_id(node)),
+            FaultKind::Pause { node } => {
+                world.hold("pause", node);
+                handle.pause(world.node_id(node))
+            }
             FaultKind::Crash {
                 node,
                 restart_after_ms,
@@ -429,6 +432,7 @@ impl FaultKind {
                 // The process dies: what it had not yet written to the network is gone (its
                 // connections' queues are discarded); what it had written still arrives, then
                 // its peers read EOF.
+                world.hold("crash", node);
                 world.reset_local_connections(node);
                 handle.kill(world.node_id(node));
                 // The machine went down: what was not on disk is lost, and so is the key.
@@ -472,12 +476,21 @@ impl FaultKind {
                 world.remove_delay(from, to, extra_ms * 1000)
             }
             FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
+            // Overlapping pauses (or crashes) of one node: it resumes (restarts) when the last
+            // of them heals.
             FaultKind::Pause { node } => {
-                world.resumed(node);
-                handle.resume(world.node_id(node));
+                if world.release("pause", node) {
+                    world.resumed(node);
+                    handle.resume(world.node_id(node));
+                }
             }
-            // madsim: a restart without a prior kill keeps the old sockets; the kill came first.
-            FaultKind::Crash { node, .. } => handle.restart(world.node_id(node)),
+            // madsim: a restart without a prior kill keeps the old sockets; kill first.
+            FaultKind::Crash { node, .. } => {
+                if world.release("crash", node) {
+                    handle.kill(world.node_id(node));
+                    handle.restart(world.node_id(node));
+                }
+            }
             // A clock step is not undone (NTP would slew it back slowly); healing ends the fault window.
             FaultKind::ClockJump { .. } => {}
             FaultKind::ClockDrift { node, .. } => {

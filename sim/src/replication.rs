@@ -197,15 +197,14 @@ pub fn psync(
         || (replid.eq_ignore_ascii_case(&repl.replid2) && psync_offset <= repl.second_offset);
     let in_backlog = psync_offset >= repl.backlog_first() && psync_offset <= repl.offset + 1;
     let mut out = Vec::new();
-    let detail;
-    if same_history && in_backlog {
+    let detail = if same_history && in_backlog {
         out.extend(format!("+CONTINUE {}\r\n", repl.replid).into_bytes());
         let skip = (psync_offset - repl.backlog_first()) as usize;
         out.extend(repl.backlog.iter().skip(skip));
-        detail = format!(
+        format!(
             "{peer}: partial resync from offset {psync_offset} ({} bytes)",
             repl.offset + 1 - psync_offset
-        );
+        )
     } else {
         let payload: Vec<u8> = persistence::snapshot(&node.server.borrow())
             .iter()
@@ -215,11 +214,11 @@ pub fn psync(
         out.extend(format!("${}\r\n", payload.len()).into_bytes());
         out.extend(payload);
         out.extend(b"\r\n");
-        detail = format!(
+        format!(
             "{peer}: full resync at offset {} (asked {replid} {psync_offset})",
             repl.offset
-        );
-    }
+        )
+    };
     let now = node.world.now_us();
     repl.replicas.insert(
         conn,

@@ -254,15 +254,30 @@ impl State {
             masters: self
                 .masters
                 .iter()
-                .map(|m| {
+                .enumerate()
+                .map(|(m, master)| {
+                    // rewriteConfigSentinelOption: the current address (the promoted replica
+                    // once it acknowledged), and the old master among the replicas instead.
+                    let addr = self.current_master_addr(m);
+                    let replicas = master
+                        .replicas
+                        .keys()
+                        .map(|r| {
+                            if *r == addr {
+                                master.addr.clone()
+                            } else {
+                                r.clone()
+                            }
+                        })
+                        .collect();
                     (
-                        m.name.clone(),
+                        master.name.clone(),
                         MasterConf {
-                            addr: m.addr.clone(),
-                            config_epoch: m.config_epoch,
-                            leader: m.leader.clone(),
-                            leader_epoch: m.leader_epoch,
-                            replicas: m.replicas.keys().cloned().collect(),
+                            addr,
+                            config_epoch: master.config_epoch,
+                            leader: master.leader.clone(),
+                            leader_epoch: master.leader_epoch,
+                            replicas,
                         },
                     )
                 })
@@ -575,7 +590,7 @@ impl State {
     fn check_tilt(&mut self) {
         let now = self.now();
         let delta = now - self.previous_time;
-        if delta < 0 || delta > TILT_TRIGGER {
+        if !(0..=TILT_TRIGGER).contains(&delta) {
             if !self.tilt {
                 self.event(
                     "+tilt",
@@ -1023,7 +1038,7 @@ impl State {
         let not_reconfigured = master
             .replicas
             .values()
-            .filter(|r| !(r.promoted || r.reconf_done) && !r.s_down)
+            .filter(|r| !(r.promoted || r.reconf_done || r.s_down))
             .count();
         let timeout = now - master.failover_state_change_time > self.failover_timeout;
         if not_reconfigured == 0 || timeout {
@@ -1276,12 +1291,7 @@ async fn connect_link(shared: Shared, node: String, generation: u64) {
 async fn read_replies(shared: Shared, node: String, generation: u64, mut reader: NetReader) {
     let mut buf = BytesMut::with_capacity(1024);
     loop {
-        loop {
-            let decoded = match Reply::decode(&buf) {
-                Ok(d) => d,
-                Err(_) => break,
-            };
-            let Some((reply, used)) = decoded else { break };
+        while let Ok(Some((reply, used))) = Reply::decode(&buf) {
             let _ = buf.split_to(used);
             let mut state = shared.borrow_mut();
             let link = state.link(&node);

@@ -60,6 +60,8 @@ struct State {
     disks: BTreeMap<String, Disk>,
     /// The lock key's owner on each Redis node, as last recorded.
     key_owners: BTreeMap<String, String>,
+    /// How many active faults of a kind hold each node (pauses, crashes).
+    holds: BTreeMap<(String, String), u32>,
 }
 
 struct Trigger {
@@ -410,6 +412,31 @@ impl World {
                     by: by.to_string(),
                 },
             );
+        }
+    }
+
+    /// One more active `kind` fault on `node`.
+    pub fn hold(&self, kind: &str, node: &str) {
+        *self
+            .state()
+            .holds
+            .entry((kind.to_string(), node.to_string()))
+            .or_default() += 1;
+    }
+
+    /// One `kind` fault on `node` healed; true when it was the last one.
+    pub fn release(&self, kind: &str, node: &str) -> bool {
+        let mut state = self.state();
+        let key = (kind.to_string(), node.to_string());
+        match state.holds.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                state.holds.remove(&key);
+                true
+            }
         }
     }
 

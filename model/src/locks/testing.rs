@@ -83,6 +83,7 @@ pub struct DirectEnv {
 }
 
 impl DirectEnv {
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(shared: &Rc<Shared>, name: &str, seed: u64) -> Rc<dyn LockEnv> {
         Rc::new(Self::concrete(shared, name, seed))
     }
