@@ -12,9 +12,9 @@ use madsim::net::NetSim;
 use madsim::runtime::Handle;
 use model::history::{EventKind, FaultPhase};
 use serde::Deserialize;
-use tokio::sync::watch;
 
 use crate::persistence;
+use crate::signal::Signal;
 use crate::world::World;
 
 /// Longer than any run: a fault without an end.
@@ -510,7 +510,7 @@ impl FaultKind {
 
 /// Injects a fault, records it, and heals it after its duration — or earlier, when `heal_all`
 /// turns true (the random nemesis's liveness phase).
-pub async fn run(world: Arc<World>, fault: Fault, heal_all: Option<watch::Receiver<bool>>) {
+pub async fn run(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
     begin(&world, &fault);
     finish(world, fault, heal_all).await;
 }
@@ -530,7 +530,7 @@ pub fn begin(world: &Arc<World>, fault: &Fault) {
 
 /// Waits out an injected fault, heals it and records that. A crashed Redis counts as healed
 /// once it is back: after its restart and the scenario's `restart_delay_ms`.
-pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<watch::Receiver<bool>>) {
+pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
     let target = fault.kind.target().to_string();
     let detail = fault.kind.describe();
     let lasts_ms = match fault.kind {
@@ -551,12 +551,12 @@ pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<watch::Rec
             madsim::time::sleep(Duration::from_millis(duration_ms)).await;
             true
         }
-        (lasts_ms, Some(mut heal_all)) => {
+        (lasts_ms, Some(heal_all)) => {
             let forever = lasts_ms.is_none();
             let duration = Duration::from_millis(lasts_ms.unwrap_or(FOREVER_MS));
             tokio::select! {
                 biased;
-                _ = heal_all.wait_for(|h| *h) => true,
+                _ = heal_all.wait_set() => true,
                 _ = madsim::time::sleep(duration), if !forever => true,
             }
         }

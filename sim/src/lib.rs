@@ -21,6 +21,7 @@ pub mod resource;
 pub mod runner;
 pub mod scenario;
 pub mod sentinel;
+pub mod signal;
 pub mod world;
 
 use std::net::{IpAddr, Ipv4Addr};

@@ -39,10 +39,10 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
-use tokio::sync::watch;
 
 use crate::faults::{Fault, FaultKind, When, is_master_name, run};
 use crate::scenario::MsRange;
+use crate::signal::Signal;
 use crate::world::{World, stream_seed};
 
 /// The kinds the random nemesis draws, in the order it lists them.
@@ -325,19 +325,19 @@ pub async fn random_nemesis(world: Arc<World>, spec: NemesisSpec, heal_at_ms: u6
             }
         }
     }
-    let (heal_tx, heal_rx) = watch::channel(false);
+    let heal = Signal::new();
     let busy: Busy = Arc::default();
     for kind in enabled {
         madsim::task::spawn(kind_process(
             world.clone(),
             kind,
             heal_at_ms,
-            heal_rx.clone(),
+            heal.clone(),
             busy.clone(),
         ));
     }
     madsim::time::sleep(Duration::from_millis(heal_at_ms)).await;
-    heal_tx.send_replace(true);
+    heal.set();
     world.record(
         "nemesis",
         EventKind::Fault {
@@ -353,7 +353,7 @@ async fn kind_process(
     world: Arc<World>,
     kind: KindSpec,
     heal_at_ms: u64,
-    heal_all: watch::Receiver<bool>,
+    heal_all: Signal,
     busy: Busy,
 ) {
     let mut rng =

@@ -25,8 +25,8 @@ use bytes::BytesMut;
 use madsim::net::TcpStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
-use tokio::sync::watch;
 
+use crate::signal::Signal;
 use crate::world::World;
 
 /// One chunk for the writer queue: the true time (µs) before which it must not leave, and bytes.
@@ -52,7 +52,7 @@ pub struct NetWriter {
     local: Rc<str>,
     peer: Rc<str>,
     tx: UnboundedSender<Chunk>,
-    reset: watch::Receiver<bool>,
+    reset: Signal,
     _registration: Rc<Registration>,
 }
 
@@ -60,7 +60,7 @@ impl NetWriter {
     /// Queues bytes for the peer (the process's `write` + `flush`): they leave after the link's
     /// extra delay, in order. Fails once the connection was reset or the queue is gone.
     pub fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
-        if *self.reset.borrow() {
+        if self.reset.is_set() {
             return Err(reset_error());
         }
         let release_us = self.world.now_us() + self.world.extra_delay_us(&self.local, &self.peer);
@@ -81,7 +81,7 @@ impl NetWriter {
 pub struct NetConn {
     reader: ReadHalf<TcpStream>,
     writer: NetWriter,
-    reset: watch::Receiver<bool>,
+    reset: Signal,
 }
 
 fn reset_error() -> io::Error {
@@ -92,8 +92,8 @@ impl NetConn {
     /// Wraps an established stream between `local` and `peer` (node names).
     pub fn new(world: &Arc<World>, local: &str, peer: &str, stream: TcpStream) -> NetConn {
         let (reader, writer) = tokio::io::split(stream);
-        let (reset_tx, reset) = watch::channel(false);
-        let id = world.register_conn(local, peer, reset_tx);
+        let reset = Signal::new();
+        let id = world.register_conn(local, peer, reset.clone());
         let registration = Rc::new(Registration {
             world: world.clone(),
             id,
@@ -166,7 +166,7 @@ impl NetConn {
 /// The read half of a split connection.
 pub struct NetReader {
     reader: ReadHalf<TcpStream>,
-    reset: watch::Receiver<bool>,
+    reset: Signal,
 }
 
 impl NetReader {
@@ -177,25 +177,16 @@ impl NetReader {
 
 async fn read_or_reset(
     reader: &mut ReadHalf<TcpStream>,
-    reset: &watch::Receiver<bool>,
+    reset: &Signal,
     buf: &mut BytesMut,
 ) -> io::Result<usize> {
-    let mut reset = reset.clone();
-    if *reset.borrow() {
+    if reset.is_set() {
         return Err(reset_error());
     }
     tokio::select! {
         biased;
-        _ = wait_reset(&mut reset) => Err(reset_error()),
+        _ = reset.wait_set() => Err(reset_error()),
         read = reader.read_buf(buf) => read,
-    }
-}
-
-/// Returns once the connection is reset; never, once no reset can come any more (the world
-/// unregistered the connection because its process let go of it).
-async fn wait_reset(reset: &mut watch::Receiver<bool>) {
-    if reset.wait_for(|r| *r).await.is_err() {
-        std::future::pending::<()>().await;
     }
 }
 
@@ -207,13 +198,13 @@ async fn write_queue(
     world: Arc<World>,
     mut rx: UnboundedReceiver<Chunk>,
     mut writer: WriteHalf<TcpStream>,
-    mut reset: watch::Receiver<bool>,
+    reset: Signal,
 ) {
     let mut last_release_us = 0;
     loop {
         let next = tokio::select! {
             biased;
-            _ = wait_reset(&mut reset) => return,
+            _ = reset.wait_set() => return,
             next = rx.recv() => next,
         };
         let Some((release_us, bytes)) = next else {
@@ -225,7 +216,7 @@ async fn write_queue(
         if release_us > now {
             tokio::select! {
                 biased;
-                _ = wait_reset(&mut reset) => return,
+                _ = reset.wait_set() => return,
                 _ = madsim::time::sleep(Duration::from_micros(release_us - now)) => {}
             }
         }

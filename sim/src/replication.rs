@@ -28,12 +28,12 @@ use std::time::Duration;
 use bytes::BytesMut;
 use model::history::{EventKind, render_command};
 use model::redis::{ClientId, ReplicaInfo, ReplicationInfo, Reply, RequestParser, Role};
-use tokio::sync::watch;
 
 use crate::conn::encode_command;
 use crate::netlayer::{NetConn, NetWriter};
 use crate::persistence;
 use crate::redis_node::Node;
+use crate::signal::Signal;
 use crate::{REDIS_PORT, node_ip};
 
 /// `repl-backlog-size` (1 MB).
@@ -70,7 +70,7 @@ pub struct Repl {
     pub last_io_us: Option<u64>,
     pub link_down_since_us: Option<u64>,
     /// Master side: bumped on every ACK, so `WAIT` can wait for them.
-    acks: watch::Sender<u64>,
+    acks: Signal,
     replids_made: u64,
     last_ping_us: u64,
 }
@@ -88,7 +88,7 @@ impl Repl {
             link_up: false,
             last_io_us: None,
             link_down_since_us: None,
-            acks: watch::channel(0).0,
+            acks: Signal::new(),
             replids_made: 0,
             last_ping_us: 0,
         };
@@ -247,7 +247,7 @@ pub fn ack(node: &Node, conn: ClientId, offset: i64) {
     if let Some(link) = repl.replicas.get_mut(&conn) {
         link.ack_offset = link.ack_offset.max(offset);
         link.last_ack_us = now;
-        repl.acks.send_modify(|n| *n += 1);
+        repl.acks.bump();
     }
 }
 
@@ -268,9 +268,9 @@ pub fn replica_gone(node: &Node, conn: ClientId) {
 /// enough replicas acknowledged the current offset or the timeout (by this node's clock)
 /// passes; returns how many did.
 pub async fn wait(node: &Node, numreplicas: i64, timeout_ms: i64) -> i64 {
-    let (target, mut acks) = {
+    let (target, acks) = {
         let repl = node.repl.borrow();
-        (repl.offset, repl.acks.subscribe())
+        (repl.offset, repl.acks.clone())
     };
     if node.repl.borrow().acked(target) >= numreplicas {
         return node.repl.borrow().acked(target);
@@ -280,6 +280,7 @@ pub async fn wait(node: &Node, numreplicas: i64, timeout_ms: i64) -> i64 {
     let deadline = (timeout_ms > 0)
         .then(|| node.world.now_us() + node.world.true_duration_us(&node.name, timeout_ms as u64));
     loop {
+        let seen = acks.value();
         let acked = node.repl.borrow().acked(target);
         if acked >= numreplicas {
             return acked;
@@ -290,13 +291,11 @@ pub async fn wait(node: &Node, numreplicas: i64, timeout_ms: i64) -> i64 {
             Some(d) => {
                 tokio::select! {
                     biased;
-                    _ = acks.changed() => {}
+                    _ = acks.changed_from(seen) => {}
                     _ = madsim::time::sleep(Duration::from_micros(d - now)) => {}
                 }
             }
-            None => {
-                let _ = acks.changed().await;
-            }
+            None => acks.changed_from(seen).await,
         }
     }
 }

@@ -14,12 +14,12 @@ use madsim::time::Instant;
 use model::history::{Event, EventKind};
 use model::locks::SchemeSpec;
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::sync::watch;
 
 use crate::clock::NodeClock;
 use crate::faults::When;
 use crate::persistence::Disk;
 use crate::scenario::Scenario;
+use crate::signal::Signal;
 
 pub struct World {
     pub scenario: Arc<Scenario>,
@@ -50,7 +50,7 @@ struct State {
     /// Extra one-way latency (µs) of each directed link, summed over active `delay` faults.
     delays: BTreeMap<(String, String), u64>,
     /// Open connections: (local, peer) and the switch that resets them.
-    conns: BTreeMap<u64, (String, String, watch::Sender<bool>)>,
+    conns: BTreeMap<u64, (String, String, Signal)>,
     next_conn: u64,
     /// The node that runs the network's writer queues (see `netlayer`).
     network: Option<NodeHandle>,
@@ -316,7 +316,7 @@ impl World {
         node.spawn(task);
     }
 
-    pub fn register_conn(&self, local: &str, peer: &str, reset: watch::Sender<bool>) -> u64 {
+    pub fn register_conn(&self, local: &str, peer: &str, reset: Signal) -> u64 {
         let mut state = self.state();
         state.next_conn += 1;
         let id = state.next_conn;
@@ -334,14 +334,14 @@ impl World {
     pub fn reset_conn(&self, id: u64) {
         let reset = self.state().conns.get(&id).map(|(_, _, r)| r.clone());
         if let Some(reset) = reset {
-            reset.send_replace(true);
+            reset.set();
         }
     }
 
     /// Resets `node`'s own end of each of its connections (its process dies): its unsent
     /// bytes are discarded, its peers read what was already sent, then EOF.
     pub fn reset_local_connections(&self, node: &str) {
-        let resets: Vec<watch::Sender<bool>> = self
+        let resets: Vec<Signal> = self
             .state()
             .conns
             .values()
@@ -349,13 +349,13 @@ impl World {
             .map(|(_, _, reset)| reset.clone())
             .collect();
         for reset in &resets {
-            reset.send_replace(true);
+            reset.set();
         }
     }
 
     /// Resets every connection with `node` at either end; returns how many ends were reset.
     pub fn drop_connections(&self, node: &str) -> usize {
-        let resets: Vec<watch::Sender<bool>> = self
+        let resets: Vec<Signal> = self
             .state()
             .conns
             .values()
@@ -363,7 +363,7 @@ impl World {
             .map(|(_, _, reset)| reset.clone())
             .collect();
         for reset in &resets {
-            reset.send_replace(true);
+            reset.set();
         }
         resets.len()
     }
