@@ -151,7 +151,7 @@ fn write_run(dir: &Path, scenario: &Scenario, output: &RunOutput) -> Result<(), 
             scenario.name, output.result.scheme, output.result.seed
         ),
         clients: scenario.client_names(),
-        servers: scenario.master_names(),
+        servers: scenario.redis_names(),
         end_us: output.result.sim_ms * 1000,
     };
     write(
