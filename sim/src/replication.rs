@@ -628,3 +628,97 @@ pub fn start(node: &Rc<Node>) {
         become_replica(node, &master);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use madsim::runtime::{Handle, Runtime};
+    use model::redis::Reply;
+
+    use crate::conn::RespConn;
+    use crate::redis_node::redis_node;
+    use crate::runner::add_node;
+    use crate::scenario::Scenario;
+    use crate::world::World;
+    use crate::{REDIS_PORT, node_ip};
+
+    fn words(line: &str) -> Vec<Vec<u8>> {
+        line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    /// WAIT counts the replicas that acknowledged the write, not the ones that exist: with one
+    /// replica's link 2 s slow, `WAIT 2 500` returns 1 after its timeout, `WAIT 2 5000` returns
+    /// 2 once the slow replica caught up.
+    #[test]
+    fn wait_returns_the_acks_actually_received() {
+        let scenario = Arc::new(
+            Scenario::parse(
+                r#"{ "name": "w", "topology": { "replicas": 2 }, "scheme": "set-nx-px-lua",
+                     "faults": [ { "kind": "delay", "from": "redis-1", "to": "redis-1-replica-2",
+                                   "extra_ms": 2000, "at_ms": 100 } ] }"#,
+                "w.json",
+            )
+            .unwrap(),
+        );
+        let results: Arc<Mutex<Vec<(Reply, u64)>>> = Arc::default();
+        let out = results.clone();
+        std::thread::spawn(move || {
+            let runtime = Runtime::with_seed_and_config(1, madsim::Config::default());
+            runtime.block_on(async move {
+                let handle = Handle::current();
+                let world = Arc::new(World::new(scenario.clone(), scenario.schemes[0].clone(), 1));
+                let network = handle
+                    .create_node()
+                    .name("network")
+                    .ip(node_ip("network"))
+                    .build();
+                world.set_network_node(network);
+                for replica in scenario.replica_names("redis-1") {
+                    world.with_disk(&replica, |d| d.replicaof = Some("redis-1".into()));
+                }
+                for name in scenario.redis_names() {
+                    add_node(&handle, &world, &name, redis_node);
+                }
+                madsim::time::sleep(Duration::from_millis(500)).await;
+                world.add_delay("redis-1", "redis-1-replica-2", 2_000_000);
+                let (w, out) = (world.clone(), out.clone());
+                let client = handle
+                    .create_node()
+                    .name("client-1")
+                    .ip(node_ip("client-1"))
+                    .init(move || {
+                        let (w, out) = (w.clone(), out.clone());
+                        async move {
+                            let addr = SocketAddr::new(node_ip("redis-1"), REDIS_PORT);
+                            let mut conn = RespConn::connect(&w, "client-1", "redis-1", addr)
+                                .await
+                                .unwrap();
+                            for line in ["SET k v", "WAIT 2 500", "SET k w", "WAIT 2 5000"] {
+                                let start = w.now_us();
+                                let reply = conn.call(&words(line)).await.unwrap();
+                                out.lock()
+                                    .unwrap()
+                                    .push((reply, (w.now_us() - start) / 1000));
+                            }
+                        }
+                    })
+                    .build();
+                world.register_node("client-1", client.id(), node_ip("client-1"));
+                madsim::time::sleep(Duration::from_secs(10)).await;
+                for id in world.node_ids() {
+                    handle.kill(id);
+                }
+            });
+        })
+        .join()
+        .unwrap();
+        let r = results.lock().unwrap();
+        assert_eq!(r[1].0, Reply::Integer(1), "{r:?}");
+        assert!((500..520).contains(&r[1].1), "{r:?}");
+        assert_eq!(r[3].0, Reply::Integer(2), "{r:?}");
+        assert!((2000..4100).contains(&r[3].1), "{r:?}");
+    }
+}

@@ -83,7 +83,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
     RunOutput { result, events }
 }
 
-fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
+pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
 where
     F: Fn(Arc<World>, String) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
