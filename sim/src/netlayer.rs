@@ -1,13 +1,15 @@
 //! Our network layer over madsim TCP: what madsim does not give (DESIGN.md, "What madsim does not
 //! give you").
 //!
-//! - **Per-link extra latency** (`delay` fault): every connection's outgoing bytes go through a
-//!   writer queue that holds each chunk until `sent + extra_ms` of its directed link, preserving
-//!   order (a chunk never overtakes an earlier one). Both directions of a connection have one.
+//! - **Per-link extra latency** (`delay` fault): once a connection's direction is delayed, its
+//!   outgoing bytes go through a writer queue that holds each chunk until `sent + extra_ms` of its
+//!   directed link, preserving order (a chunk never overtakes an earlier one). Undelayed bytes are
+//!   written at once (until a queue exists: from then on everything goes through it, in order).
 //! - **Bytes in flight survive their sender**: the writer queues run on the `network` node, not on
-//!   the sending process, so what a process flushed before a pause or a crash still arrives; once a
-//!   crashed process's handles are gone the queue drains and the peer reads EOF — a dying process
-//!   whose kernel still delivers its socket buffers, then closes them.
+//!   the sending process, so what a process sent before a pause still arrives, and a connection
+//!   the process let go of (a client that gave up waiting) still delivers it before its EOF — a
+//!   request can execute after its client gave up. A crash discards what its queues still hold
+//!   (the delay models the sender's congested link), what was written arrives, then EOF.
 //! - **Dropped connections** (`drop_connections` fault): every connection is registered in the
 //!   world; dropping a node's connections resets both ends at once (reads fail, queued bytes are
 //!   discarded), as a TCP RST does. Clients reconnect.
@@ -15,6 +17,7 @@
 //!   unanswered and is retried (Linux: after 1, 2, 4, ... s), so `connect` waits and retries while
 //!   the link is cut. Callers bound it with their own timeouts.
 
+use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -31,6 +34,30 @@ use crate::world::World;
 
 /// One chunk for the writer queue: the true time (µs) before which it must not leave, and bytes.
 type Chunk = (u64, Vec<u8>);
+
+/// The write side of one connection: written directly until a delay needs a queue, then owned by
+/// the queue task.
+struct Out {
+    direct: Option<WriteHalf<TcpStream>>,
+    queue: Option<UnboundedSender<Chunk>>,
+}
+
+/// Writes and flushes at once: madsim's TCP accepts every write and flush immediately.
+fn write_now(writer: &mut WriteHalf<TcpStream>, bytes: &[u8]) -> io::Result<()> {
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+    use tokio::io::AsyncWrite;
+    let mut cx = Context::from_waker(Waker::noop());
+    match Pin::new(&mut *writer).poll_write(&mut cx, bytes) {
+        Poll::Ready(Ok(n)) if n == bytes.len() => {}
+        Poll::Ready(Err(e)) => return Err(e),
+        _ => return Err(io::Error::other("short write on a simulated socket")),
+    }
+    match Pin::new(&mut *writer).poll_flush(&mut cx) {
+        Poll::Ready(result) => result,
+        Poll::Pending => Err(io::Error::other("flush pending on a simulated socket")),
+    }
+}
 
 /// Unregisters a connection when both its reader and its writer are gone.
 struct Registration {
@@ -51,7 +78,7 @@ pub struct NetWriter {
     world: Arc<World>,
     local: Rc<str>,
     peer: Rc<str>,
-    tx: UnboundedSender<Chunk>,
+    out: Rc<RefCell<Out>>,
     reset: Signal,
     _registration: Rc<Registration>,
 }
@@ -63,8 +90,22 @@ impl NetWriter {
         if self.reset.is_set() {
             return Err(reset_error());
         }
-        let release_us = self.world.now_us() + self.world.extra_delay_us(&self.local, &self.peer);
-        self.tx.send((release_us, bytes)).map_err(|_| reset_error())
+        let extra_us = self.world.extra_delay_us(&self.local, &self.peer);
+        let mut out = self.out.borrow_mut();
+        if out.queue.is_none() {
+            if extra_us == 0 {
+                let writer = out.direct.as_mut().ok_or_else(reset_error)?;
+                return write_now(writer, &bytes).map_err(|_| reset_error());
+            }
+            let writer = out.direct.take().ok_or_else(reset_error)?;
+            let (tx, rx) = unbounded_channel();
+            let queue = write_queue(self.world.clone(), rx, writer, self.reset.clone());
+            self.world.spawn_on_network(queue);
+            out.queue = Some(tx);
+        }
+        let release_us = self.world.now_us() + extra_us;
+        let queue = out.queue.as_ref().expect("created above");
+        queue.send((release_us, bytes)).map_err(|_| reset_error())
     }
 
     pub fn peer(&self) -> &str {
@@ -98,16 +139,16 @@ impl NetConn {
             world: world.clone(),
             id,
         });
-        let (tx, rx) = unbounded_channel();
-        let queue = write_queue(world.clone(), rx, writer, reset.clone());
-        world.spawn_on_network(queue);
         NetConn {
             reader,
             writer: NetWriter {
                 world: world.clone(),
                 local: local.into(),
                 peer: peer.into(),
-                tx,
+                out: Rc::new(RefCell::new(Out {
+                    direct: Some(writer),
+                    queue: None,
+                })),
                 reset: reset.clone(),
                 _registration: registration,
             },

@@ -55,13 +55,20 @@ fn replicas_apply_the_stream_and_the_replicated_trigger_fires() {
         .filter(|e| e.name() == "replicated" && e.node == "redis-1-replica-2")
         .collect();
     assert!(applied.len() >= 2, "{applied:?}");
-    let EventKind::Replicated { command, .. } = &applied[0].kind else {
-        unreachable!()
-    };
+    let commands: Vec<&str> = applied
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Replicated { command, .. } => Some(command.as_str()),
+            _ => None,
+        })
+        .collect();
     assert!(
-        command.starts_with("SET lock ") && command.contains(" PXAT "),
-        "{command}"
+        commands
+            .iter()
+            .any(|c| c.starts_with("SET lock ") && c.contains(" PXAT ")),
+        "TTLs travel as absolute times: {commands:?}"
     );
+    assert!(commands.contains(&"DEL lock"), "{commands:?}");
     let pause = out
         .events
         .iter()
