@@ -90,6 +90,22 @@ pub enum EventKind {
         fence: u64,
         max_fence: u64,
     },
+    /// A replica applied a write from its master's replication stream (`offset` = the replica's
+    /// processed offset after it).
+    Replicated {
+        master: String,
+        command: String,
+        offset: i64,
+    },
+    /// A change in a Redis node's replication: role changes, link up/down, full or partial resync.
+    Replication { what: String, detail: String },
+    /// A Sentinel's own event, named as sentinel.c logs it (`+sdown`, `+odown`, `+tilt`,
+    /// `+elected-leader`, `+switch-master`, ...).
+    Sentinel {
+        what: String,
+        master: String,
+        detail: String,
+    },
     /// The client finished its workload.
     ClientDone,
     /// A fault was injected (`phase` = injected) or healed (`phase` = healed).
@@ -158,6 +174,9 @@ impl Event {
             EventKind::ResourceRead { .. } => "resource_read",
             EventKind::ResourceWrite { .. } => "resource_write",
             EventKind::ResourceRejected { .. } => "resource_rejected",
+            EventKind::Replicated { .. } => "replicated",
+            EventKind::Replication { .. } => "replication",
+            EventKind::Sentinel { .. } => "sentinel",
             EventKind::ClientDone => "client_done",
             EventKind::Fault { .. } => "fault",
         }

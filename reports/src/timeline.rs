@@ -1,6 +1,7 @@
 //! `timeline.svg`: one lane per client with its holding intervals, one lane per Redis server
-//! with the lock key's owner, faults shaded across all lanes, and every overlap of two holders
-//! in red — the picture of Kleppmann's first figure, drawn from the trace.
+//! (masters and replicas) with the lock key's owner and its role changes, a lane with the
+//! Sentinels' decisions when there are Sentinels, faults shaded across all lanes, and every
+//! overlap of two holders in red — the picture of Kleppmann's first figure, drawn from the trace.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,17 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(188, 189, 34),
     RGBColor(227, 119, 194),
+];
+/// The lane of Sentinel decisions, present when the run has Sentinels.
+const SENTINEL_LANE: &str = "sentinels";
+/// The Sentinel events the timeline marks.
+const SENTINEL_MARKS: &[&str] = &[
+    "+odown",
+    "+elected-leader",
+    "+promoted-slave",
+    "+switch-master",
+    "+convert-to-slave",
+    "+tilt",
 ];
 const OVERLAP: RGBColor = RGBColor(214, 39, 40);
 const FAULT: RGBColor = RGBColor(160, 160, 160);
@@ -109,11 +121,15 @@ impl Timeline {
         violations: &[Violation],
     ) -> Result<(), Box<dyn std::error::Error + '_>> {
         let end_ms = (self.end_us as f64 / 1000.0).max(1.0);
+        let has_sentinels = events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Sentinel { .. }));
         let lanes: Vec<String> = self
             .clients
             .iter()
             .cloned()
             .chain(self.servers.iter().map(|s| format!("{s} key owner")))
+            .chain(has_sentinels.then(|| SENTINEL_LANE.to_string()))
             .collect();
         let lane_of = |name: &str| {
             lanes
@@ -210,6 +226,64 @@ impl Timeline {
                         }
                     }
                 }
+            }
+        }
+
+        // Role changes of Redis nodes (promotion, demotion, restart), on their lane.
+        for e in events {
+            let EventKind::Replication { what, detail } = &e.kind else {
+                continue;
+            };
+            let label = match what.as_str() {
+                "role" => detail.split(" (").next().unwrap_or(detail).to_string(),
+                "restart" => "restart".to_string(),
+                _ => continue,
+            };
+            let Some(y) = lane_of(&format!("{} key owner", e.node)) else {
+                continue;
+            };
+            chart.draw_series(std::iter::once(TriangleMarker::new(
+                (e.t_ms(), y + 0.5),
+                5,
+                BLACK.filled(),
+            )))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("→ {label}"),
+                (e.t_ms(), y + 0.95),
+                ("sans-serif", 11).into_font().color(&BLACK),
+            )))?;
+        }
+
+        // What the Sentinels decided, once per decision (every Sentinel logs it).
+        if let Some(y) = lane_of(SENTINEL_LANE) {
+            let mut seen = std::collections::BTreeSet::new();
+            for e in events {
+                let EventKind::Sentinel { what, detail, .. } = &e.kind else {
+                    continue;
+                };
+                if !SENTINEL_MARKS.contains(&what.as_str()) {
+                    continue;
+                }
+                let label = match what.as_str() {
+                    "+switch-master" => {
+                        format!("{what} {}", detail.split(' ').nth(3).unwrap_or_default())
+                    }
+                    "+tilt" => format!("{what} {}", e.node),
+                    _ => format!("{what} {detail}"),
+                };
+                if !seen.insert(label.clone()) {
+                    continue;
+                }
+                chart.draw_series(std::iter::once(TriangleMarker::new(
+                    (e.t_ms(), y + 0.5),
+                    5,
+                    RGBColor(120, 60, 0).filled(),
+                )))?;
+                chart.draw_series(std::iter::once(Text::new(
+                    label,
+                    (e.t_ms(), y + 0.15 + 0.2 * (seen.len() % 4) as f64),
+                    ("sans-serif", 11).into_font().color(&RGBColor(120, 60, 0)),
+                )))?;
             }
         }
 

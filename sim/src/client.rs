@@ -23,67 +23,194 @@ use crate::conn::{RespConn, with_timeout};
 use crate::resource::RESOURCE_PORT;
 use crate::scenario::MsRange;
 use crate::world::{World, stream_seed};
-use crate::{REDIS_PORT, node_ip};
+use crate::{REDIS_PORT, SENTINEL_PORT, node_ip};
 
 pub struct ClientEnv {
     world: Arc<World>,
     name: String,
-    masters: Vec<(String, SocketAddr)>,
+    /// The master group of each server index (`redis-N`).
+    groups: Vec<String>,
+    /// The node each group's master is believed to be: the group itself without Sentinel,
+    /// else what a Sentinel answered last.
+    current: RefCell<Vec<String>>,
     /// Idle connections per master; a command takes one (or opens one) and gives it back.
     idle: RefCell<Vec<Vec<RespConn>>>,
+    /// Idle connections to the Sentinels, by name, in the order they are asked.
+    sentinels: RefCell<Vec<(String, Option<RespConn>)>>,
     rng: RefCell<ChaCha8Rng>,
     command_timeout: Duration,
 }
 
+/// Records a `command_failed` if a call is dropped before it finished: a scheme that races its
+/// own per-instance timeout against the call abandons it (the server may still execute it).
+struct Abandoned<'a> {
+    env: &'a ClientEnv,
+    server: String,
+    command: String,
+    finished: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.env.world.record(
+                &self.env.name,
+                EventKind::CommandFailed {
+                    server: std::mem::take(&mut self.server),
+                    command: std::mem::take(&mut self.command),
+                    error: "abandoned (the scheme's own timeout)".into(),
+                },
+            );
+        }
+    }
+}
+
 impl ClientEnv {
     pub fn new(world: Arc<World>, name: &str) -> ClientEnv {
-        let masters: Vec<(String, SocketAddr)> = world
-            .scenario
-            .master_names()
-            .into_iter()
-            .map(|m| {
-                let addr = SocketAddr::new(node_ip(&m), REDIS_PORT);
-                (m, addr)
-            })
-            .collect();
+        let groups = world.scenario.master_names();
         ClientEnv {
-            idle: RefCell::new(masters.iter().map(|_| Vec::new()).collect()),
+            idle: RefCell::new(groups.iter().map(|_| Vec::new()).collect()),
+            current: RefCell::new(groups.clone()),
+            sentinels: RefCell::new(
+                world
+                    .scenario
+                    .sentinel_names()
+                    .into_iter()
+                    .map(|s| (s, None))
+                    .collect(),
+            ),
             rng: RefCell::new(ChaCha8Rng::seed_from_u64(stream_seed(
                 world.seed,
                 &format!("{name}/lock"),
             ))),
             command_timeout: Duration::from_millis(world.scenario.clients.command_timeout_ms),
-            masters,
+            groups,
             name: name.to_string(),
             world,
         }
     }
 
-    async fn connection(&self, server: usize) -> Result<RespConn, CallError> {
-        if let Some(conn) = self.idle.borrow_mut()[server].pop() {
-            return Ok(conn);
-        }
-        let (name, addr) = &self.masters[server];
+    /// Opens a connection to `node`, bounded by the command timeout.
+    async fn open(&self, node: &str, port: u16) -> Result<RespConn, CallError> {
+        let addr = SocketAddr::new(node_ip(node), port);
         match with_timeout(
             &self.world,
             &self.name,
             self.command_timeout,
-            RespConn::connect(*addr),
+            RespConn::connect(&self.world, &self.name, node, addr),
         )
         .await
         {
             Some(Ok(conn)) => Ok(conn),
-            Some(Err(e)) => {
-                // madsim refuses a connect across a clogged link at once; a real SYN would go
-                // unanswered until the client's timeout, so wait it out before failing.
-                if self.world.is_clogged(&self.name, name) {
-                    sleep(self.command_timeout).await;
-                    return Err(CallError::Timeout);
-                }
-                Err(CallError::Disconnected(e.to_string()))
-            }
+            Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
             None => Err(CallError::Timeout),
         }
+    }
+
+    /// Asks the Sentinels, in order, for the group's master (`SENTINEL get-master-addr-by-name`,
+    /// as Jedis and redis-py do on every new connection); the first that answers wins and is
+    /// asked first next time.
+    async fn discover(&self, server: usize) -> Result<String, CallError> {
+        let group = self.groups[server].clone();
+        let count = self.sentinels.borrow().len();
+        let argv = vec![
+            b"SENTINEL".to_vec(),
+            b"get-master-addr-by-name".to_vec(),
+            group.as_bytes().to_vec(),
+        ];
+        let mut last_error = CallError::Disconnected("no Sentinel".into());
+        for i in 0..count {
+            let (sentinel, idle) = {
+                let mut sentinels = self.sentinels.borrow_mut();
+                (sentinels[i].0.clone(), sentinels[i].1.take())
+            };
+            self.world.record(
+                &self.name,
+                EventKind::CommandSent {
+                    server: sentinel.clone(),
+                    command: render_command(&argv),
+                },
+            );
+            let idle = idle.and_then(|mut c| (!c.is_closed()).then_some(c));
+            let conn = match idle {
+                Some(conn) => Ok(conn),
+                None => self.open(&sentinel, SENTINEL_PORT).await,
+            };
+            let result = match conn {
+                Err(e) => Err(e),
+                Ok(mut conn) => match with_timeout(
+                    &self.world,
+                    &self.name,
+                    self.command_timeout,
+                    conn.call(&argv),
+                )
+                .await
+                {
+                    Some(Ok(reply)) => {
+                        self.sentinels.borrow_mut()[i].1 = Some(conn);
+                        Ok(reply)
+                    }
+                    Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
+                    None => Err(CallError::Timeout),
+                },
+            };
+            let kind = match &result {
+                Ok(reply) => EventKind::CommandReply {
+                    server: sentinel.clone(),
+                    reply: render_reply(reply),
+                },
+                Err(e) => EventKind::CommandFailed {
+                    server: sentinel.clone(),
+                    command: render_command(&argv),
+                    error: e.to_string(),
+                },
+            };
+            self.world.record(&self.name, kind);
+            match result {
+                Ok(Reply::Array(parts)) if parts.len() == 2 => {
+                    let ip = parts[0]
+                        .as_bulk()
+                        .and_then(|b| std::str::from_utf8(b).ok())
+                        .and_then(|s| s.parse().ok());
+                    if let Some(ip) = ip {
+                        let master = self.world.name_of(ip);
+                        if i > 0 {
+                            let mut sentinels = self.sentinels.borrow_mut();
+                            let first = sentinels.remove(i);
+                            sentinels.insert(0, first);
+                        }
+                        return Ok(master);
+                    }
+                    last_error = CallError::Disconnected("bad Sentinel reply".into());
+                }
+                Ok(other) => {
+                    last_error = CallError::Disconnected(format!(
+                        "No master found for {group}: {}",
+                        render_reply(&other)
+                    ))
+                }
+                Err(e) => last_error = e,
+            }
+        }
+        Err(last_error)
+    }
+
+    /// A pooled connection to the group's master, or the node to open one to (asking the
+    /// Sentinels first when there are any).
+    async fn pooled_or_target(
+        &self,
+        server: usize,
+    ) -> Result<(String, Option<RespConn>), CallError> {
+        while let Some(mut conn) = self.idle.borrow_mut()[server].pop() {
+            if !conn.is_closed() {
+                return Ok((self.current.borrow()[server].clone(), Some(conn)));
+            }
+        }
+        if !self.sentinels.borrow().is_empty() {
+            let master = self.discover(server).await?;
+            self.current.borrow_mut()[server] = master;
+        }
+        Ok((self.current.borrow()[server].clone(), None))
     }
 }
 
@@ -94,7 +221,7 @@ impl LockEnv for ClientEnv {
     }
 
     fn servers(&self) -> usize {
-        self.masters.len()
+        self.groups.len()
     }
 
     fn replicas(&self) -> usize {
@@ -106,7 +233,10 @@ impl LockEnv for ClientEnv {
         server: usize,
         channel: &str,
     ) -> Result<Box<dyn Subscription>, CallError> {
-        let mut conn = self.connection(server).await?;
+        let mut conn = match self.pooled_or_target(server).await? {
+            (_, Some(conn)) => conn,
+            (node, None) => self.open(&node, REDIS_PORT).await?,
+        };
         let argv = vec![b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()];
         match with_timeout(
             &self.world,
@@ -130,35 +260,60 @@ impl LockEnv for ClientEnv {
     }
 
     async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
-        let server_name = self.masters[server].0.clone();
         let command = render_command(&argv);
-        self.world.record(
-            &self.name,
-            EventKind::CommandSent {
-                server: server_name.clone(),
-                command: command.clone(),
-            },
-        );
-        let result = match self.connection(server).await {
-            Err(e) => Err(e),
-            Ok(mut conn) => match with_timeout(
-                &self.world,
-                &self.name,
-                self.command_timeout,
-                conn.call(&argv),
-            )
-            .await
-            {
-                Some(Ok(reply)) => {
-                    self.idle.borrow_mut()[server].push(conn);
-                    Ok(reply)
-                }
-                Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
-                // Like Jedis, a timed-out connection is out of step with its replies: drop it.
-                // The server may still execute the command; the trace shows when.
-                None => Err(CallError::Timeout),
-            },
+        let mut guard = Abandoned {
+            env: self,
+            server: self.current.borrow()[server].clone(),
+            command: command.clone(),
+            finished: false,
         };
+        let target = self.pooled_or_target(server).await;
+        if let Ok((node, _)) = &target {
+            guard.server = node.clone();
+            self.world.record(
+                &self.name,
+                EventKind::CommandSent {
+                    server: node.clone(),
+                    command: command.clone(),
+                },
+            );
+        }
+        let connection = match target {
+            Err(e) => Err(e),
+            Ok((_, Some(conn))) => Ok(conn),
+            Ok((node, None)) => self.open(&node, REDIS_PORT).await,
+        };
+        let result = match connection {
+            Err(e) => Err(e),
+            Ok(mut conn) => {
+                match with_timeout(
+                    &self.world,
+                    &self.name,
+                    self.command_timeout,
+                    conn.call(&argv),
+                )
+                .await
+                {
+                    // redis-py's SentinelManagedConnection: a master that turned replica answers
+                    // READONLY; drop the connection so the next one asks the Sentinels again.
+                    Some(Ok(Reply::Error(e)))
+                        if e.starts_with("READONLY") && !self.sentinels.borrow().is_empty() =>
+                    {
+                        Err(CallError::Disconnected(e))
+                    }
+                    Some(Ok(reply)) => {
+                        self.idle.borrow_mut()[server].push(conn);
+                        Ok(reply)
+                    }
+                    Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
+                    // Like Jedis, a timed-out connection is out of step with its replies: drop it.
+                    // The server may still execute the command; the trace shows when.
+                    None => Err(CallError::Timeout),
+                }
+            }
+        };
+        guard.finished = true;
+        let server_name = std::mem::take(&mut guard.server);
         let kind = match &result {
             Ok(reply) => EventKind::CommandReply {
                 server: server_name,
@@ -255,7 +410,7 @@ impl ResourceClient {
                 &self.world,
                 &self.name,
                 self.timeout,
-                RespConn::connect(addr),
+                RespConn::connect(&self.world, &self.name, "resource", addr),
             )
             .await?
             .ok();

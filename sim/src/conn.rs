@@ -1,6 +1,5 @@
-//! A RESP client connection over madsim TCP: what Jedis or redis-py does on one socket.
-//!
-//! madsim's `TcpStream` sends nothing until `flush()`, so every request is written and flushed.
+//! A RESP client connection over the simulated network (`netlayer`): what Jedis or redis-py
+//! does on one socket.
 
 use std::future::Future;
 use std::io;
@@ -8,32 +7,48 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use madsim::net::TcpStream;
-use model::redis::Reply;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::sync::Arc;
 
+use bytes::BytesMut;
+use model::redis::Reply;
+
+use crate::netlayer::NetConn;
 use crate::world::World;
 
 pub struct RespConn {
-    stream: TcpStream,
+    conn: NetConn,
     buf: BytesMut,
 }
 
+/// A command as a RESP multibulk request.
+pub fn encode_command(argv: &[Vec<u8>]) -> Vec<u8> {
+    Reply::Array(argv.iter().map(|a| Reply::Bulk(a.clone())).collect()).encode()
+}
+
 impl RespConn {
-    pub async fn connect(addr: SocketAddr) -> io::Result<RespConn> {
-        let stream = TcpStream::connect(addr).await?;
+    /// Connects node `local` to node `peer` listening at `addr`.
+    pub async fn connect(
+        world: &Arc<World>,
+        local: &str,
+        peer: &str,
+        addr: SocketAddr,
+    ) -> io::Result<RespConn> {
+        let conn = NetConn::connect(world, local, peer, addr).await?;
         Ok(RespConn {
-            stream,
+            conn,
             buf: BytesMut::with_capacity(512),
         })
     }
 
     /// Sends one command as a RESP multibulk request.
-    pub async fn send(&mut self, argv: &[Vec<u8>]) -> io::Result<()> {
-        let request = Reply::Array(argv.iter().map(|a| Reply::Bulk(a.clone())).collect()).encode();
-        self.stream.write_all(&request).await?;
-        self.stream.flush().await
+    pub fn send(&mut self, argv: &[Vec<u8>]) -> io::Result<()> {
+        self.conn.send(encode_command(argv))
+    }
+
+    /// Sends several commands in one write (a pipeline).
+    pub fn send_pipeline(&mut self, commands: &[Vec<Vec<u8>>]) -> io::Result<()> {
+        let bytes: Vec<u8> = commands.iter().flat_map(|c| encode_command(c)).collect();
+        self.conn.send(bytes)
     }
 
     /// Reads the next reply; EOF means the server closed the connection (or crashed).
@@ -45,7 +60,7 @@ impl RespConn {
                 let _ = self.buf.split_to(used);
                 return Ok(reply);
             }
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
+            if self.conn.read_buf(&mut self.buf).await? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "connection closed by peer",
@@ -54,8 +69,25 @@ impl RespConn {
         }
     }
 
+    /// Whether the server already closed this connection (an EOF or reset is waiting): what
+    /// redis-py checks on a pooled connection before reusing it (`can_read`), reconnecting
+    /// instead of failing the command on a connection that died while idle.
+    pub fn is_closed(&mut self) -> bool {
+        use std::task::{Context, Poll, Waker};
+        if !self.buf.is_empty() {
+            return true;
+        }
+        let mut read = std::pin::pin!(self.conn.read_buf(&mut self.buf));
+        match read.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Pending => false,
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => true,
+            // Unsolicited data: the connection is out of step with its requests.
+            Poll::Ready(Ok(_)) => true,
+        }
+    }
+
     pub async fn call(&mut self, argv: &[Vec<u8>]) -> io::Result<Reply> {
-        self.send(argv).await?;
+        self.send(argv)?;
         self.read_reply().await
     }
 }

@@ -13,7 +13,18 @@ use madsim::runtime::Handle;
 use model::history::{EventKind, FaultPhase};
 use serde::Deserialize;
 
+use crate::persistence;
+use crate::signal::Signal;
 use crate::world::World;
+
+/// Longer than any run: a fault without an end.
+const FOREVER_MS: u64 = 1000 * 3600 * 24 * 365;
+
+/// `redis-N`: a master group's name (not a replica).
+pub fn is_master_name(name: &str) -> bool {
+    name.strip_prefix("redis-")
+        .is_some_and(|n| n.parse::<u32>().is_ok())
+}
 
 /// A fault as written in the scenario file, before validation.
 #[derive(Clone, Debug, Deserialize)]
@@ -71,6 +82,17 @@ pub enum FaultKind {
     Partition { groups: Vec<Vec<String>> },
     /// The node can talk to nobody.
     Isolate { node: String },
+    /// `extra_ms` more one-way latency on the `from` → `to` link (bytes keep their order).
+    Delay {
+        from: String,
+        to: String,
+        extra_ms: u64,
+    },
+    /// Every TCP connection of the node is reset at once; clients reconnect.
+    DropConnections { node: String },
+    /// `SENTINEL FAILOVER <master>` sent to the first Sentinel that answers: a forced failover,
+    /// without agreement from the other Sentinels and with the old master still up.
+    Failover { master: String },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -197,10 +219,51 @@ impl FaultSpec {
                     node: node_field("node", &self.node)?,
                 }
             }
-            other if FAULT_KINDS.contains(&other) => {
-                return Err(format!(
-                    "{field}.kind: \"{other}\" faults are not supported yet"
-                ));
+            "delay" => {
+                allowed.extend(["from", "to", "extra_ms"]);
+                let from = node_field("from", &self.from)?;
+                let to = node_field("to", &self.to)?;
+                if from == to {
+                    return Err(format!("{field}.to: a link joins two different nodes"));
+                }
+                let extra_ms = self.extra_ms.filter(|ms| *ms > 0).ok_or_else(|| {
+                    format!("{field}.extra_ms: missing (ms > 0 of extra one-way latency)")
+                })?;
+                FaultKind::Delay { from, to, extra_ms }
+            }
+            "drop_connections" => {
+                allowed.push("node");
+                if self.duration_ms.is_some() {
+                    return Err(format!(
+                        "{field}.duration_ms: dropping connections is instantaneous (omit it)"
+                    ));
+                }
+                FaultKind::DropConnections {
+                    node: node_field("node", &self.node)?,
+                }
+            }
+            "failover" => {
+                allowed.push("node");
+                if !nodes.contains("sentinel-1") {
+                    return Err(format!(
+                        "{field}.kind: a failover needs Sentinels (topology.sentinels)"
+                    ));
+                }
+                if self.duration_ms.is_some() {
+                    return Err(format!(
+                        "{field}.duration_ms: a failover is not undone (omit it)"
+                    ));
+                }
+                let master = match &self.node {
+                    None => "redis-1".to_string(),
+                    Some(_) => node_field("node", &self.node)?,
+                };
+                if !is_master_name(&master) {
+                    return Err(format!(
+                        "{field}.node: \"{master}\" is not a master group (redis-N)"
+                    ));
+                }
+                FaultKind::Failover { master }
             }
             other => {
                 return Err(format!(
@@ -252,11 +315,6 @@ impl FaultSpec {
                         TRIGGER_EVENTS.join(", ")
                     ));
                 }
-                if on.event == "replicated" {
-                    return Err(format!(
-                        "{field}.on.event: \"replicated\" triggers are not supported yet"
-                    ));
-                }
                 if on.command.is_some() != (on.event == "command_sent") {
                     return Err(format!(
                         "{field}.on.command: goes with event command_sent, and only with it"
@@ -296,6 +354,9 @@ impl FaultKind {
             FaultKind::ClockDrift { .. } => "clock_drift",
             FaultKind::Partition { .. } => "partition",
             FaultKind::Isolate { .. } => "isolate",
+            FaultKind::Delay { .. } => "delay",
+            FaultKind::DropConnections { .. } => "drop_connections",
+            FaultKind::Failover { .. } => "failover",
         }
     }
 
@@ -306,12 +367,15 @@ impl FaultKind {
             | FaultKind::Crash { node, .. }
             | FaultKind::ClockJump { node, .. }
             | FaultKind::ClockDrift { node, .. }
-            | FaultKind::Isolate { node } => node,
+            | FaultKind::Isolate { node }
+            | FaultKind::DropConnections { node } => node,
+            FaultKind::Delay { from, .. } => from,
+            FaultKind::Failover { master } => master,
             FaultKind::Partition { .. } => "nemesis",
         }
     }
 
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             FaultKind::Pause { node } => format!("{node} paused (stop the world)"),
             FaultKind::Crash { node, .. } => format!("{node} crashed"),
@@ -321,6 +385,11 @@ impl FaultKind {
             FaultKind::ClockDrift { node, rate } => format!("{node}'s clock runs at {rate}x"),
             FaultKind::Partition { groups } => format!("partition {groups:?}"),
             FaultKind::Isolate { node } => format!("{node} isolated"),
+            FaultKind::Delay { from, to, extra_ms } => {
+                format!("{from} -> {to}: +{extra_ms} ms one-way latency")
+            }
+            FaultKind::DropConnections { node } => format!("every connection of {node} reset"),
+            FaultKind::Failover { master } => format!("SENTINEL FAILOVER {master}"),
         }
     }
 
@@ -349,18 +418,39 @@ impl FaultKind {
         }
     }
 
-    fn inject(&self, world: &World) {
+    fn inject(&self, world: &Arc<World>) {
         let handle = Handle::current();
         match self {
-            FaultKind::Pause { node } => handle.pause(world.node_id(node)),
+            FaultKind::Pause { node } => {
+                world.hold("pause", node);
+                handle.pause(world.node_id(node))
+            }
             FaultKind::Crash {
                 node,
                 restart_after_ms,
             } => {
+                // The process dies: what it had not yet written to the network is gone (its
+                // connections' queues are discarded); what it had written still arrives, then
+                // its peers read EOF.
+                world.hold("crash", node);
+                world.reset_local_connections(node);
                 handle.kill(world.node_id(node));
+                // The machine went down: what was not on disk is lost, and so is the key.
+                persistence::crash(world, node);
+                world.lost_key_owner(node, "crash");
                 if restart_after_ms.is_none() {
                     world.gone(node);
                 }
+            }
+            FaultKind::Delay { from, to, extra_ms } => world.add_delay(from, to, extra_ms * 1000),
+            FaultKind::DropConnections { node } => {
+                world.drop_connections(node);
+            }
+            FaultKind::Failover { master } => {
+                madsim::task::spawn_local(crate::sentinel::request_failover(
+                    world.clone(),
+                    master.clone(),
+                ));
             }
             FaultKind::ClockJump { node, delta_ms } => {
                 world.with_clock(node, |c, now| c.jump(now, *delta_ms))
@@ -382,12 +472,25 @@ impl FaultKind {
     fn heal(&self, world: &World) {
         let handle = Handle::current();
         match self {
-            FaultKind::Pause { node } => {
-                world.resumed(node);
-                handle.resume(world.node_id(node));
+            FaultKind::Delay { from, to, extra_ms } => {
+                world.remove_delay(from, to, extra_ms * 1000)
             }
-            // madsim: a restart without a prior kill keeps the old sockets; the kill came first.
-            FaultKind::Crash { node, .. } => handle.restart(world.node_id(node)),
+            FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
+            // Overlapping pauses (or crashes) of one node: it resumes (restarts) when the last
+            // of them heals.
+            FaultKind::Pause { node } => {
+                if world.release("pause", node) {
+                    world.resumed(node);
+                    handle.resume(world.node_id(node));
+                }
+            }
+            // madsim: a restart without a prior kill keeps the old sockets; kill first.
+            FaultKind::Crash { node, .. } => {
+                if world.release("crash", node) {
+                    handle.kill(world.node_id(node));
+                    handle.restart(world.node_id(node));
+                }
+            }
             // A clock step is not undone (NTP would slew it back slowly); healing ends the fault window.
             FaultKind::ClockJump { .. } => {}
             FaultKind::ClockDrift { node, .. } => {
@@ -405,28 +508,68 @@ impl FaultKind {
     }
 }
 
-/// Injects a fault, records it, and heals it after its duration.
-pub async fn run(world: Arc<World>, fault: Fault) {
-    let target = fault.kind.target().to_string();
-    let detail = fault.kind.describe();
-    fault.kind.inject(&world);
+/// Injects a fault, records it, and heals it after its duration — or earlier, when `heal_all`
+/// turns true (the random nemesis's liveness phase).
+pub async fn run(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
+    begin(&world, &fault);
+    finish(world, fault, heal_all).await;
+}
+
+/// Injects a fault and records it, at once.
+pub fn begin(world: &Arc<World>, fault: &Fault) {
+    fault.kind.inject(world);
     world.record(
-        &target,
+        fault.kind.target(),
         EventKind::Fault {
             fault: fault.kind.name().into(),
             phase: FaultPhase::Injected,
-            detail: detail.clone(),
+            detail: fault.kind.describe(),
         },
     );
+}
+
+/// Waits out an injected fault, heals it and records that. A crashed Redis counts as healed
+/// once it is back: after its restart and the scenario's `restart_delay_ms`.
+pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
+    let target = fault.kind.target().to_string();
+    let detail = fault.kind.describe();
     let lasts_ms = match fault.kind {
         FaultKind::Crash {
             restart_after_ms, ..
         } => restart_after_ms,
         _ => fault.duration_ms,
     };
-    if let Some(duration_ms) = lasts_ms {
-        madsim::time::sleep(Duration::from_millis(duration_ms)).await;
+    let instantaneous = matches!(
+        fault.kind,
+        FaultKind::DropConnections { .. } | FaultKind::Failover { .. }
+    );
+    if instantaneous {
+        return;
+    }
+    let healed = match (lasts_ms, heal_all) {
+        (Some(duration_ms), None) => {
+            madsim::time::sleep(Duration::from_millis(duration_ms)).await;
+            true
+        }
+        (lasts_ms, Some(heal_all)) => {
+            let forever = lasts_ms.is_none();
+            let duration = Duration::from_millis(lasts_ms.unwrap_or(FOREVER_MS));
+            tokio::select! {
+                biased;
+                _ = heal_all.wait_set() => true,
+                _ = madsim::time::sleep(duration), if !forever => true,
+            }
+        }
+        (None, None) => false,
+    };
+    if healed {
         fault.kind.heal(&world);
+        let restart_delay_ms = world.scenario.topology.restart_delay_ms;
+        if matches!(&fault.kind, FaultKind::Crash { node, .. } if node.starts_with("redis-"))
+            && restart_delay_ms > 0
+        {
+            madsim::time::sleep(Duration::from_millis(restart_delay_ms)).await;
+        }
         world.record(
             &target,
             EventKind::Fault {
@@ -438,15 +581,34 @@ pub async fn run(world: Arc<World>, fault: Fault) {
     }
 }
 
+/// Injects the faults scheduled at 0 ms right away, before any node runs a step, so a
+/// partition that is there from the start is there for the clients' first command; returns
+/// the futures that heal them.
+pub fn start_initial(
+    world: &Arc<World>,
+) -> Vec<impl std::future::Future<Output = ()> + Send + use<>> {
+    let mut healers = Vec::new();
+    for fault in world.scenario.faults.iter().cloned() {
+        if fault.when == (When::At { at_ms: 0 }) {
+            begin(world, &fault);
+            healers.push(finish(world.clone(), fault, None));
+        }
+    }
+    healers
+}
+
 /// The nemesis: schedules scripted faults at their times and event-triggered ones when the
 /// world reports their trigger. Runs on its own node so no fault can pause or kill it.
 pub async fn nemesis(world: Arc<World>, mut fired: tokio::sync::mpsc::UnboundedReceiver<usize>) {
     for fault in world.scenario.faults.iter().cloned() {
-        if let When::At { at_ms } = fault.when {
+        // Faults at 0 ms were injected before any client ran (`start_initial`).
+        if let When::At { at_ms } = fault.when
+            && at_ms > 0
+        {
             let world = world.clone();
             madsim::task::spawn(async move {
                 madsim::time::sleep(Duration::from_millis(at_ms)).await;
-                run(world, fault).await;
+                run(world, fault, None).await;
             });
         }
     }
@@ -459,7 +621,7 @@ pub async fn nemesis(world: Arc<World>, mut fired: tokio::sync::mpsc::UnboundedR
         let world = world.clone();
         madsim::task::spawn(async move {
             madsim::time::sleep(Duration::from_millis(after_ms)).await;
-            run(world, fault).await;
+            run(world, fault, None).await;
         });
     }
 }

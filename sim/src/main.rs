@@ -161,7 +161,7 @@ fn write_run(dir: &Path, scenario: &Scenario, output: &RunOutput) -> Result<(), 
             scenario.name, output.result.scheme, output.result.seed
         ),
         clients: scenario.owner_names(),
-        servers: scenario.master_names(),
+        servers: scenario.redis_names(),
         end_us: output.result.sim_ms * 1000,
     };
     write(

@@ -1,9 +1,14 @@
-//! A Redis node: the model's `RedisServer` behind a madsim TCP listener (the madsim-etcd-client
-//! pattern: a pure state machine wrapped by a thin simulated server).
+//! A Redis node: the model's `RedisServer` behind a simulated TCP listener (the madsim-etcd-client
+//! pattern: a pure state machine wrapped by a thin simulated server), plus what a real
+//! `redis-server` process does around it: replication (`replication`), the AOF
+//! (`persistence`), and the host-side commands that change the process rather than the
+//! dataset (`REPLICAOF`, `PSYNC`/`REPLCONF`, `CLIENT KILL`, `CONFIG REWRITE`, `WAIT`).
 //!
 //! Expiry follows this node's own wall clock, as real Redis's `mstime()` does; active expiry
-//! runs every 100 ms (hz 10). Every executed command is recorded, so a command that runs after
-//! its client gave up is visible in the trace, and every change of the lock key's owner too.
+//! runs every 100 ms (hz 10). Every command a client executes is recorded, so a command that runs
+//! after its client gave up is visible in the trace, and every change of the lock key's owner too.
+//! A restarted process replays its AOF and takes the role its redis.conf says; with
+//! `restart_delay_ms` it stays down (not listening) that long first — antirez's delayed restart.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -12,82 +17,130 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use madsim::net::{TcpListener, TcpStream};
+use madsim::net::TcpListener;
+use madsim::task::JoinHandle;
 use madsim::time::sleep;
 use model::history::{EventKind, render_command, render_reply};
 use model::redis::keyspace::Value;
-use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, ServerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc::UnboundedSender;
+use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
 
 use crate::REDIS_PORT;
+use crate::netlayer::{NetConn, NetWriter};
+use crate::persistence::{self, Fsync};
+use crate::replication::{self, Repl};
 use crate::world::{World, stream_seed};
 
 /// Redis's `hz 10`: the active expire cycle runs ten times a second.
-const ACTIVE_EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+const ACTIVE_EXPIRE_PERIOD_MS: u64 = 100;
 
-struct Node {
-    world: Arc<World>,
-    name: String,
-    server: RefCell<RedisServer>,
+pub struct Node {
+    pub world: Arc<World>,
+    pub name: String,
+    pub server: RefCell<RedisServer>,
+    pub repl: RefCell<Repl>,
+    pub fsync: Fsync,
+    /// The replica side of the replication link, while this node is a replica.
+    pub replica_task: RefCell<Option<JoinHandle<()>>>,
     lock_key: Vec<u8>,
     /// The lock key's owner as last observed (for `key_owner` events).
     owner: RefCell<Option<String>>,
-    /// Where each connection's outgoing bytes go.
-    outboxes: RefCell<BTreeMap<ClientId, UnboundedSender<Vec<u8>>>>,
+    /// Every client connection: its peer and writer (pub/sub pushes, CLIENT KILL).
+    conns: RefCell<BTreeMap<ClientId, (String, NetWriter)>>,
+}
+
+/// What a command sends back.
+enum Response {
+    Reply(Reply),
+    /// Raw bytes (the start of a replication stream).
+    Raw(Vec<u8>),
+    /// Nothing (`REPLCONF ACK`).
+    Nothing,
 }
 
 pub async fn redis_node(world: Arc<World>, name: String) {
-    // `ServerConfig` gains fields as the model grows (replication, persistence).
-    #[allow(clippy::needless_update)]
+    let start = world.started(&name);
+    if start > 1 && world.scenario.topology.restart_delay_ms > 0 {
+        // Delayed restart: the process is not back (not listening) before this.
+        sleep(Duration::from_millis(
+            world.scenario.topology.restart_delay_ms,
+        ))
+        .await;
+    }
+    let fsync = Fsync::parse(&world.scenario.topology.appendfsync)
+        .expect("appendfsync is validated when the scenario loads");
     let config = ServerConfig {
-        seed: stream_seed(world.seed, &name),
-        ..Default::default()
+        seed: stream_seed(world.seed, &format!("{name}/{start}")),
     };
     let node = Rc::new(Node {
         lock_key: world.scheme.key().into_bytes(),
         server: RefCell::new(RedisServer::new(config)),
+        repl: RefCell::new(Repl::new(world.seed, &format!("{name}/{start}"))),
+        fsync,
+        replica_task: RefCell::new(None),
         owner: RefCell::new(None),
-        outboxes: RefCell::default(),
+        conns: RefCell::default(),
         world,
         name,
     });
+    if start > 1 {
+        let now_ms = node.world.wall_ms(&node.name);
+        let loaded = persistence::load(
+            &node.world,
+            &node.name,
+            &mut node.server.borrow_mut(),
+            now_ms,
+        );
+        node.world.record(
+            &node.name,
+            EventKind::Replication {
+                what: "restart".into(),
+                detail: format!("loaded {loaded} commands from the AOF"),
+            },
+        );
+        node.observe_owner("restart", now_ms);
+    }
     let listener = TcpListener::bind(("0.0.0.0", REDIS_PORT))
         .await
         .expect("the Redis port is free");
+    replication::start(&node);
     madsim::task::spawn_local(active_expiry(node.clone()));
+    madsim::task::spawn_local(replication::cron(node.clone()));
+    madsim::task::spawn_local(persistence::flush_loop(
+        node.world.clone(),
+        node.name.clone(),
+        fsync,
+    ));
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
         let client = node.world.name_of(peer.ip());
-        madsim::task::spawn_local(serve_connection(node.clone(), stream, client));
+        let conn = NetConn::new(&node.world, &node.name, &client, stream);
+        madsim::task::spawn_local(serve_connection(node.clone(), conn, client));
     }
 }
 
 async fn active_expiry(node: Rc<Node>) {
     loop {
-        sleep(ACTIVE_EXPIRE_PERIOD).await;
+        let period = node
+            .world
+            .true_duration_us(&node.name, ACTIVE_EXPIRE_PERIOD_MS);
+        sleep(Duration::from_micros(period)).await;
         let now_ms = node.world.wall_ms(&node.name);
         node.server.borrow_mut().active_expire_cycle(now_ms);
+        replication::propagate(&node);
         node.observe_owner("expiry", now_ms);
     }
 }
 
-/// One client connection: a reader that parses and executes requests in order, and a writer
-/// fed through a channel so that pub/sub messages from other connections interleave correctly.
-async fn serve_connection(node: Rc<Node>, stream: TcpStream, client: String) {
-    let (mut reader, mut writer) = tokio::io::split(stream);
-    let (out, mut outbox) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+/// One client connection: parses and executes requests in order; replies, pub/sub messages
+/// and (for a replica's connection) the replication stream all go through its one writer.
+async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
+    let (mut reader, writer) = conn.split();
     let id = node.server.borrow_mut().connect();
-    node.outboxes.borrow_mut().insert(id, out.clone());
-    madsim::task::spawn_local(async move {
-        while let Some(bytes) = outbox.recv().await {
-            if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+    node.conns
+        .borrow_mut()
+        .insert(id, (client.clone(), writer.clone()));
     let mut parser = RequestParser::new();
     let mut buf = BytesMut::with_capacity(512);
     'connection: loop {
@@ -95,80 +148,207 @@ async fn serve_connection(node: Rc<Node>, stream: TcpStream, client: String) {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let mut replies = Vec::new();
+        let mut out = Vec::new();
         loop {
             match parser.parse(&mut buf) {
                 Ok(Some(argv)) => {
-                    node.execute(id, &client, &argv)
-                        .await
-                        .encode_into(&mut replies);
+                    match node.execute(id, &client, &writer, &argv).await {
+                        Response::Reply(reply) => reply.encode_into(&mut out),
+                        Response::Raw(bytes) => out.extend(bytes),
+                        Response::Nothing => {}
+                    }
                     node.deliver_pushes();
                 }
                 Ok(None) => break,
                 Err(error) => {
                     // networking.c: reply with the protocol error, then close the connection.
-                    Reply::error(format!("ERR {error}")).encode_into(&mut replies);
-                    let _ = out.send(replies);
+                    Reply::error(format!("ERR {error}")).encode_into(&mut out);
+                    let _ = writer.send(out);
                     break 'connection;
                 }
             }
         }
-        if out.send(replies).is_err() {
+        if !out.is_empty() && writer.send(out).is_err() {
             break;
         }
     }
-    node.outboxes.borrow_mut().remove(&id);
+    node.conns.borrow_mut().remove(&id);
+    replication::replica_gone(&node, id);
     node.server.borrow_mut().disconnect(id);
 }
 
+fn word(argv: &[Vec<u8>], i: usize) -> String {
+    argv.get(i)
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
 impl Node {
-    async fn execute(&self, id: ClientId, client: &str, argv: &[Vec<u8>]) -> Reply {
+    async fn execute(
+        self: &Rc<Self>,
+        id: ClientId,
+        client: &str,
+        writer: &NetWriter,
+        argv: &[Vec<u8>],
+    ) -> Response {
+        let command = word(argv, 0);
+        // The replication handshake and acks: the connection becomes a replica link.
+        match command.as_str() {
+            "replconf" => {
+                if word(argv, 1) == "ack" {
+                    let offset = word(argv, 2).parse().unwrap_or(0);
+                    replication::ack(self, id, offset);
+                    return Response::Nothing;
+                }
+                return Response::Reply(Reply::ok());
+            }
+            "psync" | "sync" => {
+                if !matches!(self.server.borrow().role(), Role::Master) {
+                    return Response::Reply(Reply::error(
+                        "NOMASTERLINK Can't SYNC while not connected with my master",
+                    ));
+                }
+                let replid = String::from_utf8_lossy(argv.get(1).map_or(&b"?"[..], |a| a));
+                let offset = word(argv, 2).parse().unwrap_or(-1);
+                return Response::Raw(replication::psync(
+                    self,
+                    id,
+                    client,
+                    writer.clone(),
+                    &replid,
+                    offset,
+                ));
+            }
+            _ => {}
+        }
+        let reply = match self.host_command(id, &command, argv) {
+            Some(reply) => reply,
+            None => self.execute_in_model(id, argv).await,
+        };
+        // Sentinel's monitoring (PING, INFO once a second per instance) would drown the trace;
+        // what it changes (REPLICAOF, CLIENT KILL) is recorded.
+        let monitoring = client.starts_with("sentinel-")
+            && matches!(
+                command.as_str(),
+                "ping" | "info" | "role" | "publish" | "subscribe"
+            );
+        if !monitoring {
+            self.world.record(
+                &self.name,
+                EventKind::Executed {
+                    client: client.into(),
+                    command: render_command(argv),
+                    reply: render_reply(&reply),
+                },
+            );
+        }
+        let now_ms = self.world.wall_ms(&self.name);
+        self.observe_owner(client, now_ms);
+        Response::Reply(reply)
+    }
+
+    /// Commands the process handles itself; `None` for the dataset's commands.
+    fn host_command(
+        self: &Rc<Self>,
+        id: ClientId,
+        command: &str,
+        argv: &[Vec<u8>],
+    ) -> Option<Reply> {
+        match command {
+            "replicaof" | "slaveof" if argv.len() == 3 => Some(self.replicaof(argv)),
+            "config" if word(argv, 1) == "rewrite" => {
+                // CONFIG REWRITE: redis.conf now says what this node's role is.
+                let master = match self.server.borrow().role() {
+                    Role::Master => None,
+                    Role::Replica { master_host, .. } => {
+                        master_host.parse().ok().map(|ip| self.world.name_of(ip))
+                    }
+                };
+                self.world.with_disk(&self.name, |d| d.replicaof = master);
+                Some(Reply::ok())
+            }
+            "client" if word(argv, 1) == "kill" && word(argv, 2) == "type" => {
+                // CLIENT KILL TYPE normal|pubsub: every client but this one and the replicas.
+                let replicas: Vec<ClientId> = self.repl.borrow().replicas.keys().copied().collect();
+                let victims: Vec<NetWriter> = self
+                    .conns
+                    .borrow()
+                    .iter()
+                    .filter(|(c, (peer, _))| {
+                        **c != id && !replicas.contains(c) && !peer.starts_with("sentinel-")
+                    })
+                    .map(|(_, (_, w))| w.clone())
+                    .collect();
+                for w in &victims {
+                    w.reset();
+                }
+                Some(Reply::Integer(victims.len() as i64))
+            }
+            _ => None,
+        }
+    }
+
+    /// `REPLICAOF host port` / `REPLICAOF NO ONE` (`replicaofCommand`).
+    fn replicaof(self: &Rc<Self>, argv: &[Vec<u8>]) -> Reply {
+        let host = String::from_utf8_lossy(&argv[1]).into_owned();
+        let port = String::from_utf8_lossy(&argv[2]).into_owned();
+        if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
+            replication::become_master(self);
+            return Reply::ok();
+        }
+        let Ok(ip) = host.parse() else {
+            return Reply::error("ERR Invalid master address");
+        };
+        let master = self.world.name_of(ip);
+        if let Role::Replica { master_host, .. } = self.server.borrow().role()
+            && *master_host == host
+        {
+            return Reply::Status("OK Already connected to specified master".into());
+        }
+        replication::become_replica(self, &master);
+        Reply::ok()
+    }
+
+    async fn execute_in_model(&self, id: ClientId, argv: &[Vec<u8>]) -> Reply {
         let now_ms = self.world.wall_ms(&self.name);
         // A lease that ran out before this command is the clock's doing, not this client's.
         self.observe_owner("expiry", now_ms);
+        let info = replication::replication_info(self);
+        let min = self.world.scenario.topology.min_replicas_to_write;
+        let refuse = min > 0
+            && matches!(self.server.borrow().role(), Role::Master)
+            && self.repl.borrow().good_replicas(self.world.now_us()) < min as usize;
+        {
+            let mut server = self.server.borrow_mut();
+            server.set_replication_info(info);
+            server.refuse_writes(
+                refuse.then(|| "NOREPLICAS Not enough good replicas to write.".to_string()),
+            );
+        }
         let outcome = self.server.borrow_mut().execute(id, now_ms, argv);
-        let reply = match outcome {
+        replication::propagate(self);
+        match outcome {
             Outcome::Reply(reply) => reply,
-            // No replicas yet: WAIT returns at once when it asks for none, else after its timeout
-            // (forever for 0), acknowledging nobody — replication.c waitCommand.
             Outcome::Wait {
                 numreplicas,
                 timeout_ms,
-            } => {
-                if numreplicas > 0 {
-                    if timeout_ms == 0 {
-                        std::future::pending::<()>().await;
-                    }
-                    sleep(Duration::from_millis(timeout_ms as u64)).await;
-                }
-                Reply::Integer(0)
-            }
-        };
-        self.world.record(
-            &self.name,
-            EventKind::Executed {
-                client: client.into(),
-                command: render_command(argv),
-                reply: render_reply(&reply),
-            },
-        );
-        self.observe_owner(client, now_ms);
-        reply
+            } => Reply::Integer(replication::wait(self, numreplicas, timeout_ms).await),
+        }
     }
 
     /// Sends pub/sub messages produced by the last command to their subscribers.
     fn deliver_pushes(&self) {
         let pushes = self.server.borrow_mut().take_pushes();
-        let outboxes = self.outboxes.borrow();
+        let conns = self.conns.borrow();
         for (client, reply) in pushes {
-            if let Some(out) = outboxes.get(&client) {
+            if let Some((_, out)) = conns.get(&client) {
                 let _ = out.send(reply.encode());
             }
         }
     }
 
     /// Records a `key_owner` event when the lock key's owner changed, attributing it to `by`.
-    fn observe_owner(&self, by: &str, now_ms: i64) {
+    pub fn observe_owner(&self, by: &str, now_ms: i64) {
         let owner = lock_tokens(&self.server.borrow(), &self.lock_key, now_ms)
             .iter()
             .find_map(|token| self.world.owner_of(token));

@@ -11,11 +11,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use madsim::net::{TcpListener, TcpStream};
+use madsim::net::TcpListener;
 use model::history::EventKind;
 use model::redis::{Reply, RequestParser};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::netlayer::NetConn;
 use crate::world::World;
 
 pub const RESOURCE_PORT: u16 = 7000;
@@ -42,20 +42,21 @@ pub async fn resource_node(world: Arc<World>) {
             continue;
         };
         let client = world.name_of(peer.ip());
-        madsim::task::spawn_local(serve(world.clone(), counter.clone(), stream, client));
+        let conn = NetConn::new(&world, "resource", &client, stream);
+        madsim::task::spawn_local(serve(world.clone(), counter.clone(), conn, client));
     }
 }
 
 async fn serve(
     world: Arc<World>,
     counter: Rc<RefCell<Counter>>,
-    mut stream: TcpStream,
+    mut conn: NetConn,
     client: String,
 ) {
     let mut parser = RequestParser::new();
     let mut buf = BytesMut::with_capacity(256);
     loop {
-        match stream.read_buf(&mut buf).await {
+        match conn.read_buf(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
@@ -63,7 +64,7 @@ async fn serve(
         while let Ok(Some(argv)) = parser.parse(&mut buf) {
             handle(&world, &mut counter.borrow_mut(), &client, &argv).encode_into(&mut out);
         }
-        if stream.write_all(&out).await.is_err() || stream.flush().await.is_err() {
+        if conn.send(out).is_err() {
             return;
         }
     }

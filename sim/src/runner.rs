@@ -12,11 +12,13 @@ use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
 use crate::client::client_node;
-use crate::faults::nemesis;
+use crate::faults::{nemesis, start_initial};
+use crate::nemesis::random_nemesis;
 use crate::node_ip;
 use crate::redis_node::redis_node;
 use crate::resource::resource_node;
 use crate::scenario::Scenario;
+use crate::sentinel::sentinel_node;
 use crate::world::World;
 
 /// One finished run: the result of the contract and the full history behind it.
@@ -90,7 +92,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
     RunOutput { result, events }
 }
 
-fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
+pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
 where
     F: Fn(Arc<World>, String) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
@@ -117,8 +119,24 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
     let (fire, fired) = tokio::sync::mpsc::unbounded_channel();
     world.set_fault_channel(fire);
 
-    for name in scenario.master_names() {
+    // The network's own tasks (connection writer queues) run here, beyond any fault's reach.
+    let network_node = handle
+        .create_node()
+        .name("network")
+        .ip(node_ip("network"))
+        .build();
+    world.set_network_node(network_node);
+    for master in scenario.master_names() {
+        for replica in scenario.replica_names(&master) {
+            // redis.conf of a replica: `replicaof <master> 6379`.
+            world.with_disk(&replica, |disk| disk.replicaof = Some(master.clone()));
+        }
+    }
+    for name in scenario.redis_names() {
         add_node(&handle, &world, &name, redis_node);
+    }
+    for name in scenario.sentinel_names() {
+        add_node(&handle, &world, &name, sentinel_node);
     }
     add_node(&handle, &world, "resource", |world, _| resource_node(world));
     let nemesis_node = handle
@@ -128,8 +146,15 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .build();
     world.register_node("nemesis", nemesis_node.id(), node_ip("nemesis"));
     nemesis_node.spawn(nemesis(world.clone(), fired));
+    if let Some(spec) = scenario.nemesis.clone() {
+        let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);
+        nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms));
+    }
     for name in scenario.client_names() {
         add_node(&handle, &world, &name, client_node);
+    }
+    for healer in start_initial(&world) {
+        nemesis_node.spawn(healer);
     }
 
     let duration_us = scenario.duration_ms * 1000;

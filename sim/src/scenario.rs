@@ -1,8 +1,8 @@
 //! Scenario files (DESIGN.md "Scenario file (contract)"): loading, defaults and validation.
 //!
 //! Every field of the contract is known here. Omitted fields take the defaults documented on
-//! each struct; unknown fields, bad values and features that are not built yet are errors that
-//! name the file and the field — never a panic.
+//! each struct; unknown fields and bad values are errors that name the file and the field —
+//! never a panic.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::faults::{Fault, FaultSpec};
+use crate::nemesis::NemesisSpec;
 
 /// A validated scenario, ready to run.
 #[derive(Clone, Debug)]
@@ -33,6 +34,8 @@ pub struct Scenario {
     pub clients: Clients,
     pub resource: Resource,
     pub faults: Vec<Fault>,
+    /// Random faults drawn from the seed (`nemesis`).
+    pub nemesis: Option<NemesisSpec>,
     pub expect: Expect,
     pub expect_some: Expect,
     /// How long a live client may wait once every fault has healed; default 2×ttl + 1 s.
@@ -139,14 +142,21 @@ impl<'de> Deserialize<'de> for MsRange {
 pub struct Topology {
     /// Independent masters `redis-1..N` (Redlock uses them all).
     pub masters: u32,
-    /// Replicas per master.
+    /// Replicas per master: `redis-N-replica-1..M`, replicating asynchronously.
     pub replicas: u32,
+    /// Sentinels `sentinel-1..S`, each monitoring every master with quorum S/2+1.
     pub sentinels: u32,
+    /// Sentinel's `down-after-milliseconds`.
     pub sentinel_down_after_ms: u64,
+    /// Sentinel's `failover-timeout` (default 180 s, as sentinel.conf).
+    pub sentinel_failover_timeout_ms: u64,
     /// `off` (no AOF) | `no` | `everysec` | `always`.
     pub appendfsync: String,
     /// A crashed Redis stays unavailable this long after its restart is due (antirez's delayed restart).
     pub restart_delay_ms: u64,
+    /// `min-replicas-to-write` (with `min-replicas-max-lag` 10 s): a master refuses writes with
+    /// fewer good replicas.
+    pub min_replicas_to_write: u32,
 }
 
 impl Default for Topology {
@@ -156,8 +166,10 @@ impl Default for Topology {
             replicas: 0,
             sentinels: 0,
             sentinel_down_after_ms: 5000,
+            sentinel_failover_timeout_ms: 180_000,
             appendfsync: "off".into(),
             restart_delay_ms: 0,
+            min_replicas_to_write: 0,
         }
     }
 }
@@ -356,6 +368,40 @@ impl Scenario {
         4 * self.network.latency_ms.max
     }
 
+    /// The replicas of master `redis-M`.
+    pub fn replica_names(&self, master: &str) -> Vec<String> {
+        (1..=self.topology.replicas)
+            .map(|i| format!("{master}-replica-{i}"))
+            .collect()
+    }
+
+    /// Every Redis node: masters, then each master's replicas.
+    pub fn redis_names(&self) -> Vec<String> {
+        let mut names = self.master_names();
+        for master in self.master_names() {
+            names.extend(self.replica_names(&master));
+        }
+        names
+    }
+
+    pub fn sentinel_names(&self) -> Vec<String> {
+        (1..=self.topology.sentinels)
+            .map(|i| format!("sentinel-{i}"))
+            .collect()
+    }
+
+    /// When the random nemesis heals everything: its `heal_at_ms`, or the end of the run minus
+    /// the liveness window (never before the start).
+    pub fn heal_at_ms(&self, scheme: &SchemeSpec) -> u64 {
+        self.nemesis
+            .as_ref()
+            .and_then(|n| n.heal_at_ms)
+            .unwrap_or_else(|| {
+                self.duration_ms
+                    .saturating_sub(self.liveness_window_ms(scheme))
+            })
+    }
+
     /// The liveness window for a scheme: the scenario's, or 2×ttl + 1 s.
     pub fn liveness_window_ms(&self, scheme: &SchemeSpec) -> u64 {
         self.liveness_window_ms
@@ -367,6 +413,10 @@ fn node_names(topology: &Topology, clients: &Clients) -> Vec<String> {
     let mut names: Vec<String> = (1..=topology.masters)
         .map(|i| format!("redis-{i}"))
         .collect();
+    for m in 1..=topology.masters {
+        names.extend((1..=topology.replicas).map(|r| format!("redis-{m}-replica-{r}")));
+    }
+    names.extend((1..=topology.sentinels).map(|i| format!("sentinel-{i}")));
     names.extend((1..=clients.count).map(|i| format!("client-{i}")));
     names.push("resource".into());
     names
@@ -393,18 +443,24 @@ impl ScenarioFile {
                 t.appendfsync
             ));
         }
-        not_yet(t.replicas != 0, "topology.replicas", "replication")?;
-        not_yet(t.sentinels != 0, "topology.sentinels", "Sentinel")?;
-        not_yet(
-            t.appendfsync != "off",
-            "topology.appendfsync",
-            "AOF persistence",
-        )?;
-        not_yet(
-            t.restart_delay_ms != 0,
-            "topology.restart_delay_ms",
-            "crash and restart",
-        )?;
+        if t.replicas > 16 {
+            return Err("topology.replicas: at most 16 per master".into());
+        }
+        if t.sentinels > 15 {
+            return Err("topology.sentinels: at most 15".into());
+        }
+        if t.sentinel_down_after_ms == 0 {
+            return Err("topology.sentinel_down_after_ms: must be greater than 0".into());
+        }
+        if t.sentinel_failover_timeout_ms == 0 {
+            return Err("topology.sentinel_failover_timeout_ms: must be greater than 0".into());
+        }
+        if t.min_replicas_to_write > t.replicas {
+            return Err(format!(
+                "topology.min_replicas_to_write: {} is more than the {} replicas per master: no write could ever succeed",
+                t.min_replicas_to_write, t.replicas
+            ));
+        }
         let c = &self.clients;
         if c.count == 0 {
             return Err("clients.count: must be at least 1".into());
@@ -450,7 +506,10 @@ impl ScenarioFile {
             .enumerate()
             .map(|(i, f)| f.validate(&format!("faults[{i}]"), &nodes))
             .collect::<Result<Vec<_>, _>>()?;
-        not_yet(self.nemesis.is_some(), "nemesis", "the random nemesis")?;
+        let nemesis = match &self.nemesis {
+            Some(value) => Some(NemesisSpec::from_json(value, &nodes, self.duration_ms)?),
+            None => None,
+        };
         let seeds = match &self.seeds {
             Some(text) => SeedRange::parse(text).map_err(|e| format!("seeds: {e}"))?,
             None => DEFAULT_SEEDS,
@@ -472,22 +531,11 @@ impl ScenarioFile {
             clients: self.clients,
             resource: self.resource,
             faults,
+            nemesis,
             expect: self.expect,
             expect_some: self.expect_some,
             liveness_window_ms: self.liveness_window_ms,
         })
-    }
-}
-
-/// A feature of the contract this build does not simulate yet: accepted at its default value,
-/// rejected otherwise, with a message that says so.
-fn not_yet(used: bool, field: &str, feature: &str) -> Result<(), String> {
-    if used {
-        Err(format!(
-            "{field}: {feature} is not supported yet (leave it out or at its default)"
-        ))
-    } else {
-        Ok(())
     }
 }
 
@@ -551,16 +599,31 @@ mod tests {
     }
 
     #[test]
-    fn unbuilt_features_say_so() {
+    fn replicas_and_sentinels_are_nodes() {
+        let s = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "topology": { "replicas": 1, "sentinels": 3 } }"#,
+            "f.json",
+        )
+        .unwrap();
+        assert_eq!(
+            s.node_names(),
+            vec![
+                "redis-1",
+                "redis-1-replica-1",
+                "sentinel-1",
+                "sentinel-2",
+                "sentinel-3",
+                "client-1",
+                "client-2",
+                "resource"
+            ]
+        );
         let err = Scenario::parse(
-            r#"{ "name": "m", "scheme": "fencing", "topology": { "replicas": 1 } }"#,
+            r#"{ "name": "m", "scheme": "fencing", "topology": { "min_replicas_to_write": 1 } }"#,
             "f.json",
         )
         .unwrap_err();
-        assert_eq!(
-            err,
-            "f.json: topology.replicas: replication is not supported yet (leave it out or at its default)"
-        );
+        assert!(err.contains("topology.min_replicas_to_write"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
+use madsim::runtime::NodeHandle;
 use madsim::task::NodeId;
 use madsim::time::Instant;
 use model::history::{Event, EventKind};
@@ -16,7 +17,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::clock::NodeClock;
 use crate::faults::When;
+use crate::persistence::Disk;
 use crate::scenario::Scenario;
+use crate::signal::Signal;
 
 pub struct World {
     pub scenario: Arc<Scenario>,
@@ -44,6 +47,21 @@ struct State {
     resumes: BTreeMap<String, u64>,
     /// How many active faults clog each directed link, so overlapping faults heal correctly.
     clogs: BTreeMap<(String, String), u32>,
+    /// Extra one-way latency (µs) of each directed link, summed over active `delay` faults.
+    delays: BTreeMap<(String, String), u64>,
+    /// Open connections: (local, peer) and the switch that resets them.
+    conns: BTreeMap<u64, (String, String, Signal)>,
+    next_conn: u64,
+    /// The node that runs the network's writer queues (see `netlayer`).
+    network: Option<NodeHandle>,
+    /// How many times each node's process was started (1 = first start).
+    starts: BTreeMap<String, u32>,
+    /// What each node keeps on disk (AOF, redis.conf), surviving its crashes.
+    disks: BTreeMap<String, Disk>,
+    /// The lock key's owner on each Redis node, as last recorded.
+    key_owners: BTreeMap<String, String>,
+    /// How many active faults of a kind hold each node (pauses, crashes).
+    holds: BTreeMap<(String, String), u32>,
 }
 
 struct Trigger {
@@ -159,6 +177,12 @@ impl World {
                     fired.push(trigger.fault);
                 }
             }
+        }
+        if let EventKind::KeyOwner { owner, .. } = &event.kind {
+            match owner {
+                Some(owner) => state.key_owners.insert(node.to_string(), owner.clone()),
+                None => state.key_owners.remove(node),
+            };
         }
         if let Some(fire) = &state.fire {
             for fault in fired {
@@ -280,6 +304,155 @@ impl World {
             }
             None => false,
         }
+    }
+}
+
+impl World {
+    pub fn set_network_node(&self, node: NodeHandle) {
+        self.state().network = Some(node);
+    }
+
+    /// Runs a task of the network itself (a connection's writer queue): no fault pauses or
+    /// kills it.
+    pub fn spawn_on_network(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let node = self
+            .state()
+            .network
+            .clone()
+            .expect("the runner creates the network node first");
+        node.spawn(task);
+    }
+
+    pub fn register_conn(&self, local: &str, peer: &str, reset: Signal) -> u64 {
+        let mut state = self.state();
+        state.next_conn += 1;
+        let id = state.next_conn;
+        state
+            .conns
+            .insert(id, (local.to_string(), peer.to_string(), reset));
+        id
+    }
+
+    pub fn unregister_conn(&self, id: u64) {
+        self.state().conns.remove(&id);
+    }
+
+    /// Resets one connection end (and, through the peer's EOF, the connection).
+    pub fn reset_conn(&self, id: u64) {
+        let reset = self.state().conns.get(&id).map(|(_, _, r)| r.clone());
+        if let Some(reset) = reset {
+            reset.set();
+        }
+    }
+
+    /// Resets `node`'s own end of each of its connections (its process dies): its unsent
+    /// bytes are discarded, its peers read what was already sent, then EOF.
+    pub fn reset_local_connections(&self, node: &str) {
+        let resets: Vec<Signal> = self
+            .state()
+            .conns
+            .values()
+            .filter(|(local, _, _)| local == node)
+            .map(|(_, _, reset)| reset.clone())
+            .collect();
+        for reset in &resets {
+            reset.set();
+        }
+    }
+
+    /// Resets every connection with `node` at either end; returns how many ends were reset.
+    pub fn drop_connections(&self, node: &str) -> usize {
+        let resets: Vec<Signal> = self
+            .state()
+            .conns
+            .values()
+            .filter(|(local, peer, _)| local == node || peer == node)
+            .map(|(_, _, reset)| reset.clone())
+            .collect();
+        for reset in &resets {
+            reset.set();
+        }
+        resets.len()
+    }
+
+    /// The extra one-way latency of the directed link now, in µs.
+    pub fn extra_delay_us(&self, from: &str, to: &str) -> u64 {
+        self.state()
+            .delays
+            .get(&(from.to_string(), to.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn add_delay(&self, from: &str, to: &str, extra_us: u64) {
+        *self
+            .state()
+            .delays
+            .entry((from.to_string(), to.to_string()))
+            .or_default() += extra_us;
+    }
+
+    pub fn remove_delay(&self, from: &str, to: &str, extra_us: u64) {
+        let mut state = self.state();
+        let key = (from.to_string(), to.to_string());
+        if let Some(d) = state.delays.get_mut(&key) {
+            *d = d.saturating_sub(extra_us);
+            if *d == 0 {
+                state.delays.remove(&key);
+            }
+        }
+    }
+
+    pub fn with_disk<R>(&self, node: &str, f: impl FnOnce(&mut Disk) -> R) -> R {
+        f(self.state().disks.entry(node.to_string()).or_default())
+    }
+
+    /// `node` lost its dataset (a crash): records that its lock key has no owner any more.
+    pub fn lost_key_owner(&self, node: &str, by: &str) {
+        let had_owner = self.state().key_owners.contains_key(node);
+        if had_owner {
+            self.record(
+                node,
+                EventKind::KeyOwner {
+                    key: self.scheme.key(),
+                    owner: None,
+                    by: by.to_string(),
+                },
+            );
+        }
+    }
+
+    /// One more active `kind` fault on `node`.
+    pub fn hold(&self, kind: &str, node: &str) {
+        *self
+            .state()
+            .holds
+            .entry((kind.to_string(), node.to_string()))
+            .or_default() += 1;
+    }
+
+    /// One `kind` fault on `node` healed; true when it was the last one.
+    pub fn release(&self, kind: &str, node: &str) -> bool {
+        let mut state = self.state();
+        let key = (kind.to_string(), node.to_string());
+        match state.holds.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                state.holds.remove(&key);
+                true
+            }
+        }
+    }
+
+    /// Counts a start of `node`'s process; returns which start this is (1 = the first).
+    pub fn started(&self, node: &str) -> u32 {
+        let mut state = self.state();
+        let n = state.starts.entry(node.to_string()).or_default();
+        *n += 1;
+        *n
     }
 }
 

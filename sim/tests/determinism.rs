@@ -45,3 +45,28 @@ fn different_seeds_explore_different_schedules() {
     let b = run(&scenario, 0, 2).unwrap();
     assert_ne!(a.result.trace_hash, b.result.trace_hash);
 }
+
+/// Every fault at once — replication, Sentinel failovers, a scripted crash with an AOF, the
+/// random nemesis (pauses, partitions, clock jumps, crashes, delays, dropped connections,
+/// forced failovers) — still replays byte for byte.
+#[test]
+fn replication_sentinel_crash_and_nemesis_replay_exactly() {
+    let scenario = load("nemesis-sentinel-swarm.json");
+    for seed in [3, 16] {
+        let first = run(&scenario, 0, seed).unwrap();
+        let s = scenario.clone();
+        let again = std::thread::spawn(move || run(&s, 0, seed).unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(
+            first.result.trace_hash, again.result.trace_hash,
+            "seed {seed}"
+        );
+        assert_eq!(trace_jsonl(&first.events), trace_jsonl(&again.events));
+        let names: std::collections::BTreeSet<&str> =
+            first.events.iter().map(|e| e.name()).collect();
+        for expected in ["replicated", "replication", "sentinel", "fault"] {
+            assert!(names.contains(expected), "seed {seed}: no {expected} event");
+        }
+    }
+}

@@ -57,14 +57,15 @@ pub fn quantiles(h: &Histogram<u64>) -> Quantiles {
     if h.is_empty() {
         return Quantiles::default();
     }
-    // hdrhistogram reports the highest value of a bucket (4000 µs reads 4001 µs at 3
-    // significant digits); report the lowest, which is what was recorded for exact values.
-    let ms = |us: u64| round3(h.lowest_equivalent(us) as f64 / 1000.0);
+    let ms = |us: u64| round3(us as f64 / 1000.0);
+    // hdrhistogram reports the highest value equivalent to a bucket; the lowest one is the
+    // recorded value itself when it is exact at 3 significant digits.
+    let q = |quantile: f64| ms(h.lowest_equivalent(h.value_at_quantile(quantile)));
     Quantiles {
-        p50: ms(h.value_at_quantile(0.50)),
-        p90: ms(h.value_at_quantile(0.90)),
-        p99: ms(h.value_at_quantile(0.99)),
-        max: ms(h.max()),
+        p50: q(0.50),
+        p90: q(0.90),
+        p99: q(0.99),
+        max: ms(h.lowest_equivalent(h.max())),
     }
 }
 

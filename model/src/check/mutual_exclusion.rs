@@ -91,6 +91,11 @@ pub fn check(events: &[Event], end_us: u64) -> Vec<Violation> {
     violations
 }
 
+/// Causes of a key change that are not a client's command: the lease running out, the
+/// replication stream (the deleting command ran on the master and is counted there), a crash
+/// losing the dataset, a restart reloading it.
+pub const NOT_A_RELEASE: &[&str] = &["expiry", "replication", "crash", "restart"];
+
 /// Releases that deleted a key holding another owner's token (seed 000 scheme 3, seed 001
 /// 错误示例: a client whose lease expired deletes the next holder's lock). A server knows only
 /// the connection's node, so a thread deleting the key of another thread of its own process is
@@ -110,7 +115,7 @@ pub fn foreign_releases(events: &[Event]) -> Vec<Violation> {
                 .or_insert(None);
             if let (Some(previous), None) = (*slot, new_owner)
                 && by != owner_node(previous)
-                && by != "expiry"
+                && !NOT_A_RELEASE.contains(&by.as_str())
             {
                 violations.push(Violation {
                     kind: "foreign_release".into(),

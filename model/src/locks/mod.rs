@@ -14,6 +14,7 @@ pub mod incr_semaphore;
 pub mod lua_setnx_expire;
 pub mod params;
 pub mod redisson;
+pub mod redlock;
 pub mod reentrant;
 pub mod script;
 pub mod set;
@@ -163,6 +164,8 @@ pub const SCHEMES: &[SchemeInfo] = &[
     reentrant::INFO,
     redisson::INFO,
     fair::INFO,
+    redlock::INFO,
+    redlock::NO_VALIDITY_INFO,
     fencing::INFO,
     script::INFO,
 ];

@@ -36,6 +36,10 @@ pub struct Shared {
     tasks: RefCell<Vec<Task>>,
     /// Deadlines of the sleeps that were pending at the last poll.
     wakeups: RefCell<BTreeSet<u64>>,
+    /// A down server refuses every command (connection refused).
+    pub down: Cell<bool>,
+    /// How much the client's clock advances while a command to this server is in flight.
+    pub latency_ms: Cell<u64>,
 }
 
 pub const EPOCH_MS: i64 = 1_700_000_000_000;
@@ -53,6 +57,8 @@ impl Shared {
             now_ms: Cell::new(0),
             tasks: RefCell::default(),
             wakeups: RefCell::default(),
+            down: Cell::new(false),
+            latency_ms: Cell::new(0),
         });
         WORLDS.with(|w| w.borrow_mut().push(Rc::downgrade(&shared)));
         shared
@@ -80,8 +86,14 @@ impl Shared {
 
     /// Executes on the server at the shared time and routes any pub/sub messages.
     fn execute(&self, client: ClientId, argv: &[Vec<u8>]) -> Reply {
+        self.execute_at(client, self.now_ms.get(), argv)
+    }
+
+    /// Executes at `now_ms` (ms since the test started): the clock of another `Shared` when
+    /// several servers serve one client.
+    fn execute_at(&self, client: ClientId, now_ms: u64, argv: &[Vec<u8>]) -> Reply {
         let mut server = self.server.borrow_mut();
-        let reply = match server.execute(client, EPOCH_MS + self.now_ms.get() as i64, argv) {
+        let reply = match server.execute(client, EPOCH_MS + now_ms as i64, argv) {
             Outcome::Reply(reply) => reply,
             // No replicas: WAIT acknowledges nobody.
             Outcome::Wait { .. } => Reply::Integer(0),
@@ -153,6 +165,8 @@ pub struct DirectEnv {
     mishaps: RefCell<Vec<(String, Mishap)>>,
     /// Commands this client sent, as text, for assertions.
     pub sent: RefCell<Vec<String>>,
+    /// Servers 1.. (server 0 is `shared`, whose clock every server follows).
+    others: Vec<(Rc<Shared>, ClientId)>,
 }
 
 impl DirectEnv {
@@ -173,6 +187,7 @@ impl DirectEnv {
             replicas: Cell::new(0),
             mishaps: RefCell::default(),
             sent: RefCell::default(),
+            others: Vec::new(),
         }
     }
 
@@ -194,6 +209,24 @@ impl DirectEnv {
         let i = mishaps.iter().position(|(c, _)| *c == name)?;
         Some(mishaps.remove(i).1)
     }
+
+    /// A client of several independent servers (Redlock's masters); the first one's clock is
+    /// the time everyone sees.
+    pub fn multi(servers: &[Rc<Shared>], name: &str, seed: u64) -> Rc<dyn LockEnv> {
+        Self::concrete_multi(servers, name, seed)
+    }
+
+    pub fn concrete_multi(servers: &[Rc<Shared>], name: &str, seed: u64) -> Rc<DirectEnv> {
+        let mut env = Self::concrete(&servers[0], name, seed);
+        env.others = servers[1..]
+            .iter()
+            .map(|s| {
+                let client = s.server.borrow_mut().connect();
+                (s.clone(), client)
+            })
+            .collect();
+        Rc::new(env)
+    }
 }
 
 #[async_trait(?Send)]
@@ -202,25 +235,37 @@ impl LockEnv for DirectEnv {
         &self.name
     }
     fn servers(&self) -> usize {
-        1
+        1 + self.others.len()
     }
-    async fn call(&self, _server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
+    async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
         self.sent
             .borrow_mut()
             .push(crate::history::render_command(&argv));
+        let (target, client) = match server {
+            0 => (&self.shared, self.client),
+            n => {
+                let (s, c) = &self.others[n - 1];
+                (s, *c)
+            }
+        };
+        if target.down.get() {
+            return Err(CallError::Disconnected("connection refused".into()));
+        }
+        self.shared.advance(target.latency_ms.get());
+        let execute = || target.execute_at(client, self.shared.now_ms.get(), &argv);
         match self.take_mishap(&argv) {
-            None => Ok(self.shared.execute(self.client, &argv)),
+            None => Ok(execute()),
             Some(Mishap::Drop) => Err(CallError::Timeout),
             Some(Mishap::LoseReply) => {
-                self.shared.execute(self.client, &argv);
+                execute();
                 Err(CallError::Timeout)
             }
             Some(Mishap::Hang) => {
-                self.shared.execute(self.client, &argv);
+                execute();
                 std::future::pending().await
             }
             Some(Mishap::PauseAfter(ms)) => {
-                let reply = self.shared.execute(self.client, &argv);
+                let reply = execute();
                 self.sleep_ms(ms).await;
                 Ok(reply)
             }

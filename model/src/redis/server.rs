@@ -111,6 +111,8 @@ pub(crate) struct Core {
     pub propagated: Vec<Vec<Vec<u8>>>,
     /// Effects of the command being executed (`server.also_propagate`).
     pending: Vec<Vec<Vec<u8>>>,
+    /// Set by the host when writes must be refused (min-replicas-to-write not met): the error.
+    pub write_refusal: Option<String>,
 }
 
 /// The context of one command: the core, who runs it, and the frozen clock.
@@ -189,6 +191,7 @@ impl RedisServer {
                 pushes: Vec::new(),
                 propagated: Vec::new(),
                 pending: Vec::new(),
+                write_refusal: None,
             },
             lua: None,
             rand48: Rc::new(Cell::new(super::lua::RAND48_INITIAL)),
@@ -229,6 +232,11 @@ impl RedisServer {
             return Outcome::Reply(Reply::error(
                 "READONLY You can't write against a read only replica.",
             ));
+        }
+        if spec.flags & flags::WRITE != 0
+            && let Some(error) = &self.core.write_refusal
+        {
+            return Outcome::Reply(Reply::Error(error.clone()));
         }
         let subscribed = self
             .core
@@ -315,6 +323,12 @@ impl RedisServer {
 
     pub fn set_role(&mut self, role: Role) {
         self.core.role = role;
+    }
+
+    /// `min-replicas-to-write` (`checkGoodReplicasStatus`): the host counts good replicas and,
+    /// when too few, sets the error every write command (also from a script) gets instead.
+    pub fn refuse_writes(&mut self, error: Option<String>) {
+        self.core.write_refusal = error;
     }
 
     pub fn set_replication_info(&mut self, info: ReplicationInfo) {
@@ -420,6 +434,11 @@ impl Core {
         }
         if spec.flags & flags::WRITE != 0 && matches!(self.role, Role::Replica { .. }) {
             return Err("-READONLY You can't write against a read only replica.".to_string());
+        }
+        if spec.flags & flags::WRITE != 0
+            && let Some(error) = &self.write_refusal
+        {
+            return Err(format!("-{error}"));
         }
         match spec.kind {
             Kind::Plain(handler) => {

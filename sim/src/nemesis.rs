@@ -1,0 +1,504 @@
+//! The random nemesis: faults drawn from the seed, in the spirit of swarm testing.
+//!
+//! ```json
+//! "nemesis": {
+//!   "pause":      { "every_ms": [2000, 8000], "duration_ms": [100, 3000], "nodes": ["client-1"] },
+//!   "partition":  { "every_ms": [3000, 9000], "duration_ms": [500, 4000] },
+//!   "clock_jump": { "every_ms": [5000, 15000], "delta_ms": [-2000, 30000] },
+//!   "crash":      { "every_ms": [5000, 20000], "duration_ms": [0, 2000] },
+//!   "heal_at_ms": 40000, "swarm": true
+//! }
+//! ```
+//!
+//! - Each listed kind is a process of its own: wait `every_ms` (drawn uniformly from the range),
+//!   inject one fault of that kind on a target drawn from `nodes`, keep it `duration_ms` (drawn;
+//!   for a crash it is the time until the restart), and so on. Kinds: every fault kind of
+//!   `faults`; `partition` splits `nodes` into two random non-empty sides, `delay` picks a
+//!   random directed link among `nodes` and `extra_ms`, `clock_jump` draws `delta_ms`,
+//!   `clock_drift` draws `rate`, `failover` picks a master group. A node already under a fault
+//!   of the same kind is not drawn again until it heals.
+//! - Swarm testing (Groce et al., "Swarm Testing", ISSTA 2012): with `swarm` (the default), each
+//!   seed enables a random non-empty subset of the listed kinds, so that a fault that masks
+//!   another (a crash hides a pause) is absent from some runs; across seeds every combination is
+//!   explored.
+//! - Every draw comes from the run's own `rand_chacha` streams (`stream_seed(seed,
+//!   "nemesis/<kind>")`): the same seed injects the same faults at the same times, and adding a
+//!   kind does not move the others.
+//! - Liveness phase: at `heal_at_ms` (default `duration_ms` − the liveness window) the nemesis
+//!   stops, heals every fault it still has open (crashed nodes restart, partitions heal, clocks
+//!   run at the right rate again — a clock step is not undone) and records a `nemesis` fault
+//!   event; the liveness checker then requires every live client that wants the lock to get it
+//!   within the window.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use model::history::{EventKind, FaultPhase};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+use crate::faults::{Fault, FaultKind, When, is_master_name, run};
+use crate::scenario::MsRange;
+use crate::signal::Signal;
+use crate::world::{World, stream_seed};
+
+/// The kinds the random nemesis draws, in the order it lists them.
+pub const KINDS: &[&str] = &[
+    "pause",
+    "crash",
+    "clock_jump",
+    "clock_drift",
+    "partition",
+    "isolate",
+    "delay",
+    "drop_connections",
+    "failover",
+];
+
+/// One kind's process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindSpec {
+    pub kind: String,
+    pub every_ms: MsRange,
+    pub duration_ms: Option<MsRange>,
+    pub nodes: Vec<String>,
+    pub delta_ms: Option<(i64, i64)>,
+    pub rate: Option<(f64, f64)>,
+    pub extra_ms: Option<MsRange>,
+}
+
+/// The validated `nemesis` of a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NemesisSpec {
+    pub kinds: Vec<KindSpec>,
+    pub heal_at_ms: Option<u64>,
+    pub swarm: bool,
+}
+
+fn ms_range(value: &Value, field: &str) -> Result<MsRange, String> {
+    serde_json::from_value::<MsRange>(value.clone()).map_err(|e| format!("{field}: {e}"))
+}
+
+fn pair<T: Copy + PartialOrd + std::fmt::Display>(
+    value: &Value,
+    field: &str,
+    get: impl Fn(&Value) -> Option<T>,
+) -> Result<(T, T), String> {
+    let (a, b) = match value {
+        Value::Array(items) if items.len() == 2 => (get(&items[0]), get(&items[1])),
+        other => (get(other), get(other)),
+    };
+    match (a, b) {
+        (Some(a), Some(b)) if a <= b => Ok((a, b)),
+        (Some(a), Some(b)) => Err(format!("{field}: [{a}, {b}]: min is greater than max")),
+        _ => Err(format!(
+            "{field}: expected [min, max] or a number, got {value}"
+        )),
+    }
+}
+
+impl NemesisSpec {
+    /// Validates the scenario's `nemesis` object against its node names.
+    pub fn from_json(
+        value: &Value,
+        nodes: &BTreeSet<String>,
+        duration_ms: u64,
+    ) -> Result<NemesisSpec, String> {
+        let Value::Object(map) = value else {
+            return Err(format!(
+                "nemesis: expected an object of fault kinds, got {value}"
+            ));
+        };
+        let mut spec = NemesisSpec {
+            kinds: Vec::new(),
+            heal_at_ms: None,
+            swarm: true,
+        };
+        for (key, v) in map {
+            let field = format!("nemesis.{key}");
+            match key.as_str() {
+                "heal_at_ms" => {
+                    let at = v
+                        .as_u64()
+                        .ok_or_else(|| format!("{field}: expected ms ≥ 0, got {v}"))?;
+                    if at >= duration_ms {
+                        return Err(format!(
+                            "{field}: {at} is not before the end of the run ({duration_ms} ms)"
+                        ));
+                    }
+                    spec.heal_at_ms = Some(at);
+                }
+                "swarm" => {
+                    spec.swarm = v
+                        .as_bool()
+                        .ok_or_else(|| format!("{field}: expected true or false, got {v}"))?;
+                }
+                kind if KINDS.contains(&kind) => spec
+                    .kinds
+                    .push(KindSpec::from_json(kind, v, &field, nodes)?),
+                other => {
+                    return Err(format!(
+                        "nemesis.{other}: unknown field (fault kinds: {}; or heal_at_ms, swarm)",
+                        KINDS.join(", ")
+                    ));
+                }
+            }
+        }
+        if spec.kinds.is_empty() {
+            return Err("nemesis: lists no fault kind".into());
+        }
+        spec.kinds
+            .sort_by_key(|k| KINDS.iter().position(|n| *n == k.kind));
+        Ok(spec)
+    }
+}
+
+impl KindSpec {
+    fn from_json(
+        kind: &str,
+        value: &Value,
+        field: &str,
+        nodes: &BTreeSet<String>,
+    ) -> Result<KindSpec, String> {
+        let Value::Object(map) = value else {
+            return Err(format!("{field}: expected an object, got {value}"));
+        };
+        let mut allowed = vec!["every_ms", "nodes"];
+        match kind {
+            "clock_jump" => allowed.extend(["delta_ms", "duration_ms"]),
+            "clock_drift" => allowed.extend(["rate", "duration_ms"]),
+            "delay" => allowed.extend(["extra_ms", "duration_ms"]),
+            "drop_connections" | "failover" => {}
+            _ => allowed.push("duration_ms"),
+        }
+        for key in map.keys() {
+            if !allowed.contains(&key.as_str()) {
+                return Err(format!(
+                    "{field}.{key}: not a field of the {kind} nemesis (it takes: {})",
+                    allowed.join(", ")
+                ));
+            }
+        }
+        let every_ms = ms_range(
+            map.get("every_ms").ok_or_else(|| {
+                format!("{field}.every_ms: missing ([min, max] ms between faults)")
+            })?,
+            &format!("{field}.every_ms"),
+        )?;
+        if every_ms.min == 0 {
+            return Err(format!("{field}.every_ms: must be at least 1 ms"));
+        }
+        let duration_ms = match map.get("duration_ms") {
+            Some(v) => Some(ms_range(v, &format!("{field}.duration_ms"))?),
+            None => None,
+        };
+        let needs_duration = !matches!(kind, "clock_jump" | "drop_connections" | "failover");
+        if needs_duration && duration_ms.is_none() {
+            return Err(format!(
+                "{field}.duration_ms: missing ([min, max] ms each fault lasts{})",
+                if kind == "crash" {
+                    "; the time until the restart"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let nodes_list: Vec<String> = match map.get("nodes") {
+            None => default_nodes(kind, nodes),
+            Some(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let name = item
+                        .as_str()
+                        .ok_or_else(|| format!("{field}.nodes[{i}]: expected a node name"))?;
+                    if !nodes.contains(name) {
+                        return Err(format!(
+                            "{field}.nodes[{i}]: no node \"{name}\" in this scenario"
+                        ));
+                    }
+                    if kind == "crash" && name == "resource" {
+                        return Err(format!(
+                            "{field}.nodes[{i}]: the protected resource does not crash"
+                        ));
+                    }
+                    if kind == "failover" && !is_master_name(name) {
+                        return Err(format!(
+                            "{field}.nodes[{i}]: \"{name}\" is not a master group (redis-N)"
+                        ));
+                    }
+                    out.push(name.to_string());
+                }
+                out
+            }
+            Some(other) => return Err(format!("{field}.nodes: expected a list, got {other}")),
+        };
+        let min_nodes = if matches!(kind, "partition" | "delay") {
+            2
+        } else {
+            1
+        };
+        if nodes_list.len() < min_nodes {
+            return Err(format!(
+                "{field}.nodes: a {kind} nemesis needs at least {min_nodes} node(s)"
+            ));
+        }
+        if kind == "failover" && !nodes.contains("sentinel-1") {
+            return Err(format!(
+                "{field}: a failover needs Sentinels (topology.sentinels)"
+            ));
+        }
+        let delta_ms = match (kind, map.get("delta_ms")) {
+            ("clock_jump", Some(v)) => Some(pair(v, &format!("{field}.delta_ms"), Value::as_i64)?),
+            ("clock_jump", None) => {
+                return Err(format!("{field}.delta_ms: missing ([min, max] ms, ±)"));
+            }
+            _ => None,
+        };
+        let rate = match (kind, map.get("rate")) {
+            ("clock_drift", Some(v)) => {
+                let r = pair(v, &format!("{field}.rate"), Value::as_f64)?;
+                if !(r.0 > 0.0 && r.1 <= 100.0) {
+                    return Err(format!("{field}.rate: must be in (0, 100]"));
+                }
+                Some(r)
+            }
+            ("clock_drift", None) => return Err(format!("{field}.rate: missing ([min, max])")),
+            _ => None,
+        };
+        let extra_ms = match (kind, map.get("extra_ms")) {
+            ("delay", Some(v)) => Some(ms_range(v, &format!("{field}.extra_ms"))?),
+            ("delay", None) => return Err(format!("{field}.extra_ms: missing ([min, max] ms)")),
+            _ => None,
+        };
+        Ok(KindSpec {
+            kind: kind.to_string(),
+            every_ms,
+            duration_ms,
+            nodes: nodes_list,
+            delta_ms,
+            rate,
+            extra_ms,
+        })
+    }
+}
+
+/// Who a kind picks from when the scenario does not say: crashes and dropped connections hit
+/// Redis and Sentinel processes, failovers master groups, everything else any node but the
+/// resource (which stands for durable storage).
+fn default_nodes(kind: &str, nodes: &BTreeSet<String>) -> Vec<String> {
+    let servers = |n: &&String| n.starts_with("redis-") || n.starts_with("sentinel-");
+    match kind {
+        "crash" | "drop_connections" => nodes.iter().filter(servers).cloned().collect(),
+        "failover" => nodes
+            .iter()
+            .filter(|n| is_master_name(n))
+            .cloned()
+            .collect(),
+        _ => nodes.iter().filter(|n| *n != "resource").cloned().collect(),
+    }
+}
+
+/// (kind, target) pairs with a fault open: not drawn again until it heals.
+type Busy = Arc<Mutex<BTreeSet<(String, String)>>>;
+
+fn draw(rng: &mut ChaCha8Rng, range: MsRange) -> u64 {
+    rng.gen_range(range.min..=range.max)
+}
+
+/// The random nemesis of one run, on the nemesis node.
+pub async fn random_nemesis(world: Arc<World>, spec: NemesisSpec, heal_at_ms: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(world.seed, "nemesis"));
+    let mut enabled: Vec<KindSpec> = spec.kinds.clone();
+    if spec.swarm && enabled.len() > 1 {
+        loop {
+            let subset: Vec<KindSpec> = enabled
+                .iter()
+                .filter(|_| rng.gen_bool(0.5))
+                .cloned()
+                .collect();
+            if !subset.is_empty() {
+                enabled = subset;
+                break;
+            }
+        }
+    }
+    let heal = Signal::new();
+    let busy: Busy = Arc::default();
+    for kind in enabled {
+        madsim::task::spawn(kind_process(
+            world.clone(),
+            kind,
+            heal_at_ms,
+            heal.clone(),
+            busy.clone(),
+        ));
+    }
+    madsim::time::sleep(Duration::from_millis(heal_at_ms)).await;
+    heal.set();
+    world.record(
+        "nemesis",
+        EventKind::Fault {
+            fault: "nemesis".into(),
+            phase: FaultPhase::Healed,
+            detail: "liveness phase: every random fault healed, no more injected".into(),
+        },
+    );
+}
+
+/// One fault kind's process: wait, inject, repeat, until the heal time.
+async fn kind_process(
+    world: Arc<World>,
+    kind: KindSpec,
+    heal_at_ms: u64,
+    heal_all: Signal,
+    busy: Busy,
+) {
+    let mut rng =
+        ChaCha8Rng::seed_from_u64(stream_seed(world.seed, &format!("nemesis/{}", kind.kind)));
+    loop {
+        let wait = draw(&mut rng, kind.every_ms);
+        if world.now_us() / 1000 + wait >= heal_at_ms {
+            return;
+        }
+        madsim::time::sleep(Duration::from_millis(wait)).await;
+        let (fault_kind, target) = pick(&kind, &mut rng);
+        let duration_ms = kind.duration_ms.map(|r| draw(&mut rng, r));
+        let key = (kind.kind.clone(), target);
+        if !busy.lock().expect("never poisoned").insert(key.clone()) {
+            continue;
+        }
+        let (fault_kind, duration_ms) = match fault_kind {
+            FaultKind::Crash { node, .. } => (
+                FaultKind::Crash {
+                    node,
+                    restart_after_ms: duration_ms,
+                },
+                None,
+            ),
+            other => (other, duration_ms),
+        };
+        let fault = Fault {
+            kind: fault_kind,
+            when: When::At {
+                at_ms: world.now_us() / 1000,
+            },
+            duration_ms,
+        };
+        let (world, heal_all, busy) = (world.clone(), heal_all.clone(), busy.clone());
+        madsim::task::spawn(async move {
+            run(world, fault, Some(heal_all)).await;
+            busy.lock().expect("never poisoned").remove(&key);
+        });
+    }
+}
+
+/// Draws one fault of the kind and names its target (for the one-at-a-time rule).
+fn pick(kind: &KindSpec, rng: &mut ChaCha8Rng) -> (FaultKind, String) {
+    let node = kind.nodes[rng.gen_range(0..kind.nodes.len())].clone();
+    let fault = match kind.kind.as_str() {
+        "pause" => FaultKind::Pause { node: node.clone() },
+        "crash" => FaultKind::Crash {
+            node: node.clone(),
+            restart_after_ms: None,
+        },
+        "clock_jump" => {
+            let (a, b) = kind.delta_ms.expect("validated");
+            FaultKind::ClockJump {
+                node: node.clone(),
+                delta_ms: rng.gen_range(a..=b),
+            }
+        }
+        "clock_drift" => {
+            let (a, b) = kind.rate.expect("validated");
+            let rate = if a < b { rng.gen_range(a..=b) } else { a };
+            FaultKind::ClockDrift {
+                node: node.clone(),
+                rate: (rate * 1000.0).round() / 1000.0,
+            }
+        }
+        "partition" => {
+            let mut shuffled = kind.nodes.clone();
+            shuffled.shuffle(rng);
+            let cut = rng.gen_range(1..shuffled.len());
+            let (a, b) = shuffled.split_at(cut);
+            let mut groups = vec![a.to_vec(), b.to_vec()];
+            for g in &mut groups {
+                g.sort();
+            }
+            return (FaultKind::Partition { groups }, "network".into());
+        }
+        "isolate" => FaultKind::Isolate { node: node.clone() },
+        "delay" => {
+            let mut to = node.clone();
+            while to == node {
+                to = kind.nodes[rng.gen_range(0..kind.nodes.len())].clone();
+            }
+            let extra_ms = draw(rng, kind.extra_ms.expect("validated")).max(1);
+            let target = format!("{node}->{to}");
+            return (
+                FaultKind::Delay {
+                    from: node,
+                    to,
+                    extra_ms,
+                },
+                target,
+            );
+        }
+        "drop_connections" => FaultKind::DropConnections { node: node.clone() },
+        "failover" => FaultKind::Failover {
+            master: node.clone(),
+        },
+        other => unreachable!("validated nemesis kind {other}"),
+    };
+    (fault, node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes() -> BTreeSet<String> {
+        ["redis-1", "redis-2", "client-1", "client-2", "resource"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_nemesis_validates_with_defaults() {
+        let v = serde_json::json!({
+            "pause": { "every_ms": [2000, 8000], "duration_ms": [100, 3000], "nodes": ["client-1"] },
+            "crash": { "every_ms": [5000, 9000], "duration_ms": [0, 100] },
+            "heal_at_ms": 20000
+        });
+        let spec = NemesisSpec::from_json(&v, &nodes(), 30_000).unwrap();
+        assert_eq!(spec.kinds[0].kind, "pause");
+        assert_eq!(spec.kinds[1].nodes, vec!["redis-1", "redis-2"]);
+        assert_eq!(spec.heal_at_ms, Some(20_000));
+        assert!(spec.swarm);
+    }
+
+    #[test]
+    fn bad_nemeses_name_the_field() {
+        let err = |v: Value| NemesisSpec::from_json(&v, &nodes(), 30_000).unwrap_err();
+        assert!(err(serde_json::json!({"paws": {}})).starts_with("nemesis.paws: unknown field"));
+        assert_eq!(
+            err(serde_json::json!({"pause": {"every_ms": [1, 2]}})),
+            "nemesis.pause.duration_ms: missing ([min, max] ms each fault lasts)"
+        );
+        assert!(
+            err(
+                serde_json::json!({"pause": {"every_ms": [1, 2], "duration_ms": 5, "nodes": ["x"]}})
+            )
+            .starts_with("nemesis.pause.nodes[0]: no node \"x\"")
+        );
+        assert!(
+            err(serde_json::json!({"clock_jump": {"every_ms": 5}}))
+                .starts_with("nemesis.clock_jump.delta_ms: missing")
+        );
+        assert!(err(serde_json::json!({"failover": {"every_ms": 5}})).contains("needs Sentinels"));
+    }
+}

@@ -1,0 +1,275 @@
+//! The simulated world's resources and faults, each checked on a small run: replication and its
+//! trigger, Sentinel failover and TILT, persistence, network delay, dropped connections,
+//! min-replicas-to-write.
+
+use std::sync::Arc;
+
+use locksim::runner::{RunOutput, run};
+use locksim::scenario::Scenario;
+use model::history::{Event, EventKind};
+
+fn run_json(json: &str, seed: u64) -> RunOutput {
+    let scenario = Arc::new(Scenario::parse(json, "inline.json").unwrap_or_else(|e| panic!("{e}")));
+    run(&scenario, 0, seed).unwrap()
+}
+
+fn sentinel(events: &[Event], what: &str) -> Vec<(u64, String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Sentinel {
+                what: w, detail, ..
+            } if w == what => Some((e.t_us, e.node.clone(), detail.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn replication(events: &[Event], node: &str, what: &str) -> Vec<(u64, String)> {
+    events
+        .iter()
+        .filter(|e| e.node == node)
+        .filter_map(|e| match &e.kind {
+            EventKind::Replication { what: w, detail } if w == what => {
+                Some((e.t_us, detail.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn replicas_apply_the_stream_and_the_replicated_trigger_fires() {
+    let out = run_json(
+        r#"{ "name": "r", "duration_ms": 2000,
+             "topology": { "replicas": 2 },
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 1, "acquisitions": 3 },
+             "faults": [ { "kind": "pause", "node": "client-1", "duration_ms": 50,
+                           "on": { "event": "replicated", "node": "redis-1-replica-2", "nth": 2 } } ] }"#,
+        1,
+    );
+    let applied: Vec<&Event> = out
+        .events
+        .iter()
+        .filter(|e| e.name() == "replicated" && e.node == "redis-1-replica-2")
+        .collect();
+    assert!(applied.len() >= 2, "{applied:?}");
+    let commands: Vec<&str> = applied
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Replicated { command, .. } => Some(command.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        commands
+            .iter()
+            .any(|c| c.starts_with("SET lock ") && c.contains(" PXAT ")),
+        "TTLs travel as absolute times: {commands:?}"
+    );
+    assert!(commands.contains(&"DEL lock"), "{commands:?}");
+    let pause = out
+        .events
+        .iter()
+        .find(|e| e.name() == "fault")
+        .expect("the trigger fired");
+    assert!(pause.t_us > applied[1].t_us);
+}
+
+#[test]
+fn a_crashed_master_is_replaced_by_its_replica_and_demoted_when_back() {
+    let out = run_json(
+        r#"{ "name": "f", "duration_ms": 30000,
+             "topology": { "replicas": 1, "sentinels": 3, "sentinel_down_after_ms": 1000 },
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 2, "acquisitions": 1000 },
+             "faults": [ { "kind": "crash", "node": "redis-1", "restart_after_ms": 5000, "at_ms": 2000 } ] }"#,
+        3,
+    );
+    let switched = sentinel(&out.events, "+switch-master");
+    assert_eq!(switched.len(), 3, "every Sentinel switched: {switched:?}");
+    assert!(
+        switched
+            .iter()
+            .all(|(_, _, d)| d.ends_with("10.4.1.1 6379"))
+    );
+    let promoted = replication(&out.events, "redis-1-replica-1", "role");
+    assert!(
+        promoted.iter().any(|(_, d)| d.starts_with("master")),
+        "{promoted:?}"
+    );
+    // The old master restarts as a master, is converted to a replica of the new one.
+    assert!(!sentinel(&out.events, "+convert-to-slave").is_empty());
+    let demoted = replication(&out.events, "redis-1", "role");
+    assert!(
+        demoted
+            .iter()
+            .any(|(_, d)| d == "replica of redis-1-replica-1"),
+        "{demoted:?}"
+    );
+    // Clients follow the failover: someone acquires on the new master.
+    assert!(out.events.iter().any(|e| matches!(&e.kind,
+        EventKind::Executed { command, reply, .. }
+            if e.node == "redis-1-replica-1" && command.starts_with("SET lock") && reply == "OK")));
+    assert_eq!(out.result.verdicts.liveness.as_str(), "ok");
+}
+
+#[test]
+fn a_sentinel_whose_clock_jumps_enters_tilt_and_does_not_act() {
+    let out = run_json(
+        r#"{ "name": "t", "duration_ms": 12000,
+             "topology": { "replicas": 1, "sentinels": 3, "sentinel_down_after_ms": 1000 },
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 1, "acquisitions": 1000 },
+             "faults": [
+               { "kind": "clock_jump", "node": "sentinel-1", "delta_ms": 5000, "at_ms": 1000 },
+               { "kind": "clock_jump", "node": "sentinel-2", "delta_ms": -5000, "at_ms": 1000 },
+               { "kind": "crash", "node": "redis-1", "at_ms": 3000 } ] }"#,
+        2,
+    );
+    let tilts = sentinel(&out.events, "+tilt");
+    let mut nodes: Vec<&str> = tilts.iter().map(|(_, n, _)| n.as_str()).collect();
+    nodes.sort();
+    assert_eq!(nodes, vec!["sentinel-1", "sentinel-2"], "{tilts:?}");
+    // Two of three Sentinels in TILT for 30 s: no quorum, no failover.
+    assert!(sentinel(&out.events, "+odown").is_empty());
+    assert!(sentinel(&out.events, "+switch-master").is_empty());
+}
+
+#[test]
+fn a_forced_failover_leaves_two_masters_until_the_old_one_is_converted() {
+    let out = run_json(
+        r#"{ "name": "ff", "duration_ms": 40000,
+             "topology": { "replicas": 1, "sentinels": 3, "sentinel_down_after_ms": 2000 },
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 2, "acquisitions": 100000 },
+             "faults": [ { "kind": "failover", "at_ms": 2000 } ] }"#,
+        5,
+    );
+    assert!(out.events.iter().any(
+        |e| matches!(&e.kind, EventKind::Sentinel { what, .. } if what == "failover-requested")
+    ));
+    let promoted = replication(&out.events, "redis-1-replica-1", "role");
+    let demoted = replication(&out.events, "redis-1", "role");
+    let (t_promoted, t_demoted) = (promoted[1].0, demoted[0].0);
+    assert!(
+        t_demoted > t_promoted + 8_000_000,
+        "the old master stays a master ≥ 8 s: {promoted:?} {demoted:?}"
+    );
+}
+
+#[test]
+fn a_crash_loses_what_was_not_fsynced() {
+    let scenario = |fsync: &str, after_ms: u64| {
+        format!(
+            r#"{{ "name": "p", "duration_ms": 3000,
+                 "topology": {{ "appendfsync": "{fsync}" }},
+                 "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 10000 }},
+                 "clients": {{ "count": 1, "acquisitions": 1, "hold_ms": [2000, 2000] }},
+                 "faults": [ {{ "kind": "crash", "node": "redis-1", "restart_after_ms": 10,
+                               "on": {{ "event": "acquired", "nth": 1 }}, "after_ms": {after_ms} }} ] }}"#
+        )
+    };
+    for (fsync, loaded) in [
+        ("no", "loaded 0 commands from the AOF"),
+        ("off", "loaded 0 commands from the AOF"),
+        ("always", "loaded 1 commands from the AOF"),
+    ] {
+        let out = run_json(&scenario(fsync, 0), 1);
+        let restart = replication(&out.events, "redis-1", "restart");
+        assert_eq!(restart[0].1, loaded, "appendfsync {fsync}");
+    }
+    // everysec: a crash more than a second after the write finds it fsynced.
+    let out = run_json(&scenario("everysec", 1100), 1);
+    let restart = replication(&out.events, "redis-1", "restart");
+    assert_eq!(restart[0].1, "loaded 1 commands from the AOF");
+}
+
+#[test]
+fn a_delayed_link_holds_bytes_in_order_for_the_extra_latency() {
+    let out = run_json(
+        r#"{ "name": "d", "duration_ms": 5000,
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 10000 },
+             "clients": { "count": 1, "acquisitions": 5, "command_timeout_ms": 2000 },
+             "faults": [ { "kind": "delay", "from": "client-1", "to": "redis-1", "extra_ms": 300,
+                           "at_ms": 0, "duration_ms": 1000 } ] }"#,
+        1,
+    );
+    let mut sent = None;
+    let mut latencies = Vec::new();
+    for e in &out.events {
+        match &e.kind {
+            EventKind::CommandSent { .. } if e.node == "client-1" => sent = Some(e.t_us),
+            EventKind::CommandReply { .. } if e.node == "client-1" => {
+                latencies.push((sent.unwrap(), e.t_us - sent.unwrap()))
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        latencies
+            .iter()
+            .filter(|(t, _)| *t < 600_000)
+            .all(|(_, l)| *l > 300_000)
+    );
+    assert!(
+        latencies
+            .iter()
+            .filter(|(t, _)| *t > 1_100_000)
+            .all(|(_, l)| *l < 20_000)
+    );
+}
+
+#[test]
+fn dropped_connections_are_reopened() {
+    let out = run_json(
+        r#"{ "name": "dc", "duration_ms": 3000,
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 2, "acquisitions": 1000 },
+             "faults": [ { "kind": "drop_connections", "node": "redis-1", "at_ms": 1000 } ] }"#,
+        4,
+    );
+    let failed = out.events.iter().filter(|e| {
+        matches!(&e.kind, EventKind::CommandFailed { error, .. } if error.contains("reset") || error.contains("closed"))
+            && e.t_us >= 1_000_000
+    });
+    assert!(failed.count() >= 1);
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.name() == "acquired" && e.t_us > 1_100_000)
+    );
+}
+
+#[test]
+fn min_replicas_to_write_refuses_writes_once_the_replica_lags() {
+    let out = run_json(
+        r#"{ "name": "m", "duration_ms": 16000,
+             "topology": { "replicas": 1, "min_replicas_to_write": 1 },
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 1, "acquisitions": 100000, "acquire_timeout_ms": 20000 },
+             "faults": [ { "kind": "partition", "at_ms": 1000,
+                           "groups": [["redis-1"], ["redis-1-replica-1"]] } ] }"#,
+        1,
+    );
+    let refused: Vec<u64> = out
+        .events
+        .iter()
+        .filter(|e| {
+            matches!(&e.kind, EventKind::Executed { reply, .. } if reply.contains("NOREPLICAS"))
+        })
+        .map(|e| e.t_us)
+        .collect();
+    // Refused before the replica first connected, accepted while it acknowledges, refused again
+    // once its last ACK is older than min-replicas-max-lag (10 s) — also inside scripts.
+    assert!(refused[0] < 20_000, "{refused:?}");
+    let later = refused
+        .iter()
+        .find(|t| **t > 1_000_000)
+        .expect("refused again");
+    assert!(
+        (10_000_000..12_000_000).contains(later),
+        "refused at {later} µs"
+    );
+}
