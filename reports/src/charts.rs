@@ -43,6 +43,9 @@ const MUTED: RGBColor = RGBColor(110, 110, 110);
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
+/// plotters' SVG backend writes font sizes divided by 1.24: this undoes it, so `size` is px.
+const FONT_SCALE: f64 = 1.24;
+
 fn text(
     area: &Area,
     s: &str,
@@ -51,7 +54,10 @@ fn text(
     color: &RGBColor,
     pos: Pos,
 ) -> DrawResult {
-    let style = ("sans-serif", size).into_font().color(color).pos(pos);
+    let style = ("sans-serif", size * FONT_SCALE)
+        .into_font()
+        .color(color)
+        .pos(pos);
     area.draw(&Text::new(s.to_string(), (x, y), style))
         .map_err(|e| e.to_string())?;
     Ok(())
@@ -97,11 +103,20 @@ pub fn heatmap(summary: &Summary) -> String {
         .unwrap_or(60)
         .clamp(40, 300)
         + 14;
-    let cell_w = ((WIDTH - label_w - 20) / cols).clamp(34, 110);
+    let cell_w = ((WIDTH - label_w - 20) / cols).clamp(34, 96);
     let cell_h = 26;
     let top = 44;
-    let legend_h = 30 + 18 * ((Outcome::ALL.len() as u32).div_ceil(2));
-    let width = WIDTH;
+    let legend_h = 24 + 18 * Outcome::ALL.len() as u32;
+    let legend_w = Outcome::ALL
+        .iter()
+        .map(|o| text_width(o.legend(), 12.0))
+        .max()
+        .unwrap_or(0)
+        + 40;
+    let width = (label_w + cols * cell_w + 20)
+        .max(legend_w)
+        .max(460)
+        .min(WIDTH);
     let height = top + header_h + rows * cell_h + legend_h;
     render((width, height), |area| {
         text(
@@ -115,7 +130,7 @@ pub fn heatmap(summary: &Summary) -> String {
         let grid_top = (top + header_h) as i32;
         for (c, scenario) in summary.scenarios.iter().enumerate() {
             let x = (label_w + c as u32 * cell_w + cell_w / 2) as i32;
-            let style = ("sans-serif", 12.0)
+            let style = ("sans-serif", 12.0 * FONT_SCALE)
                 .into_font()
                 .transform(FontTransform::Rotate270)
                 .color(&INK)
@@ -162,8 +177,8 @@ pub fn heatmap(summary: &Summary) -> String {
         }
         let legend_top = grid_top + (rows * cell_h) as i32 + 14;
         for (i, outcome) in Outcome::ALL.iter().enumerate() {
-            let x = 12 + (i as i32 % 2) * 560;
-            let y = legend_top + (i as i32 / 2) * 18;
+            let x = 12;
+            let y = legend_top + i as i32 * 18;
             rect(
                 area,
                 (x, y),
@@ -228,9 +243,16 @@ fn hbars(
         } else {
             0
         };
-        let hi_exp = (max.max(10f64.powi(lo_exp + 1)).log10().ceil() as i32).max(lo_exp + 1);
-        let ticks = (lo_exp..=hi_exp).map(|e| 10f64.powi(e)).collect();
-        (10f64.powi(lo_exp), 10f64.powi(hi_exp), ticks)
+        // Up to a 1-2-5 step above the largest value, with a tick at every power of ten.
+        let hi = nice_ceiling(max.max(10f64.powi(lo_exp + 1)));
+        let mut ticks: Vec<f64> = (lo_exp..)
+            .map(|e| 10f64.powi(e))
+            .take_while(|t| *t <= hi)
+            .collect();
+        if ticks.last().is_some_and(|t| *t < hi) {
+            ticks.push(hi);
+        }
+        (10f64.powi(lo_exp), hi, ticks)
     } else {
         let hi = nice_ceiling(max.max(1.0));
         let step = hi / 5.0;

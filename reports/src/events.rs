@@ -100,10 +100,19 @@ pub fn line(event: &Event, node_width: usize) -> String {
     )
 }
 
-/// The index of the first event at or after `t_ms` (the event a violation points at).
-fn index_at(events: &[Event], t_ms: f64) -> usize {
-    let t_us = (t_ms * 1000.0).round() as u64;
-    events.partition_point(|e| e.t_us < t_us)
+/// The event a violation points at: among the events at exactly its time, the last one observed
+/// by a node it names (the `acquired` of the second holder, say), else the last one at that
+/// time, else the first event after it.
+fn index_of(events: &[Event], v: &Violation) -> usize {
+    let t_us = (v.t_ms * 1000.0).round() as u64;
+    let from = events.partition_point(|e| e.t_us < t_us);
+    let to = events.partition_point(|e| e.t_us <= t_us);
+    (from..to)
+        .rev()
+        .find(|&i| v.nodes.contains(&events[i].node))
+        .or_else(|| (from < to).then(|| to - 1))
+        .unwrap_or(from)
+        .min(events.len().saturating_sub(1))
 }
 
 /// The readable log: for each violation, `before` events before its event and `after` after it,
@@ -129,7 +138,7 @@ pub fn around_violations(
     // (window start, window end (exclusive), violations it shows)
     let mut windows: Vec<(usize, usize, Vec<usize>)> = Vec::new();
     for (i, v) in violations.iter().enumerate() {
-        let at = index_at(events, v.t_ms);
+        let at = index_of(events, v);
         let from = at.saturating_sub(before);
         let to = (at + 1 + after).min(events.len());
         match windows.last_mut() {
@@ -149,9 +158,9 @@ pub fn around_violations(
     );
     for (from, to, shown) in windows {
         let _ = writeln!(out);
-        let marks: Vec<usize> = shown
+        let marks: Vec<(usize, usize)> = shown
             .iter()
-            .map(|&i| index_at(events, violations[i].t_ms))
+            .map(|&i| (index_of(events, &violations[i]), i + 1))
             .collect();
         for &i in &shown {
             let v = &violations[i];
@@ -169,8 +178,21 @@ pub fn around_violations(
             let _ = writeln!(out, "   … {from} earlier events");
         }
         for (i, event) in events.iter().enumerate().take(to).skip(from) {
-            let mark = if marks.contains(&i) { ">>" } else { "  " };
-            let _ = writeln!(out, "{mark}{}", line(event, node_width));
+            let numbers: Vec<String> = marks
+                .iter()
+                .filter(|(at, _)| *at == i)
+                .map(|(_, n)| n.to_string())
+                .collect();
+            if numbers.is_empty() {
+                let _ = writeln!(out, "  {}", line(event, node_width));
+            } else {
+                let _ = writeln!(
+                    out,
+                    ">>{}   ◀ violation {}",
+                    line(event, node_width),
+                    numbers.join(", ")
+                );
+            }
         }
         if to < events.len() {
             let _ = writeln!(out, "   … {} later events", events.len() - to);
@@ -228,7 +250,11 @@ mod tests {
         let text = around_violations("t", &events, &[v(50.0), v(52.0), v(95.0)], 5, 2);
         // Two windows: 45..=54 (merged) and 90..=97.
         assert_eq!(text.matches("== violation").count(), 3);
-        assert!(text.contains(">>      50.000 ms  client-1  acquire_started attempt=50"));
+        assert!(
+            text.contains(
+                ">>      50.000 ms  client-1  acquire_started attempt=50   ◀ violation 1\n"
+            )
+        );
         assert!(text.contains("   … 45 earlier events"));
         assert!(text.contains("attempt=54\n") && !text.contains("attempt=55\n"));
         assert!(text.contains("attempt=97\n") && !text.contains("attempt=98\n"));

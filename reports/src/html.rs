@@ -51,7 +51,7 @@ table.matrix th { font-weight: 600; font-size: 13px; }
 table.matrix thead th { text-align: left; vertical-align: bottom; padding: 2px 6px; overflow-wrap: anywhere; }
 table.matrix th.corner { width: 180px; }
 table.matrix tbody th { text-align: right; padding-right: 8px; vertical-align: middle; overflow-wrap: anywhere; }
-td.cell { vertical-align: top; padding: 6px 8px; border-radius: 4px; font-size: 12.5px; border-left: 5px solid; }
+td.cell { vertical-align: top; padding: 6px 8px; border-radius: 4px; font-size: 12.5px; border-left-width: 5px; border-left-style: solid; }
 td.cell a { color: inherit; font-weight: 600; }
 td.none { background: #f6f6f6; color: #b0b0b0; text-align: center; vertical-align: middle; border-radius: 4px; }
 .big { font-weight: 700; font-size: 14px; }
