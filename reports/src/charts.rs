@@ -115,8 +115,7 @@ pub fn heatmap(summary: &Summary) -> String {
         + 40;
     let width = (label_w + cols * cell_w + 20)
         .max(legend_w)
-        .max(460)
-        .min(WIDTH);
+        .clamp(460, WIDTH);
     let height = top + header_h + rows * cell_h + legend_h;
     render((width, height), |area| {
         text(
