@@ -5,23 +5,34 @@
 //!   resource); `conn` is the RESP client connection they share.
 //! - `faults`: the nemesis — fault kinds, their injection and healing.
 //! - `scenario`: loading and validating scenario files; `runner`: one seed, end to end.
+//! - `batch`, `catalog`, `interrupt`, `artifacts`: many runs over scenarios × schemes × seeds,
+//!   which files, Ctrl-C, what a run writes; on them the commands `sweep`, `replay`, `compare`
+//!   and `check`.
 
+pub mod artifacts;
+pub mod batch;
 pub mod bench;
+pub mod catalog;
+pub mod check;
 pub mod client;
 pub mod clock;
+pub mod compare;
 pub mod conn;
 pub mod expect;
 pub mod faults;
+pub mod interrupt;
 pub mod nemesis;
 pub mod netlayer;
 pub mod persistence;
 pub mod redis_node;
+pub mod replay;
 pub mod replication;
 pub mod resource;
 pub mod runner;
 pub mod scenario;
 pub mod sentinel;
 pub mod signal;
+pub mod sweep;
 pub mod world;
 
 use std::net::{IpAddr, Ipv4Addr};

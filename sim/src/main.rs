@@ -5,10 +5,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use locksim::artifacts::write_run;
 use locksim::bench::bench;
-use locksim::runner::{RunOutput, default_jobs, run};
+use locksim::catalog::{load_all, scenario_files, select_schemes};
+use locksim::runner::{default_jobs, run};
 use locksim::scenario::{Scenario, SeedRange};
-use model::history::trace_jsonl;
+use locksim::{check, compare, interrupt, replay, sweep};
 
 #[derive(Parser)]
 #[command(
@@ -46,6 +48,68 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one scenario over many seeds; stream each result to DIR/results.jsonl (seeds already
+    /// there are skipped) and summarise: verdicts, violating seeds, latency, the replay command.
+    Sweep {
+        /// The scenario file (JSON).
+        file: PathBuf,
+        /// Seeds to run, both ends included (default: the scenario's `seeds`).
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Only this scheme, for a scenario with a `schemes` list.
+        #[arg(long)]
+        scheme: Option<String>,
+        /// Parallel jobs (default: every core).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Where results.jsonl goes (default: sweeps/<scenario>/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Re-run one seed and write its trace, result, timeline and a readable event log around
+    /// each violation (events.txt).
+    Replay {
+        /// The scenario file (JSON).
+        file: PathBuf,
+        /// The seed to replay.
+        #[arg(long)]
+        seed: u64,
+        /// Only this scheme, for a scenario with a `schemes` list.
+        #[arg(long)]
+        scheme: Option<String>,
+        /// Where to write (default: replay/<scenario>-seed<N>/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Compare every scheme on every scenario: index.html, report.md and summary.json.
+    Compare {
+        /// Scenario files or folders of them (default: scenarios/).
+        paths: Vec<PathBuf>,
+        /// Seeds for every scenario, both ends included (default: each scenario's own range,
+        /// at most its first --max-seeds).
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Without --seeds: at most this many of each scenario's seeds (0: all of them).
+        #[arg(long, default_value_t = compare::DEFAULT_MAX_SEEDS)]
+        max_seeds: u64,
+        /// Parallel jobs (default: every core).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// The report folder.
+        #[arg(long, default_value = compare::DEFAULT_OUT)]
+        out: PathBuf,
+    },
+    /// The regression: every scenario's `expect` on every seed of its range; exit 1 on a mismatch.
+    Check {
+        /// Scenario files or folders of them (default: scenarios/).
+        paths: Vec<PathBuf>,
+        /// Seeds for every scenario, both ends included (default: each scenario's own `seeds`).
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Parallel jobs (default: every core).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench {
         /// The scenario to run.
@@ -61,6 +125,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     match execute(Cli::parse().command) {
         Ok(code) => code,
         Err(message) => {
@@ -70,9 +135,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// Rust ignores SIGPIPE, so printing to a closed pipe (`locksim run ... | head`) would panic.
+/// Restore the default: the process ends quietly, like any Unix tool.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn load(file: &Path) -> Result<Arc<Scenario>, String> {
     Scenario::load(file).map(Arc::new)
 }
+
+fn seed_range(text: &str) -> Result<SeedRange, String> {
+    SeedRange::parse(text).map_err(|e| format!("--seeds: {e}"))
+}
+
+fn jobs_or_default(jobs: Option<usize>) -> usize {
+    match jobs {
+        None | Some(0) => default_jobs(),
+        Some(n) => n,
+    }
+}
+
+/// Exit code of a command stopped by Ctrl-C (128 + SIGINT).
+const INTERRUPTED: u8 = 130;
 
 fn execute(command: Command) -> Result<ExitCode, String> {
     match command {
@@ -85,22 +174,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
         } => {
             let scenario = load(&file)?;
             let seed = seed.unwrap_or(scenario.seed);
-            let indices: Vec<usize> = (0..scenario.schemes.len())
-                .filter(|&i| {
-                    scheme.as_ref().is_none_or(|s| {
-                        *s == scenario.schemes[i].label() || *s == scenario.schemes[i].name
-                    })
-                })
-                .collect();
-            if indices.is_empty() {
-                let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
-                return Err(format!(
-                    "--scheme: {} has no scheme {:?} (it has: {})",
-                    file.display(),
-                    scheme.unwrap_or_default(),
-                    labels.join(", ")
-                ));
-            }
+            let indices = select_schemes(&scenario, &file, scheme.as_deref())?;
             for &index in &indices {
                 let output = run(&scenario, index, seed)?;
                 if json {
@@ -116,7 +190,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
                 }
                 if let Some(dir) = &out {
                     let dir = if indices.len() > 1 {
-                        dir.join(&output.result.scheme)
+                        dir.join(locksim::artifacts::path_component(&output.result.scheme))
                     } else {
                         dir.clone()
                     };
@@ -132,40 +206,120 @@ fn execute(command: Command) -> Result<ExitCode, String> {
             print!("{}", locksim::schemes_listing(json));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Sweep {
+            file,
+            seeds,
+            scheme,
+            jobs,
+            out,
+        } => {
+            let scenario = load(&file)?;
+            let seeds = match seeds {
+                Some(text) => seed_range(&text)?,
+                None => scenario.seeds,
+            };
+            let opts = sweep::SweepOptions {
+                seeds,
+                schemes: select_schemes(&scenario, &file, scheme.as_deref())?,
+                jobs: jobs_or_default(jobs),
+                dir: out.unwrap_or_else(|| sweep::default_dir(&scenario)),
+                progress: true,
+            };
+            interrupt::install();
+            let report = sweep::sweep(&scenario, &opts, interrupt::flag())?;
+            print!("{}", sweep::summary_text(&scenario, &opts, &report));
+            Ok(if report.interrupted {
+                ExitCode::from(INTERRUPTED)
+            } else if !report.errors.is_empty() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Replay {
+            file,
+            seed,
+            scheme,
+            out,
+        } => {
+            let scenario = load(&file)?;
+            let indices = select_schemes(&scenario, &file, scheme.as_deref())?;
+            let base = out.unwrap_or_else(|| replay::default_dir(&scenario, seed));
+            for &index in &indices {
+                let dir = if indices.len() > 1 {
+                    base.join(locksim::artifacts::path_component(
+                        &scenario.schemes[index].label(),
+                    ))
+                } else {
+                    base.clone()
+                };
+                let output = replay::replay(&scenario, index, seed, &dir)?;
+                print!(
+                    "{}",
+                    reports::text::summary(&output.result, &scenario.description)
+                );
+                println!(
+                    "wrote {0}/events.txt (the {1} events before and {2} after each violation), {0}/timeline.svg, {0}/trace.jsonl, {0}/result.json",
+                    dir.display(),
+                    replay::EVENTS_BEFORE,
+                    replay::EVENTS_AFTER
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compare {
+            paths,
+            seeds,
+            max_seeds,
+            jobs,
+            out,
+        } => {
+            let seeds = seeds.as_deref().map(seed_range).transpose()?;
+            let scenarios = load_all(&scenario_files(&paths)?)?;
+            let opts = compare::CompareOptions {
+                seeds,
+                max_seeds,
+                jobs: jobs_or_default(jobs),
+                out,
+                progress: true,
+            };
+            interrupt::install();
+            let summary = compare::compare(&scenarios, &opts, interrupt::flag())?;
+            print!("{}", compare::summary_text(&summary, &opts.out));
+            Ok(if summary.interrupted {
+                ExitCode::from(INTERRUPTED)
+            } else if !summary.errors.is_empty() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Check { paths, seeds, jobs } => {
+            let seeds = seeds.as_deref().map(seed_range).transpose()?;
+            let scenarios = load_all(&scenario_files(&paths)?)?;
+            let opts = check::CheckOptions {
+                seeds,
+                jobs: jobs_or_default(jobs),
+                progress: true,
+            };
+            interrupt::install();
+            let report = check::check(&scenarios, &opts, interrupt::flag());
+            print!("{}", report.render());
+            Ok(if report.interrupted {
+                ExitCode::from(INTERRUPTED)
+            } else if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Bench { file, seeds, jobs } => {
             let scenario = load(&file)?;
-            let seeds = SeedRange::parse(&seeds).map_err(|e| format!("--seeds: {e}"))?;
+            let seeds = seed_range(&seeds)?;
             let jobs = if jobs == 0 { default_jobs() } else { jobs };
             let report = bench(&scenario, seeds, jobs)?;
             println!("{}: {report}", scenario.name);
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// Writes `result.json`, `trace.jsonl` and `timeline.svg` of one run into `dir`.
-fn write_run(dir: &Path, scenario: &Scenario, output: &RunOutput) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
-    let write = |name: &str, content: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, content).map_err(|e| format!("{}: cannot write: {e}", path.display()))
-    };
-    write(
-        "result.json",
-        serde_json::to_string_pretty(&output.result).expect("results serialise") + "\n",
-    )?;
-    write("trace.jsonl", trace_jsonl(&output.events))?;
-    let timeline = reports::timeline::Timeline {
-        title: format!(
-            "{} — {} — seed {}",
-            scenario.name, output.result.scheme, output.result.seed
-        ),
-        clients: scenario.owner_names(),
-        servers: scenario.redis_names(),
-        end_us: output.result.sim_ms * 1000,
-    };
-    write(
-        "timeline.svg",
-        timeline.render(&output.events, &output.result.violations),
-    )
 }

@@ -100,7 +100,9 @@ mod tests {
             ),
         ];
         let l = check(&events);
-        assert_eq!(l.acquire.p50, 4.0);
-        assert_eq!(l.release.max, 2.0);
+        // The histogram keeps 3 significant digits: 4000 µs shares a bucket with 4001 µs, and a
+        // quantile reports the bucket's highest value.
+        assert!((l.acquire.p50 - 4.0).abs() <= 0.004, "{}", l.acquire.p50);
+        assert!((l.release.max - 2.0).abs() <= 0.002, "{}", l.release.max);
     }
 }

@@ -1,0 +1,443 @@
+//! Aggregates many runs: per scenario × scheme cell (seeds run, seeds violating, the first failing
+//! seed, verdict counts, acquire latency across seeds, throughput) and per scheme over a whole
+//! report. `summary.json` is [`Summary`] serialised; `sweep`, `compare`, the HTML and the Markdown
+//! renderers all read these numbers, so they agree.
+//!
+//! Latency across seeds: every run reports its own acquire p50/p90/p99/max; a cell's p50 is the
+//! median of its runs' p50, its p99 the median of its runs' p99 (the tail of a typical seed), and
+//! its max the largest of all. Runs without a single acquisition have no latency and are left out
+//! of the latency figures (they still count as runs).
+
+use model::result::{Liveness, RunResult, Safety};
+use serde::{Deserialize, Serialize};
+
+/// How many seeds gave each verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SafetyCounts {
+    pub holds: u64,
+    pub violated: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivenessCounts {
+    pub ok: u64,
+    pub stuck: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictCounts {
+    pub mutual_exclusion: SafetyCounts,
+    pub resource_safety: SafetyCounts,
+    pub liveness: LivenessCounts,
+}
+
+/// Acquire latency across seeds, in simulated ms (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Runs that had at least one acquisition (the ones these figures come from).
+    pub runs: u64,
+}
+
+/// The worst thing that happened in a cell, for its colour. Ordered from best to worst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// No run finished (interrupted, or every run errored).
+    NoRuns,
+    /// Every seed: mutual exclusion holds, the resource is safe, liveness ok.
+    Ok,
+    /// Some seed got stuck (liveness), but nothing unsafe happened.
+    Stuck,
+    /// Two clients held the lock at once, but the resource stayed consistent (e.g. fencing).
+    Overlap,
+    /// The resource lost an update on some seed.
+    Corrupted,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::NoRuns => "no_runs",
+            Outcome::Ok => "ok",
+            Outcome::Stuck => "stuck",
+            Outcome::Overlap => "overlap",
+            Outcome::Corrupted => "corrupted",
+        }
+    }
+
+    /// A sentence for legends.
+    pub fn legend(self) -> &'static str {
+        match self {
+            Outcome::NoRuns => "no finished runs",
+            Outcome::Ok => "every seed safe and live",
+            Outcome::Stuck => "liveness stuck on some seed (nothing unsafe)",
+            Outcome::Overlap => "lock held twice at once, but no update lost (e.g. fencing)",
+            Outcome::Corrupted => "resource corrupted: a lost update on some seed",
+        }
+    }
+
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Ok,
+        Outcome::Stuck,
+        Outcome::Overlap,
+        Outcome::Corrupted,
+        Outcome::NoRuns,
+    ];
+}
+
+/// Did this run break anything?
+pub fn is_violating(r: &RunResult) -> bool {
+    r.verdicts.mutual_exclusion == Safety::Violated
+        || r.verdicts.resource_safety == Safety::Violated
+        || r.verdicts.liveness == Liveness::Stuck
+}
+
+fn outcome_of(r: &RunResult) -> Outcome {
+    if r.verdicts.resource_safety == Safety::Violated {
+        Outcome::Corrupted
+    } else if r.verdicts.mutual_exclusion == Safety::Violated {
+        Outcome::Overlap
+    } else if r.verdicts.liveness == Liveness::Stuck {
+        Outcome::Stuck
+    } else {
+        Outcome::Ok
+    }
+}
+
+/// The numbers of one scenario × scheme cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellStats {
+    pub scenario: String,
+    pub scheme: String,
+    pub seeds_run: u64,
+    pub seeds_violating: u64,
+    /// The lowest seed that broke something (the one to replay).
+    pub first_failing_seed: Option<u64>,
+    /// Every violating seed, ascending.
+    pub violating_seeds: Vec<u64>,
+    pub outcome: Outcome,
+    pub verdicts: VerdictCounts,
+    pub acquire_ms: LatencySummary,
+    /// Mean over runs of successful acquisitions per simulated second.
+    pub throughput_per_s: f64,
+    pub acquisitions: u64,
+    pub acquire_failures: u64,
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        round3((values[n / 2 - 1] + values[n / 2]) / 2.0)
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Latency across the runs that acquired at least once.
+pub fn latency_summary<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> LatencySummary {
+    let with_samples: Vec<&RunResult> = results
+        .into_iter()
+        .filter(|r| r.counts.acquisitions > 0)
+        .collect();
+    let pick = |f: fn(&RunResult) -> f64| {
+        let mut v: Vec<f64> = with_samples.iter().map(|r| f(r)).collect();
+        median(&mut v)
+    };
+    LatencySummary {
+        p50: pick(|r| r.latency_ms.acquire.p50),
+        p90: pick(|r| r.latency_ms.acquire.p90),
+        p99: pick(|r| r.latency_ms.acquire.p99),
+        max: with_samples
+            .iter()
+            .map(|r| r.latency_ms.acquire.max)
+            .fold(0.0, f64::max),
+        runs: with_samples.len() as u64,
+    }
+}
+
+impl CellStats {
+    /// Aggregates the runs of one cell (any order; all of the same scenario and scheme).
+    pub fn from_results(scenario: &str, scheme: &str, results: &[RunResult]) -> CellStats {
+        let mut verdicts = VerdictCounts::default();
+        let mut violating_seeds = Vec::new();
+        let mut outcome = if results.is_empty() {
+            Outcome::NoRuns
+        } else {
+            Outcome::Ok
+        };
+        for r in results {
+            let v = &r.verdicts;
+            match v.mutual_exclusion {
+                Safety::Holds => verdicts.mutual_exclusion.holds += 1,
+                Safety::Violated => verdicts.mutual_exclusion.violated += 1,
+            }
+            match v.resource_safety {
+                Safety::Holds => verdicts.resource_safety.holds += 1,
+                Safety::Violated => verdicts.resource_safety.violated += 1,
+            }
+            match v.liveness {
+                Liveness::Ok => verdicts.liveness.ok += 1,
+                Liveness::Stuck => verdicts.liveness.stuck += 1,
+            }
+            if is_violating(r) {
+                violating_seeds.push(r.seed);
+            }
+            outcome = outcome.max(outcome_of(r));
+        }
+        violating_seeds.sort_unstable();
+        violating_seeds.dedup();
+        let runs = results.len() as f64;
+        CellStats {
+            scenario: scenario.to_string(),
+            scheme: scheme.to_string(),
+            seeds_run: results.len() as u64,
+            seeds_violating: violating_seeds.len() as u64,
+            first_failing_seed: violating_seeds.first().copied(),
+            violating_seeds,
+            outcome,
+            verdicts,
+            acquire_ms: latency_summary(results),
+            throughput_per_s: if results.is_empty() {
+                0.0
+            } else {
+                round3(results.iter().map(|r| r.throughput_per_s).sum::<f64>() / runs)
+            },
+            acquisitions: results.iter().map(|r| r.counts.acquisitions).sum(),
+            acquire_failures: results.iter().map(|r| r.counts.acquire_failures).sum(),
+        }
+    }
+
+    /// The share of seeds that broke something, 0..=1.
+    pub fn violating_share(&self) -> f64 {
+        if self.seeds_run == 0 {
+            0.0
+        } else {
+            self.seeds_violating as f64 / self.seeds_run as f64
+        }
+    }
+}
+
+/// One scenario of a report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioInfo {
+    pub name: String,
+    pub file: String,
+    pub description: String,
+    pub source: String,
+    /// The seeds this report ran, `A..B` (both ends included).
+    pub seeds: String,
+}
+
+/// One cell of the matrix as the report shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    #[serde(flatten)]
+    pub stats: CellStats,
+    /// The scenario's expectations that these runs did not meet (`expect`, and `expect_some`
+    /// when the whole of the scenario's own seed range ran), one sentence each.
+    pub mismatches: Vec<String>,
+    /// The first failing seed's picture, relative to the report folder.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub timeline: Option<String>,
+    /// The command that reproduces the first failing seed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replay: Option<String>,
+}
+
+/// Per scheme over the whole report (all its cells pooled): what the charts plot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchemeStats {
+    pub scheme: String,
+    pub scenarios: u64,
+    pub runs: u64,
+    pub seeds_violating: u64,
+    pub acquire_ms: LatencySummary,
+    pub throughput_per_s: f64,
+}
+
+impl SchemeStats {
+    pub fn from_results<'a>(
+        scheme: &str,
+        scenarios: u64,
+        results: impl IntoIterator<Item = &'a RunResult> + Clone,
+    ) -> SchemeStats {
+        let runs = results.clone().into_iter().count() as u64;
+        let throughput: f64 = results
+            .clone()
+            .into_iter()
+            .map(|r| r.throughput_per_s)
+            .sum();
+        SchemeStats {
+            scheme: scheme.to_string(),
+            scenarios,
+            runs,
+            seeds_violating: results
+                .clone()
+                .into_iter()
+                .filter(|r| is_violating(r))
+                .count() as u64,
+            acquire_ms: latency_summary(results),
+            throughput_per_s: if runs == 0 {
+                0.0
+            } else {
+                round3(throughput / runs as f64)
+            },
+        }
+    }
+}
+
+/// `summary.json`: everything `compare` measured, machine-readable.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Which seeds ran, in words (`each scenario's first 10 seeds`, `seeds 0..49`).
+    pub seed_policy: String,
+    /// True when Ctrl-C stopped the comparison: the cells hold the runs that finished.
+    pub interrupted: bool,
+    pub runs: u64,
+    pub wall_s: f64,
+    /// Scenarios in report order (columns of the matrix).
+    pub scenarios: Vec<ScenarioInfo>,
+    /// Schemes in order of first appearance (rows of the matrix).
+    pub schemes: Vec<String>,
+    pub cells: Vec<Cell>,
+    pub scheme_totals: Vec<SchemeStats>,
+    /// Runs that could not be simulated, one message each.
+    pub errors: Vec<String>,
+}
+
+impl Summary {
+    pub fn cell(&self, scenario: &str, scheme: &str) -> Option<&Cell> {
+        self.cells
+            .iter()
+            .find(|c| c.stats.scenario == scenario && c.stats.scheme == scheme)
+    }
+
+    pub fn mismatch_count(&self) -> usize {
+        self.cells.iter().map(|c| c.mismatches.len()).sum()
+    }
+}
+
+/// A float in ms for people: `7.3`, `1027`, `0.45`.
+pub fn fmt_ms(ms: f64) -> String {
+    if ms >= 100.0 {
+        format!("{ms:.0}")
+    } else if ms >= 1.0 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.2}")
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use model::result::{Counts, Latencies, Quantiles, Verdicts};
+
+    /// A result with the given verdicts and acquire latency (p50, p99).
+    pub fn result(
+        scenario: &str,
+        scheme: &str,
+        seed: u64,
+        verdicts: (Safety, Safety, Liveness),
+        acquire: (f64, f64),
+    ) -> RunResult {
+        RunResult {
+            scenario: scenario.into(),
+            scheme: scheme.into(),
+            seed,
+            trace_hash: "0".repeat(40),
+            sim_ms: 1000,
+            wall_ms: 1,
+            verdicts: Verdicts {
+                mutual_exclusion: verdicts.0,
+                resource_safety: verdicts.1,
+                liveness: verdicts.2,
+            },
+            counts: Counts {
+                acquisitions: if acquire.0 > 0.0 { 10 } else { 0 },
+                ..Counts::default()
+            },
+            latency_ms: Latencies {
+                acquire: Quantiles {
+                    p50: acquire.0,
+                    p90: acquire.0,
+                    p99: acquire.1,
+                    max: acquire.1,
+                },
+                release: Quantiles::default(),
+            },
+            throughput_per_s: 10.0,
+            violations: vec![],
+        }
+    }
+
+    pub const OK: (Safety, Safety, Liveness) = (Safety::Holds, Safety::Holds, Liveness::Ok);
+    pub const BAD: (Safety, Safety, Liveness) = (Safety::Violated, Safety::Violated, Liveness::Ok);
+    pub const FENCED: (Safety, Safety, Liveness) = (Safety::Violated, Safety::Holds, Liveness::Ok);
+
+    #[test]
+    fn a_cell_counts_verdicts_and_finds_the_first_failing_seed() {
+        let results = vec![
+            result("s", "x", 7, BAD, (5.0, 50.0)),
+            result("s", "x", 3, OK, (1.0, 10.0)),
+            result("s", "x", 5, FENCED, (3.0, 30.0)),
+            result("s", "x", 9, OK, (0.0, 0.0)),
+        ];
+        let c = CellStats::from_results("s", "x", &results);
+        assert_eq!(c.seeds_run, 4);
+        assert_eq!(c.seeds_violating, 2);
+        assert_eq!(c.first_failing_seed, Some(5));
+        assert_eq!(c.violating_seeds, vec![5, 7]);
+        assert_eq!(c.outcome, Outcome::Corrupted);
+        assert_eq!(c.verdicts.mutual_exclusion.violated, 2);
+        assert_eq!(c.verdicts.resource_safety.violated, 1);
+        assert_eq!(c.verdicts.liveness.ok, 4);
+        // The run without acquisitions is left out of latency: median of 1, 3, 5.
+        assert_eq!(c.acquire_ms.p50, 3.0);
+        assert_eq!(c.acquire_ms.p99, 30.0);
+        assert_eq!(c.acquire_ms.max, 50.0);
+        assert_eq!(c.acquire_ms.runs, 3);
+        assert_eq!(c.throughput_per_s, 10.0);
+    }
+
+    #[test]
+    fn outcomes_order_from_best_to_worst() {
+        let c = CellStats::from_results("s", "x", &[result("s", "x", 1, FENCED, (1.0, 1.0))]);
+        assert_eq!(c.outcome, Outcome::Overlap);
+        let empty = CellStats::from_results("s", "x", &[]);
+        assert_eq!(empty.outcome, Outcome::NoRuns);
+        assert_eq!(empty.first_failing_seed, None);
+        assert!(Outcome::Corrupted > Outcome::Overlap && Outcome::Stuck > Outcome::Ok);
+    }
+
+    #[test]
+    fn summary_json_has_the_cell_counts() {
+        let cell = Cell {
+            stats: CellStats::from_results("s", "x", &[result("s", "x", 2, BAD, (1.0, 2.0))]),
+            mismatches: vec![],
+            timeline: Some("runs/s/x/seed-2/timeline.svg".into()),
+            replay: None,
+        };
+        let json = serde_json::to_value(&cell).unwrap();
+        assert_eq!(json["seeds_run"], 1);
+        assert_eq!(json["seeds_violating"], 1);
+        assert_eq!(json["first_failing_seed"], 2);
+        assert_eq!(json["outcome"], "corrupted");
+        assert_eq!(json["verdicts"]["mutual_exclusion"]["violated"], 1);
+        assert_eq!(json["acquire_ms"]["p99"], 2.0);
+        let back: Cell = serde_json::from_value(json).unwrap();
+        assert_eq!(back, cell);
+    }
+}
