@@ -3,9 +3,9 @@
 //! and for each cell with failures its first failing seed under
 //! `runs/<scenario>/<scheme>/seed-<N>/` (`result.json`, `trace.jsonl`, `timeline.svg`).
 //!
-//! Seeds: `--seeds A..B` for every scenario; otherwise each scenario's own `seeds` range, cut to
-//! its first [`DEFAULT_MAX_SEEDS`] seeds (`--max-seeds K`, 0 for the whole range) so the
-//! comparison of the catalog stays around a minute on two cores.
+//! Seeds: `--seeds A..B` for every scenario; otherwise [`DEFAULT_SEEDS_PER_SCENARIO`] seeds from
+//! each scenario's first one (`--seeds-per-scenario K`; 0 for the scenario's own `seeds` range):
+//! 100 seeds of the whole catalog take about a minute on two cores.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,7 +25,7 @@ use crate::runner::RunOutput;
 use crate::scenario::{Expect, Scenario, SeedRange};
 
 /// Seeds per scenario when `--seeds` is not given.
-pub const DEFAULT_MAX_SEEDS: u64 = 10;
+pub const DEFAULT_SEEDS_PER_SCENARIO: u64 = 100;
 
 /// The default report folder.
 pub const DEFAULT_OUT: &str = "report";
@@ -33,8 +33,8 @@ pub const DEFAULT_OUT: &str = "report";
 pub struct CompareOptions {
     /// Overrides every scenario's own range.
     pub seeds: Option<SeedRange>,
-    /// Without `seeds`: at most this many of each scenario's own seeds (0 = all).
-    pub max_seeds: u64,
+    /// Without `seeds`: this many seeds from each scenario's first (0 = its own range).
+    pub seeds_per_scenario: u64,
     pub jobs: usize,
     pub out: PathBuf,
     pub progress: bool,
@@ -45,20 +45,20 @@ impl CompareOptions {
     pub fn seeds_for(&self, scenario: &Scenario) -> SeedRange {
         match self.seeds {
             Some(seeds) => seeds,
-            None if self.max_seeds > 0 && scenario.seeds.len() > self.max_seeds => SeedRange {
+            None if self.seeds_per_scenario > 0 => SeedRange {
                 first: scenario.seeds.first,
-                last: scenario.seeds.first + self.max_seeds - 1,
+                last: scenario.seeds.first + self.seeds_per_scenario - 1,
             },
             None => scenario.seeds,
         }
     }
 
     fn policy(&self) -> String {
-        match (self.seeds, self.max_seeds) {
+        match (self.seeds, self.seeds_per_scenario) {
             (Some(seeds), _) => format!("{seeds} for every scenario"),
             (None, 0) => "each scenario's own seed range".into(),
             (None, k) => format!(
-                "each scenario's own seed range, at most its first {k} (--seeds A..B or --max-seeds 0 for more)"
+                "{k} seeds from each scenario's first (--seeds A..B or --seeds-per-scenario K for others)"
             ),
         }
     }

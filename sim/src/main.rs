@@ -85,13 +85,13 @@ enum Command {
     Compare {
         /// Scenario files or folders of them (default: scenarios/).
         paths: Vec<PathBuf>,
-        /// Seeds for every scenario, both ends included (default: each scenario's own range,
-        /// at most its first --max-seeds).
+        /// Seeds for every scenario, both ends included (default: --seeds-per-scenario
+        /// seeds from each scenario's first one).
         #[arg(long)]
         seeds: Option<String>,
-        /// Without --seeds: at most this many of each scenario's seeds (0: all of them).
-        #[arg(long, default_value_t = compare::DEFAULT_MAX_SEEDS)]
-        max_seeds: u64,
+        /// Without --seeds: this many seeds from each scenario's first (0: its own `seeds`).
+        #[arg(long, default_value_t = compare::DEFAULT_SEEDS_PER_SCENARIO)]
+        seeds_per_scenario: u64,
         /// Parallel jobs (default: every core).
         #[arg(long)]
         jobs: Option<usize>,
@@ -270,7 +270,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
         Command::Compare {
             paths,
             seeds,
-            max_seeds,
+            seeds_per_scenario,
             jobs,
             out,
         } => {
@@ -278,7 +278,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
             let scenarios = load_all(&scenario_files(&paths)?)?;
             let opts = compare::CompareOptions {
                 seeds,
-                max_seeds,
+                seeds_per_scenario,
                 jobs: jobs_or_default(jobs),
                 out,
                 progress: true,

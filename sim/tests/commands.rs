@@ -107,7 +107,7 @@ fn compare_writes_the_three_files_and_the_failing_seed() {
     let scenarios = load_all(&[catalog("kleppmann-gc-pause.json")]).unwrap();
     let opts = CompareOptions {
         seeds: Some(SeedRange::parse("3..5").unwrap()),
-        max_seeds: 10,
+        seeds_per_scenario: 10,
         jobs: 2,
         out: out.clone(),
         progress: false,
