@@ -220,7 +220,7 @@ pub fn render_reply(reply: &crate::redis::Reply) -> String {
         Reply::Error(e) => format!("(error) {e}"),
         Reply::Integer(i) => format!("(integer) {i}"),
         Reply::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
-        Reply::Nil => "(nil)".to_string(),
+        Reply::Nil | Reply::NilArray => "(nil)".to_string(),
         Reply::Array(items) | Reply::Sequence(items) => {
             let inner: Vec<String> = items.iter().map(render_reply).collect();
             format!("[{}]", inner.join(", "))

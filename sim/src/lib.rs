@@ -31,6 +31,7 @@ pub mod resource;
 pub mod runner;
 pub mod scenario;
 pub mod sentinel;
+pub mod serve;
 pub mod signal;
 pub mod sweep;
 pub mod world;

@@ -110,6 +110,16 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
     },
+    /// Serve the simulated Redis on a real TCP port (real clock), for redis-cli, client
+    /// libraries and redis-benchmark.
+    Serve {
+        /// The port to listen on.
+        #[arg(long, default_value_t = 6379)]
+        port: u16,
+        /// The address to bind.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: String,
+    },
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench {
         /// The scenario to run.
@@ -312,6 +322,15 @@ fn execute(command: Command) -> Result<ExitCode, String> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Serve { port, bind } => {
+            let listener = std::net::TcpListener::bind((bind.as_str(), port))
+                .map_err(|e| format!("serve: cannot listen on {bind}:{port}: {e}"))?;
+            eprintln!(
+                "locksim serve: the simulated Redis 7.0 listening on {bind}:{port} (Ctrl-C stops it)"
+            );
+            locksim::serve::serve_listener(listener).map_err(|e| format!("serve: {e}"))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench { file, seeds, jobs } => {
             let scenario = load(&file)?;

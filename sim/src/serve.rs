@@ -45,12 +45,6 @@ enum ToServer {
     },
 }
 
-/// Serves forever on `bind:port`.
-pub fn serve(bind: &str, port: u16) -> io::Result<()> {
-    let listener = TcpListener::bind((bind, port))?;
-    serve_listener(listener)
-}
-
 /// Serves forever on an already bound listener.
 pub fn serve_listener(listener: TcpListener) -> io::Result<()> {
     let (to_server, inbox) = mpsc::channel();

@@ -614,7 +614,7 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
     Ok(match reply {
         Reply::Integer(i) => Value::Number(*i as f64),
         Reply::Bulk(b) => Value::String(lua.create_string(b)?),
-        Reply::Nil => Value::Boolean(false),
+        Reply::Nil | Reply::NilArray => Value::Boolean(false),
         Reply::Status(s) => {
             let t = lua.create_table()?;
             t.raw_set("ok", lua.create_string(s)?)?;

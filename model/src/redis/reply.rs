@@ -18,6 +18,8 @@ pub enum Reply {
     Bulk(Vec<u8>),
     /// `$-1`: the null bulk string.
     Nil,
+    /// `*-1`: the null array (LPOP/RPOP with a count on a missing key, `t_list.c`).
+    NilArray,
     /// `*2 ...`
     Array(Vec<Reply>),
     /// Several top-level replies sent back to back for one command (SUBSCRIBE to N channels).
@@ -69,7 +71,8 @@ impl Reply {
             Reply::Error(e) => OwnedFrame::Error(e.clone()),
             Reply::Integer(i) => OwnedFrame::Integer(*i),
             Reply::Bulk(b) => OwnedFrame::BulkString(b.clone()),
-            Reply::Nil => OwnedFrame::Null,
+            // redis-protocol's RESP2 `Null` is `$-1`; a nested null array never occurs.
+            Reply::Nil | Reply::NilArray => OwnedFrame::Null,
             Reply::Array(items) => OwnedFrame::Array(items.iter().map(Reply::to_frame).collect()),
             Reply::Sequence(_) => unreachable!("a sequence is flattened by to_frames"),
         }
@@ -80,6 +83,10 @@ impl Reply {
         let mut frames = Vec::new();
         self.to_frames(&mut frames);
         for frame in &frames {
+            if matches!(self, Reply::NilArray) {
+                out.extend_from_slice(b"*-1\r\n");
+                continue;
+            }
             let start = out.len();
             out.resize(start + frame.encode_len(false), 0);
             let written = redis_protocol::resp2::encode::encode(&mut out[start..], frame, false)
@@ -132,6 +139,7 @@ mod tests {
         assert_eq!(Reply::Integer(-3).encode(), b":-3\r\n");
         assert_eq!(Reply::bulk("ab").encode(), b"$2\r\nab\r\n");
         assert_eq!(Reply::Nil.encode(), b"$-1\r\n");
+        assert_eq!(Reply::NilArray.encode(), b"*-1\r\n");
         assert_eq!(
             Reply::Array(vec![Reply::Integer(1), Reply::Nil]).encode(),
             b"*2\r\n:1\r\n$-1\r\n"

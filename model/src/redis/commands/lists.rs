@@ -67,6 +67,8 @@ fn pop(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], head: bool) -> Reply {
     };
     let key = &argv[1];
     let list = match ctx.lookup_mut(key).map(|e| &mut e.value) {
+        // `popGenericCommand`: the null array when a count was given.
+        None if count.is_some() => return Reply::NilArray,
         None => return Reply::Nil,
         Some(Value::List(l)) => l,
         Some(_) => return wrongtype(),
