@@ -66,7 +66,9 @@ impl Drop for Abandoned<'_> {
 }
 
 impl ClientEnv {
-    pub fn new(world: Arc<World>, name: &str) -> ClientEnv {
+    /// `incarnation` tells a restarted process from its earlier life (`""` for the first,
+    /// `"#2"` for the second start): it seeds the token stream.
+    pub fn new(world: Arc<World>, name: &str, incarnation: &str) -> ClientEnv {
         let groups = world.scenario.master_names();
         ClientEnv {
             idle: RefCell::new(groups.iter().map(|_| Vec::new()).collect()),
@@ -81,7 +83,7 @@ impl ClientEnv {
             ),
             rng: RefCell::new(ChaCha8Rng::seed_from_u64(stream_seed(
                 world.seed,
-                &format!("{name}/lock"),
+                &format!("{name}{incarnation}/lock"),
             ))),
             command_timeout: Duration::from_millis(world.scenario.clients.command_timeout_ms),
             groups,
@@ -507,7 +509,12 @@ impl LockEnv for ThreadEnv {
 /// The client node's whole life: the workload on each of its `clients.threads` worker threads
 /// (one lock object shared between them where the scheme's source shares one), then done.
 pub async fn client_node(world: Arc<World>, name: String) {
-    let env = Rc::new(ClientEnv::new(world.clone(), &name));
+    // A restarted process draws new tokens and timings: its random streams are per start.
+    let incarnation = match world.started(&name) {
+        1 => String::new(),
+        n => format!("#{n}"),
+    };
+    let env = Rc::new(ClientEnv::new(world.clone(), &name, &incarnation));
     let threads = world.scenario.clients.threads;
     let build = || {
         world
@@ -521,7 +528,15 @@ pub async fn client_node(world: Arc<World>, name: String) {
         .collect();
     if threads == 1 {
         let dyn_env: Rc<dyn LockEnv> = env.clone();
-        worker(world.clone(), env, dyn_env, first, None).await;
+        worker(
+            world.clone(),
+            env,
+            dyn_env,
+            first,
+            None,
+            incarnation.clone(),
+        )
+        .await;
     } else {
         let mut workers = Vec::new();
         for (thread, scheme) in (1..=threads).zip(std::iter::once(first).chain(others.drain(..))) {
@@ -535,6 +550,7 @@ pub async fn client_node(world: Arc<World>, name: String) {
                 dyn_env,
                 scheme,
                 Some(thread),
+                incarnation.clone(),
             )));
         }
         for handle in workers {
@@ -553,13 +569,14 @@ async fn worker(
     dyn_env: Rc<dyn LockEnv>,
     mut scheme: Box<dyn LockScheme>,
     thread: Option<u32>,
+    incarnation: String,
 ) {
     let name = env.name.clone();
     let owner = owner_name(&name, thread);
     let record = |kind| world.record_thread(&name, thread, kind);
     let stream = match thread {
-        None => format!("{name}/workload"),
-        Some(_) => format!("{owner}/workload"),
+        None => format!("{name}{incarnation}/workload"),
+        Some(_) => format!("{owner}{incarnation}/workload"),
     };
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(world.seed, &stream));
     let clients = world.scenario.clients.clone();

@@ -273,3 +273,30 @@ fn min_replicas_to_write_refuses_writes_once_the_replica_lags() {
         "refused at {later} µs"
     );
 }
+
+/// A client process that crashes and restarts is a new process: it must not draw the tokens of
+/// its earlier life again (a token a stale lock still holds would let it release that lock).
+#[test]
+fn a_restarted_client_draws_new_tokens() {
+    let out = run_json(
+        r#"{ "name": "restart-tokens", "duration_ms": 20000,
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 1, "acquisitions": 2, "hold_ms": [100, 100] },
+             "faults": [ { "kind": "crash", "node": "client-1", "restart_after_ms": 100,
+                           "on": { "event": "acquired", "node": "client-1", "nth": 1 }, "after_ms": 10 } ] }"#,
+        0,
+    );
+    let tokens: Vec<&str> = out
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Acquired { token, .. } => Some(token.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens.len(), 3, "{tokens:?}");
+    let mut distinct = tokens.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "a token was drawn twice: {tokens:?}");
+}
