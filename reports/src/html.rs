@@ -108,6 +108,9 @@ pub fn verdict_notes(cell: &Cell) -> Vec<String> {
     if v.liveness.stuck > 0 {
         notes.push(format!("stuck {}", v.liveness.stuck));
     }
+    if v.fifo_violated > 0 {
+        notes.push(format!("FIFO order ✗ {}", v.fifo_violated));
+    }
     notes
 }
 

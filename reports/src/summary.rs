@@ -29,6 +29,9 @@ pub struct VerdictCounts {
     pub mutual_exclusion: SafetyCounts,
     pub resource_safety: SafetyCounts,
     pub liveness: LivenessCounts,
+    /// Runs with a `fifo_order` violation (only scenarios that judge fairness look for them).
+    #[serde(default)]
+    pub fifo_violated: u64,
 }
 
 /// Acquire latency across seeds, in simulated ms (see the module doc).
@@ -190,6 +193,9 @@ impl CellStats {
             match v.liveness {
                 Liveness::Ok => verdicts.liveness.ok += 1,
                 Liveness::Stuck => verdicts.liveness.stuck += 1,
+            }
+            if r.violations.iter().any(|v| v.kind == "fifo_order") {
+                verdicts.fifo_violated += 1;
             }
             if is_violating(r) {
                 violating_seeds.push(r.seed);
