@@ -37,6 +37,7 @@ pub struct FaultSpec {
     pub delta_ms: Option<i64>,
     pub rate: Option<f64>,
     pub groups: Option<Vec<Vec<String>>>,
+    pub one_way: Option<bool>,
     pub from: Option<String>,
     pub to: Option<String>,
     pub extra_ms: Option<u64>,
@@ -79,7 +80,12 @@ pub enum FaultKind {
     /// The node's clocks run at `rate` × true time.
     ClockDrift { node: String, rate: f64 },
     /// Two listed nodes can talk iff some group holds both (groups may overlap: Jepsen's bridge).
-    Partition { groups: Vec<Vec<String>> },
+    /// `one_way`: only the direction from an earlier group to a later one is cut (the later
+    /// group's messages still arrive), as a one-directional firewall rule does.
+    Partition {
+        groups: Vec<Vec<String>>,
+        one_way: bool,
+    },
     /// The node can talk to nobody.
     Isolate { node: String },
     /// `extra_ms` more one-way latency on the `from` → `to` link (bytes keep their order).
@@ -196,7 +202,7 @@ impl FaultSpec {
                 }
             }
             "partition" => {
-                allowed.push("groups");
+                allowed.extend(["groups", "one_way"]);
                 let groups = self
                     .groups
                     .clone()
@@ -211,7 +217,10 @@ impl FaultSpec {
                         node_field(&format!("groups[{g}][{n}]"), &Some(node.clone()))?;
                     }
                 }
-                FaultKind::Partition { groups }
+                FaultKind::Partition {
+                    groups,
+                    one_way: self.one_way.unwrap_or(false),
+                }
             }
             "isolate" => {
                 allowed.push("node");
@@ -278,6 +287,7 @@ impl FaultSpec {
             ("delta_ms", self.delta_ms.is_some()),
             ("rate", self.rate.is_some()),
             ("groups", self.groups.is_some()),
+            ("one_way", self.one_way.is_some()),
             ("from", self.from.is_some()),
             ("to", self.to.is_some()),
             ("extra_ms", self.extra_ms.is_some()),
@@ -383,7 +393,14 @@ impl FaultKind {
                 format!("{node}'s wall clock jumps {delta_ms:+} ms")
             }
             FaultKind::ClockDrift { node, rate } => format!("{node}'s clock runs at {rate}x"),
-            FaultKind::Partition { groups } => format!("partition {groups:?}"),
+            FaultKind::Partition {
+                groups,
+                one_way: false,
+            } => format!("partition {groups:?}"),
+            FaultKind::Partition {
+                groups,
+                one_way: true,
+            } => format!("one-way partition {groups:?} (earlier groups cannot reach later ones)"),
             FaultKind::Isolate { node } => format!("{node} isolated"),
             FaultKind::Delay { from, to, extra_ms } => {
                 format!("{from} -> {to}: +{extra_ms} ms one-way latency")
@@ -396,13 +413,15 @@ impl FaultKind {
     /// The directed links this network fault cuts.
     fn links(&self, nodes: &[String]) -> Vec<(String, String)> {
         match self {
-            FaultKind::Partition { groups } => {
+            FaultKind::Partition { groups, one_way } => {
                 let listed: BTreeSet<&String> = groups.iter().flatten().collect();
+                let first_group = |n: &String| groups.iter().position(|g| g.contains(n));
                 let mut links = Vec::new();
                 for a in &listed {
                     for b in &listed {
                         let together = groups.iter().any(|g| g.contains(a) && g.contains(b));
-                        if a != b && !together {
+                        let cut_direction = !one_way || first_group(a) < first_group(b);
+                        if a != b && !together && cut_direction {
                             links.push(((*a).clone(), (*b).clone()));
                         }
                     }
@@ -699,6 +718,7 @@ mod tests {
         // A bridge: b talks to both sides, a and c cannot talk; d is unlisted and unaffected.
         let bridge = FaultKind::Partition {
             groups: vec![names(&["a", "b"]), names(&["b", "c"])],
+            one_way: false,
         };
         let links = bridge.links(&names(&["a", "b", "c", "d"]));
         assert_eq!(
@@ -706,6 +726,18 @@ mod tests {
             vec![
                 ("a".to_string(), "c".to_string()),
                 ("c".to_string(), "a".to_string())
+            ]
+        );
+        // One way: the earlier group's messages to the later group are cut, not the replies.
+        let one_way = FaultKind::Partition {
+            groups: vec![names(&["a"]), names(&["b", "c"])],
+            one_way: true,
+        };
+        assert_eq!(
+            one_way.links(&names(&["a", "b", "c"])),
+            vec![
+                ("a".to_string(), "b".to_string()),
+                ("a".to_string(), "c".to_string())
             ]
         );
         let isolate = FaultKind::Isolate { node: "b".into() };

@@ -428,7 +428,13 @@ fn pick(kind: &KindSpec, rng: &mut ChaCha8Rng) -> (FaultKind, String) {
             for g in &mut groups {
                 g.sort();
             }
-            return (FaultKind::Partition { groups }, "network".into());
+            return (
+                FaultKind::Partition {
+                    groups,
+                    one_way: false,
+                },
+                "network".into(),
+            );
         }
         "isolate" => FaultKind::Isolate { node: node.clone() },
         "delay" => {

@@ -300,3 +300,45 @@ fn a_restarted_client_draws_new_tokens() {
     distinct.dedup();
     assert_eq!(distinct.len(), 3, "a token was drawn twice: {tokens:?}");
 }
+
+/// A one-way partition cuts one direction only: with client-1's group first, its requests never
+/// reach redis-1; reversed, requests on a connection opened before the cut still arrive and
+/// execute but the replies never come back (a new connection cannot even be set up, as in TCP).
+#[test]
+fn a_one_way_partition_cuts_one_direction() {
+    let run_with = |groups: &str, at_ms: u64| {
+        run_json(
+            &format!(
+                r#"{{ "name": "one-way", "duration_ms": 3000, "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 1000 }},
+                     "clients": {{ "count": 2, "acquisitions": 10, "acquire_timeout_ms": 1000 }},
+                     "faults": [ {{ "kind": "partition", "one_way": true, "at_ms": {at_ms}, "groups": {groups} }} ] }}"#
+            ),
+            0,
+        )
+    };
+    let cut_at_us = 200_000;
+    // Messages already in flight at the cut (one-way latency ≤ 5 ms) still land.
+    let after_cut_us = cut_at_us + 10_000;
+    let count = |out: &RunOutput, from_us: u64, what: &dyn Fn(&Event) -> bool| {
+        out.events
+            .iter()
+            .filter(|e| e.t_us > from_us && what(e))
+            .count()
+    };
+    let sent_by_1 =
+        |e: &Event| e.node == "client-1" && matches!(e.kind, EventKind::CommandSent { .. });
+    let executed_for_1 =
+        |e: &Event| matches!(&e.kind, EventKind::Executed { client, .. } if client == "client-1");
+    let reply_to_1 =
+        |e: &Event| e.node == "client-1" && matches!(e.kind, EventKind::CommandReply { .. });
+    let requests_cut = run_with(r#"[["client-1"], ["redis-1"]]"#, 200);
+    assert!(count(&requests_cut, cut_at_us, &sent_by_1) > 0);
+    assert_eq!(count(&requests_cut, after_cut_us, &executed_for_1), 0);
+    let replies_cut = run_with(r#"[["redis-1"], ["client-1"]]"#, 200);
+    assert!(count(&replies_cut, cut_at_us, &executed_for_1) > 0);
+    assert_eq!(count(&replies_cut, after_cut_us, &reply_to_1), 0);
+    assert!(
+        replies_cut.result.counts.acquisitions >= 3,
+        "client-2 is unaffected"
+    );
+}
