@@ -80,22 +80,12 @@ impl LockScheme for Fencing {
 #[cfg(test)]
 mod tests {
 
-    use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on};
+    use crate::locks::testing::{block_on, two_clients};
 
     #[test]
     fn every_grant_carries_a_larger_token() {
-        let shared = Shared::new();
-        let spec = SchemeSpec::from_json(
-            &serde_json::json!({"name": "fencing", "ttl_ms": 1000}),
-            "scheme",
-        )
-        .unwrap();
-        let (a, b) = (
-            DirectEnv::new(&shared, "a", 1),
-            DirectEnv::new(&shared, "b", 2),
-        );
-        let (mut la, mut lb) = (spec.build("s").unwrap(), spec.build("s").unwrap());
+        let (shared, (a, mut la), (b, mut lb)) =
+            two_clients(serde_json::json!({"name": "fencing", "ttl_ms": 1000}));
         let first = block_on(la.acquire(&a, 100)).unwrap();
         assert!(block_on(lb.acquire(&b, 100)).is_err());
         shared.advance(1001);

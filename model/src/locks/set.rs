@@ -98,18 +98,12 @@ pub async fn del_release(env: &Rc<dyn LockEnv>, key: &str) -> Release {
 
 #[cfg(test)]
 mod tests {
-    use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on};
+
+    use crate::locks::testing::{block_on, two_clients};
 
     #[test]
     fn everyone_acquires_at_once() {
-        let shared = Shared::new();
-        let spec = SchemeSpec::from_json(&serde_json::json!("set"), "scheme").unwrap();
-        let (a, b) = (
-            DirectEnv::new(&shared, "a", 1),
-            DirectEnv::new(&shared, "b", 2),
-        );
-        let (mut la, mut lb) = (spec.build("s").unwrap(), spec.build("s").unwrap());
+        let (_shared, (a, mut la), (b, mut lb)) = two_clients(serde_json::json!("set"));
         assert!(block_on(la.acquire(&a, 100)).is_ok());
         assert!(
             block_on(lb.acquire(&b, 100)).is_ok(),

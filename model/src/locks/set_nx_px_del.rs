@@ -75,23 +75,14 @@ impl LockScheme for SetNxPxDel {
 
 #[cfg(test)]
 mod tests {
-    use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on};
+
+    use crate::locks::testing::{block_on, two_clients};
     use crate::redis::Reply;
 
     #[test]
     fn a_late_release_deletes_the_next_holders_lock() {
-        let shared = Shared::new();
-        let spec = SchemeSpec::from_json(
-            &serde_json::json!({"name": "set-nx-px-del", "ttl_ms": 1000}),
-            "scheme",
-        )
-        .unwrap();
-        let (a, b) = (
-            DirectEnv::new(&shared, "a", 1),
-            DirectEnv::new(&shared, "b", 2),
-        );
-        let (mut la, mut lb) = (spec.build("s").unwrap(), spec.build("s").unwrap());
+        let (shared, (a, mut la), (b, mut lb)) =
+            two_clients(serde_json::json!({"name": "set-nx-px-del", "ttl_ms": 1000}));
         block_on(la.acquire(&a, 100)).unwrap();
         assert!(block_on(lb.acquire(&b, 300)).is_err());
         shared.advance(1001);

@@ -80,22 +80,13 @@ impl LockScheme for Setex {
 #[cfg(test)]
 mod tests {
     use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on};
+    use crate::locks::testing::{block_on, two_clients};
     use crate::redis::Reply;
 
     #[test]
     fn both_acquire_and_the_key_has_a_ttl() {
-        let shared = Shared::new();
-        let spec = SchemeSpec::from_json(
-            &serde_json::json!({"name": "setex", "ttl_ms": 3000}),
-            "scheme",
-        )
-        .unwrap();
-        let (a, b) = (
-            DirectEnv::new(&shared, "a", 1),
-            DirectEnv::new(&shared, "b", 2),
-        );
-        let (mut la, mut lb) = (spec.build("s").unwrap(), spec.build("s").unwrap());
+        let (shared, (a, mut la), (b, mut lb)) =
+            two_clients(serde_json::json!({"name": "setex", "ttl_ms": 3000}));
         assert!(block_on(la.acquire(&a, 100)).is_ok());
         assert!(block_on(lb.acquire(&b, 100)).is_ok());
         assert_eq!(shared.command(&["TTL", "lock"]), Reply::Integer(3));

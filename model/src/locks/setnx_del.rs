@@ -81,19 +81,13 @@ impl LockScheme for SetnxDel {
 
 #[cfg(test)]
 mod tests {
-    use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on, pass};
+
+    use crate::locks::testing::{block_on, pass, two_clients};
     use crate::redis::Reply;
 
     #[test]
     fn excludes_but_never_expires() {
-        let shared = Shared::new();
-        let spec = SchemeSpec::from_json(&serde_json::json!("setnx-del"), "scheme").unwrap();
-        let (a, b) = (
-            DirectEnv::new(&shared, "a", 1),
-            DirectEnv::new(&shared, "b", 2),
-        );
-        let (mut la, mut lb) = (spec.build("s").unwrap(), spec.build("s").unwrap());
+        let (shared, (a, mut la), (b, mut lb)) = two_clients(serde_json::json!("setnx-del"));
         let grant = block_on(la.acquire(&a, 100)).unwrap();
         assert_eq!(grant.token.len(), 32, "a UUID without dashes");
         // a dies without releasing: a day later the key is still there.

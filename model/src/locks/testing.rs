@@ -411,3 +411,27 @@ pub fn pass(shared: &Rc<Shared>, ms: u64) {
     let until = shared.now_ms.get() + ms;
     block_on(shared.sleep_until(until));
 }
+
+/// Builds a scheme from its scenario JSON (`"set"` or `{"name": ..., ...}`); panics on a bad
+/// spec, which is a bug in the test.
+pub fn scheme(json: serde_json::Value) -> Box<dyn super::LockScheme> {
+    super::SchemeSpec::from_json(&json, "scheme")
+        .and_then(|spec| spec.build("scheme"))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One server and two clients, `a` and `b`, each with its own instance of the scheme: the
+/// setting of most scheme tests.
+#[allow(clippy::type_complexity)]
+pub fn two_clients(
+    json: serde_json::Value,
+) -> (
+    Rc<Shared>,
+    (Rc<dyn LockEnv>, Box<dyn super::LockScheme>),
+    (Rc<dyn LockEnv>, Box<dyn super::LockScheme>),
+) {
+    let shared = Shared::new();
+    let a = DirectEnv::new(&shared, "a", 1);
+    let b = DirectEnv::new(&shared, "b", 2);
+    (shared, (a, scheme(json.clone())), (b, scheme(json)))
+}

@@ -115,23 +115,14 @@ impl LockScheme for Watchdog {
 
 #[cfg(test)]
 mod tests {
-    use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on, pass};
+
+    use crate::locks::testing::{block_on, pass, two_clients};
     use crate::redis::Reply;
 
     #[test]
     fn the_watchdog_keeps_the_lease_alive_until_release() {
-        let shared = Shared::new();
-        let spec = SchemeSpec::from_json(
-            &serde_json::json!({"name": "watchdog", "ttl_ms": 900}),
-            "scheme",
-        )
-        .unwrap();
-        let (a, b) = (
-            DirectEnv::new(&shared, "a", 1),
-            DirectEnv::new(&shared, "b", 2),
-        );
-        let (mut la, mut lb) = (spec.build("s").unwrap(), spec.build("s").unwrap());
+        let (shared, (a, mut la), (b, mut lb)) =
+            two_clients(serde_json::json!({"name": "watchdog", "ttl_ms": 900}));
         block_on(la.acquire(&a, 100)).unwrap();
         // Ten leases later the key is still there, renewed every 300 ms.
         assert!(block_on(lb.acquire(&b, 9000)).is_err());
