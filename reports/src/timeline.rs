@@ -287,7 +287,10 @@ impl Timeline {
             }
         }
 
-        // Resource accesses that went wrong, marked on the writer's lane.
+        // Resource accesses that went wrong, marked on the writer's lane. Every one gets a cross;
+        // a label only when it is clear of the lane's previous one, so dense runs stay readable.
+        let label_gap_ms = self.end_us as f64 / 1000.0 * 0.08;
+        let mut last_label_ms: std::collections::BTreeMap<(usize, &str), f64> = Default::default();
         for e in events {
             let (client, label, color) = match &e.kind {
                 EventKind::ResourceWrite {
@@ -312,6 +315,11 @@ impl Timeline {
                 7,
                 color.stroke_width(3),
             )))?;
+            let last = last_label_ms.entry((y as usize, label)).or_insert(f64::MIN);
+            if e.t_ms() - *last < label_gap_ms {
+                continue;
+            }
+            *last = e.t_ms();
             chart.draw_series(std::iter::once(Text::new(
                 label.to_string(),
                 (e.t_ms(), y + 0.95),
