@@ -20,7 +20,7 @@ use bytes::BytesMut;
 use madsim::net::TcpListener;
 use madsim::task::JoinHandle;
 use madsim::time::sleep;
-use model::history::{EventKind, render_command, render_reply};
+use model::history::{EventKind, owner_node, render_command, render_reply};
 use model::redis::keyspace::Value;
 use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
 
@@ -355,12 +355,19 @@ impl Node {
         let mut last = self.owner.borrow_mut();
         if *last != owner {
             let key = String::from_utf8_lossy(&self.lock_key).into_owned();
+            // Expiry only ever removes a token. A token that appears between commands was
+            // written earlier by its owner, whose client named it only once it saw the reply
+            // (setnx-getset's value is its expiry time).
+            let by = match (&owner, by) {
+                (Some(o), "expiry") => owner_node(o).to_string(),
+                _ => by.to_string(),
+            };
             self.world.record(
                 &self.name,
                 EventKind::KeyOwner {
                     key,
                     owner: owner.clone(),
-                    by: by.into(),
+                    by,
                 },
             );
             *last = owner;
