@@ -14,6 +14,7 @@ pub const WIDTH: u32 = 1180;
 pub fn outcome_color(outcome: Outcome) -> RGBColor {
     match outcome {
         Outcome::Ok => RGBColor(46, 125, 50),
+        Outcome::Unfair => RGBColor(106, 27, 154),
         Outcome::Stuck => RGBColor(191, 144, 0),
         Outcome::Overlap => RGBColor(230, 108, 0),
         Outcome::Corrupted => RGBColor(198, 40, 40),

@@ -33,7 +33,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
     let _ = writeln!(out, "## Matrix\n");
     let _ = writeln!(
         out,
-        "Outcome: `ok` every seed safe and live · `stuck` liveness failed · `overlap` lock held twice, no update lost · `corrupted` a lost update. Latency: each seed's acquire p50/p99, median over the seeds (simulated ms).\n"
+        "Outcome: `ok` every seed safe and live · `unfair` FIFO order lost (scenarios that judge it) · `stuck` liveness failed · `overlap` lock held twice, no update lost · `corrupted` a lost update. Latency: each seed's acquire p50/p99, median over the seeds (simulated ms).\n"
     );
     let _ = writeln!(
         out,

@@ -53,6 +53,9 @@ pub enum Outcome {
     NoRuns,
     /// Every seed: mutual exclusion holds, the resource is safe, liveness ok.
     Ok,
+    /// Some seed served a waiter before an earlier one (`fifo_order`), but nothing unsafe
+    /// happened: the fair lock's promise broke (only scenarios that judge fairness look).
+    Unfair,
     /// Some seed got stuck (liveness), but nothing unsafe happened.
     Stuck,
     /// Two clients held the lock at once, but the resource stayed consistent (e.g. fencing).
@@ -66,6 +69,7 @@ impl Outcome {
         match self {
             Outcome::NoRuns => "no_runs",
             Outcome::Ok => "ok",
+            Outcome::Unfair => "unfair",
             Outcome::Stuck => "stuck",
             Outcome::Overlap => "overlap",
             Outcome::Corrupted => "corrupted",
@@ -77,14 +81,16 @@ impl Outcome {
         match self {
             Outcome::NoRuns => "no finished runs",
             Outcome::Ok => "every seed safe and live",
+            Outcome::Unfair => "FIFO order lost on some seed (nothing unsafe)",
             Outcome::Stuck => "liveness stuck on some seed (nothing unsafe)",
             Outcome::Overlap => "lock held twice at once, but no update lost (e.g. fencing)",
             Outcome::Corrupted => "resource corrupted: a lost update on some seed",
         }
     }
 
-    pub const ALL: [Outcome; 5] = [
+    pub const ALL: [Outcome; 6] = [
         Outcome::Ok,
+        Outcome::Unfair,
         Outcome::Stuck,
         Outcome::Overlap,
         Outcome::Corrupted,
@@ -92,11 +98,16 @@ impl Outcome {
     ];
 }
 
-/// Did this run break anything?
+/// Did this run break anything it was judged on (FIFO order only where the scenario asks)?
 pub fn is_violating(r: &RunResult) -> bool {
     r.verdicts.mutual_exclusion == Safety::Violated
         || r.verdicts.resource_safety == Safety::Violated
         || r.verdicts.liveness == Liveness::Stuck
+        || lost_fifo_order(r)
+}
+
+fn lost_fifo_order(r: &RunResult) -> bool {
+    r.violations.iter().any(|v| v.kind == "fifo_order")
 }
 
 fn outcome_of(r: &RunResult) -> Outcome {
@@ -106,6 +117,8 @@ fn outcome_of(r: &RunResult) -> Outcome {
         Outcome::Overlap
     } else if r.verdicts.liveness == Liveness::Stuck {
         Outcome::Stuck
+    } else if lost_fifo_order(r) {
+        Outcome::Unfair
     } else {
         Outcome::Ok
     }
@@ -194,7 +207,7 @@ impl CellStats {
                 Liveness::Ok => verdicts.liveness.ok += 1,
                 Liveness::Stuck => verdicts.liveness.stuck += 1,
             }
-            if r.violations.iter().any(|v| v.kind == "fifo_order") {
+            if lost_fifo_order(r) {
                 verdicts.fifo_violated += 1;
             }
             if is_violating(r) {
@@ -426,6 +439,27 @@ pub(crate) mod tests {
         assert_eq!(empty.outcome, Outcome::NoRuns);
         assert_eq!(empty.first_failing_seed, None);
         assert!(Outcome::Corrupted > Outcome::Overlap && Outcome::Stuck > Outcome::Ok);
+    }
+
+    #[test]
+    fn a_lost_fifo_order_fails_the_seed_without_making_it_unsafe() {
+        let mut unfair = result("s", "fair", 4, OK, (1.0, 2.0));
+        unfair.violations.push(model::result::Violation {
+            kind: "fifo_order".into(),
+            t_ms: 100.0,
+            nodes: vec!["client-2".into(), "client-1".into()],
+            detail: "client-2 overtook client-1".into(),
+        });
+        let c = CellStats::from_results(
+            "s",
+            "fair",
+            &[result("s", "fair", 3, OK, (1.0, 2.0)), unfair],
+        );
+        assert_eq!(c.outcome, Outcome::Unfair);
+        assert_eq!((c.seeds_violating, c.first_failing_seed), (1, Some(4)));
+        assert_eq!(c.verdicts.fifo_violated, 1);
+        assert_eq!(c.verdicts.mutual_exclusion.violated, 0);
+        assert!(Outcome::Ok < Outcome::Unfair && Outcome::Unfair < Outcome::Stuck);
     }
 
     #[test]

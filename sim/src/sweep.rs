@@ -255,7 +255,7 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
             .collect();
         let cell = CellStats::from_results(&scenario.name, &label, &results);
         let v = &cell.verdicts;
-        let _ = writeln!(
+        let _ = write!(
             out,
             "  {label}: {}/{} seeds violating — mutual exclusion violated {}, resource safety violated {}, liveness stuck {}",
             cell.seeds_violating,
@@ -264,6 +264,10 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
             v.resource_safety.violated,
             v.liveness.stuck
         );
+        if v.fifo_violated > 0 {
+            let _ = write!(out, ", FIFO order lost {}", v.fifo_violated);
+        }
+        out.push('\n');
         if !cell.violating_seeds.is_empty() {
             let _ = writeln!(
                 out,
