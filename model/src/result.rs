@@ -21,6 +21,16 @@ pub struct RunResult {
     pub violations: Vec<Violation>,
 }
 
+impl RunResult {
+    /// Did some waiter get overtaken? Only runs of scenarios that judge fairness look
+    /// (`model::check::fairness`).
+    pub fn lost_fifo_order(&self) -> bool {
+        self.violations
+            .iter()
+            .any(|v| v.kind == crate::check::fairness::FIFO_ORDER)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdicts {
     pub mutual_exclusion: Safety,

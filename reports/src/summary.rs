@@ -103,11 +103,7 @@ pub fn is_violating(r: &RunResult) -> bool {
     r.verdicts.mutual_exclusion == Safety::Violated
         || r.verdicts.resource_safety == Safety::Violated
         || r.verdicts.liveness == Liveness::Stuck
-        || lost_fifo_order(r)
-}
-
-fn lost_fifo_order(r: &RunResult) -> bool {
-    r.violations.iter().any(|v| v.kind == "fifo_order")
+        || r.lost_fifo_order()
 }
 
 fn outcome_of(r: &RunResult) -> Outcome {
@@ -117,7 +113,7 @@ fn outcome_of(r: &RunResult) -> Outcome {
         Outcome::Overlap
     } else if r.verdicts.liveness == Liveness::Stuck {
         Outcome::Stuck
-    } else if lost_fifo_order(r) {
+    } else if r.lost_fifo_order() {
         Outcome::Unfair
     } else {
         Outcome::Ok
@@ -207,7 +203,7 @@ impl CellStats {
                 Liveness::Ok => verdicts.liveness.ok += 1,
                 Liveness::Stuck => verdicts.liveness.stuck += 1,
             }
-            if lost_fifo_order(r) {
+            if r.lost_fifo_order() {
                 verdicts.fifo_violated += 1;
             }
             if is_violating(r) {

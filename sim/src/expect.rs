@@ -81,7 +81,7 @@ fn compare(
         ));
     }
     if let Some(e) = expect.fairness {
-        let got = Safety::from_violated(r.violations.iter().any(|x| x.kind == "fifo_order"));
+        let got = Safety::from_violated(r.lost_fifo_order());
         out.push((
             "fairness",
             safety(e).as_str(),

@@ -15,6 +15,9 @@ use super::ms;
 use crate::history::{Event, EventKind, FaultPhase, owner_node};
 use crate::result::Violation;
 
+/// The violation kind this checker reports.
+pub const FIFO_ORDER: &str = "fifo_order";
+
 #[derive(Clone, Debug)]
 struct Wait {
     owner: String,
@@ -84,7 +87,7 @@ pub fn check(events: &[Event], slack_us: u64) -> Vec<Violation> {
         });
         if let Some(a) = overtaken {
             violations.push(Violation {
-                kind: "fifo_order".into(),
+                kind: FIFO_ORDER.into(),
                 t_ms: ms(b.end_us),
                 nodes: vec![b.owner.clone(), a.owner.clone()],
                 detail: format!(
