@@ -118,7 +118,7 @@ fn cell_html(cell: &Cell) -> String {
     let s = &cell.stats;
     let mut out = String::new();
     let title = format!(
-        "{} × {}: {} of {} seeds violating; mutual exclusion holds {} / violated {}; resource holds {} / violated {}; liveness ok {} / stuck {}; {} acquisitions, {} failed; acquire p50 {} / p90 {} / p99 {} / max {} ms; {:.1} acquisitions/s",
+        "{} × {}: {} of {} seeds violating; mutual exclusion holds {} / violated {}; resource holds {} / violated {}; liveness ok {} / stuck {}; {} acquisitions, {} failed; acquire p50 {} / p90 {} / p99 {} / max {} ms; longest wait for the lock {} ms (median seed {} ms); {:.1} acquisitions/s",
         s.scheme,
         s.scenario,
         s.seeds_violating,
@@ -135,6 +135,8 @@ fn cell_html(cell: &Cell) -> String {
         fmt_ms(s.acquire_ms.p90),
         fmt_ms(s.acquire_ms.p99),
         fmt_ms(s.acquire_ms.max),
+        fmt_ms(s.max_wait_ms.max),
+        fmt_ms(s.max_wait_ms.median),
         s.throughput_per_s
     );
     let _ = write!(
@@ -173,9 +175,10 @@ fn cell_html(cell: &Cell) -> String {
     if s.acquire_ms.runs > 0 {
         let _ = write!(
             out,
-            r#"<div class="lat">acquire p50 {} · p99 {} ms</div>"#,
+            r#"<div class="lat">acquire p50 {} · p99 {} ms</div><div class="lat">longest wait {} ms</div>"#,
             fmt_ms(s.acquire_ms.p50),
-            fmt_ms(s.acquire_ms.p99)
+            fmt_ms(s.acquire_ms.p99),
+            fmt_ms(s.max_wait_ms.max)
         );
     } else {
         out.push_str(r#"<div class="lat">no acquisitions</div>"#);
@@ -274,7 +277,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         );
     }
 
-    out.push_str("<h2>Matrix</h2>\n<p>A row per lock scheme, a column per scenario. Each cell: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); which verdicts failed and how often. Hover a cell for every count.</p>\n<div class=\"legend\">");
+    out.push_str("<h2>Matrix</h2>\n<p>A row per lock scheme, a column per scenario. Each cell: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); the longest any client waited for the lock on any seed (starvation, not a liveness failure); which verdicts failed and how often. Hover a cell for every count.</p>\n<div class=\"legend\">");
     for outcome in Outcome::ALL {
         let _ = write!(
             out,

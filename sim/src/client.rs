@@ -52,7 +52,8 @@ struct Abandoned<'a> {
 
 impl Drop for Abandoned<'_> {
     fn drop(&mut self) {
-        if !self.finished {
+        // A crashed process's tasks are dropped too: a dead process observes nothing.
+        if !self.finished && !self.env.world.is_crashed(&self.env.name) {
             self.env.world.record(
                 &self.env.name,
                 EventKind::CommandFailed {
@@ -126,13 +127,6 @@ impl ClientEnv {
                 let mut sentinels = self.sentinels.borrow_mut();
                 (sentinels[i].0.clone(), sentinels[i].1.take())
             };
-            self.world.record(
-                &self.name,
-                EventKind::CommandSent {
-                    server: sentinel.clone(),
-                    command: render_command(&argv),
-                },
-            );
             let idle = idle.and_then(|mut c| (!c.is_closed()).then_some(c));
             let conn = match idle {
                 Some(conn) => Ok(conn),
@@ -140,20 +134,23 @@ impl ClientEnv {
             };
             let result = match conn {
                 Err(e) => Err(e),
-                Ok(mut conn) => match with_timeout(
-                    &self.world,
-                    &self.name,
-                    self.command_timeout,
-                    conn.call(&argv),
-                )
-                .await
-                {
-                    Some(Ok(reply)) => {
-                        self.sentinels.borrow_mut()[i].1 = Some(conn);
-                        Ok(reply)
-                    }
-                    Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
-                    None => Err(CallError::Timeout),
+                Ok(mut conn) => match self.send(&mut conn, &sentinel, &argv).await {
+                    Err(e) => Err(e),
+                    Ok(()) => match with_timeout(
+                        &self.world,
+                        &self.name,
+                        self.command_timeout,
+                        conn.read_reply(),
+                    )
+                    .await
+                    {
+                        Some(Ok(reply)) => {
+                            self.sentinels.borrow_mut()[i].1 = Some(conn);
+                            Ok(reply)
+                        }
+                        Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
+                        None => Err(CallError::Timeout),
+                    },
                 },
             };
             let kind = match &result {
@@ -195,6 +192,29 @@ impl ClientEnv {
             }
         }
         Err(last_error)
+    }
+
+    /// Writes one command on `conn` and records that it was sent: `command_sent` means the
+    /// bytes left the process (a crash from now on still delivers them), not that it meant to.
+    async fn send(
+        &self,
+        conn: &mut RespConn,
+        server: &str,
+        argv: &[Vec<u8>],
+    ) -> Result<(), CallError> {
+        conn.send(argv)
+            .map_err(|e| CallError::Disconnected(e.to_string()))?;
+        self.world
+            .emit(
+                &self.name,
+                None,
+                EventKind::CommandSent {
+                    server: server.to_string(),
+                    command: render_command(argv),
+                },
+            )
+            .await;
+        Ok(())
     }
 
     /// A pooled connection to the group's master, or the node to open one to (asking the
@@ -272,27 +292,24 @@ impl LockEnv for ClientEnv {
         let target = self.pooled_or_target(server).await;
         if let Ok((node, _)) = &target {
             guard.server = node.clone();
-            self.world.record(
-                &self.name,
-                EventKind::CommandSent {
-                    server: node.clone(),
-                    command: command.clone(),
-                },
-            );
         }
         let connection = match target {
             Err(e) => Err(e),
-            Ok((_, Some(conn))) => Ok(conn),
-            Ok((node, None)) => self.open(&node, REDIS_PORT).await,
+            Ok((node, Some(conn))) => Ok((node, conn)),
+            Ok((node, None)) => self.open(&node, REDIS_PORT).await.map(|c| (node, c)),
         };
-        let result = match connection {
+        let sent = match connection {
+            Err(e) => Err(e),
+            Ok((node, mut conn)) => self.send(&mut conn, &node, &argv).await.map(|()| conn),
+        };
+        let result = match sent {
             Err(e) => Err(e),
             Ok(mut conn) => {
                 match with_timeout(
                     &self.world,
                     &self.name,
                     self.command_timeout,
-                    conn.call(&argv),
+                    conn.read_reply(),
                 )
                 .await
                 {
@@ -573,7 +590,7 @@ async fn worker(
 ) {
     let name = env.name.clone();
     let owner = owner_name(&name, thread);
-    let record = |kind| world.record_thread(&name, thread, kind);
+    let record = |kind| world.emit(&name, thread, kind);
     let stream = match thread {
         None => format!("{name}{incarnation}/workload"),
         Some(_) => format!("{owner}{incarnation}/workload"),
@@ -587,26 +604,28 @@ async fn worker(
         timeout: Duration::from_millis(clients.command_timeout_ms),
     };
     for attempt in 1..=clients.acquisitions {
-        record(EventKind::AcquireStarted { attempt });
+        record(EventKind::AcquireStarted { attempt }).await;
         match scheme.acquire(&dyn_env, clients.acquire_timeout_ms).await {
             Ok(grant) => {
                 record(EventKind::Acquired {
                     token: grant.token.clone(),
                     fence: grant.fence,
-                });
+                })
+                .await;
                 resource
                     .decrement(&env, grant.fence, draw(&mut rng, clients.hold_ms))
                     .await;
-                record(EventKind::ReleaseStarted);
+                record(EventKind::ReleaseStarted).await;
                 let release = scheme.release(&dyn_env).await;
                 record(EventKind::Released {
                     ok: release.ok,
                     detail: release.detail,
-                });
+                })
+                .await;
             }
-            Err(reason) => record(EventKind::AcquireFailed { reason }),
+            Err(reason) => record(EventKind::AcquireFailed { reason }).await,
         }
         env.sleep_ms(draw(&mut rng, clients.think_ms)).await;
     }
-    record(EventKind::ClientDone);
+    record(EventKind::ClientDone).await;
 }

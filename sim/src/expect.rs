@@ -14,7 +14,7 @@ pub struct Mismatch {
     /// `None` for an `expect_some` verdict that no seed produced.
     pub seed: Option<u64>,
     pub property: &'static str,
-    pub expected: &'static str,
+    pub expected: String,
     pub got: String,
 }
 
@@ -49,44 +49,48 @@ fn liveness(e: LivenessExpect) -> Liveness {
     }
 }
 
-/// (property, expected, got) for every verdict `expect` names.
-fn compare(
-    expect: &Expect,
-    r: &RunResult,
-) -> Vec<(&'static str, &'static str, &'static str, bool)> {
+/// One expectation judged on one run: property, expected, got, met.
+type Judged = (&'static str, String, String, bool);
+
+/// (property, expected, got, met) for every verdict `expect` names.
+fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
     let v = &r.verdicts;
     let mut out = Vec::new();
-    if let Some(e) = expect.mutual_exclusion {
+    let mut verdict = |property, expected: &'static str, got: &'static str| {
         out.push((
+            property,
+            expected.to_string(),
+            got.to_string(),
+            expected == got,
+        ));
+    };
+    if let Some(e) = expect.mutual_exclusion {
+        verdict(
             "mutual_exclusion",
             safety(e).as_str(),
             v.mutual_exclusion.as_str(),
-            safety(e) == v.mutual_exclusion,
-        ));
+        );
     }
     if let Some(e) = expect.resource_safety {
-        out.push((
+        verdict(
             "resource_safety",
             safety(e).as_str(),
             v.resource_safety.as_str(),
-            safety(e) == v.resource_safety,
-        ));
+        );
     }
     if let Some(e) = expect.liveness {
-        out.push((
-            "liveness",
-            liveness(e).as_str(),
-            v.liveness.as_str(),
-            liveness(e) == v.liveness,
-        ));
+        verdict("liveness", liveness(e).as_str(), v.liveness.as_str());
     }
     if let Some(e) = expect.fairness {
         let got = Safety::from_violated(r.lost_fifo_order());
+        verdict("fairness", safety(e).as_str(), got.as_str());
+    }
+    if let Some(bound) = expect.max_wait_ms {
         out.push((
-            "fairness",
-            safety(e).as_str(),
-            got.as_str(),
-            safety(e) == got,
+            "max_wait_ms",
+            format!("≤ {bound}"),
+            format!("{:.3}", r.max_wait_ms),
+            r.max_wait_ms <= bound as f64,
         ));
     }
     out
@@ -104,7 +108,7 @@ pub fn mismatches(expect: &Expect, expect_some: &Expect, results: &[RunResult]) 
                     seed: Some(r.seed),
                     property,
                     expected,
-                    got: got.to_string(),
+                    got,
                 });
             }
         }

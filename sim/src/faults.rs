@@ -448,11 +448,10 @@ impl FaultKind {
                 node,
                 restart_after_ms,
             } => {
-                // The process dies: what it had not yet written to the network is gone (its
-                // connections' queues are discarded); what it had written still arrives, then
-                // its peers read EOF.
+                // The process dies. What it wrote to its sockets is the kernel's now: it still
+                // arrives (after any extra delay of its link), then the peers read EOF, as a
+                // killed process's kernel sends FIN after the data (`netlayer`).
                 world.hold("crash", node);
-                world.reset_local_connections(node);
                 handle.kill(world.node_id(node));
                 // The machine went down: what was not on disk is lost, and so is the key.
                 persistence::crash(world, node);
@@ -598,6 +597,19 @@ pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
             },
         );
     }
+}
+
+/// Injects a triggered fault with `after_ms` 0 at the instant of its event, from the task that
+/// recorded it (before that task's node takes another step); its healing runs on the nemesis.
+pub fn fire_now(world: &Arc<World>, index: usize) {
+    let fault = world.scenario.faults[index].clone();
+    if matches!(fault.kind, FaultKind::Failover { .. }) {
+        // A request to the Sentinels: it leaves from the nemesis node, at this same instant.
+        world.spawn_on_nemesis(run(world.clone(), fault, None));
+        return;
+    }
+    begin(world, &fault);
+    world.spawn_on_nemesis(finish(world.clone(), fault, None));
 }
 
 /// Injects the faults scheduled at 0 ms right away, before any node runs a step, so a

@@ -24,11 +24,12 @@
 //! - Every draw comes from the run's own `rand_chacha` streams (`stream_seed(seed,
 //!   "nemesis/<kind>")`): the same seed injects the same faults at the same times, and adding a
 //!   kind does not move the others.
-//! - Liveness phase: at `heal_at_ms` (default `duration_ms` − the liveness window) the nemesis
-//!   stops, heals every fault it still has open (crashed nodes restart, partitions heal, clocks
-//!   run at the right rate again — a clock step is not undone) and records a `nemesis` fault
-//!   event; the liveness checker then requires every live client that wants the lock to get it
-//!   within the window.
+//! - Liveness phase: at `heal_at_ms` (default `duration_ms` − 2 × the liveness window, so a
+//!   lock-out after healing has a whole window to show before the run ends) the nemesis stops,
+//!   heals every fault it still has open (crashed nodes restart, partitions heal, clocks run at
+//!   the right rate again — a clock step is not undone) and records a `nemesis` fault event; the
+//!   liveness checker then requires that, while live clients want the lock, some client gets
+//!   it within every window.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

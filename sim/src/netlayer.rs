@@ -8,8 +8,9 @@
 //! - **Bytes in flight survive their sender**: the writer queues run on the `network` node, not on
 //!   the sending process, so what a process sent before a pause still arrives, and a connection
 //!   the process let go of (a client that gave up waiting) still delivers it before its EOF — a
-//!   request can execute after its client gave up. A crash discards what its queues still hold
-//!   (the delay models the sender's congested link), what was written arrives, then EOF.
+//!   request can execute after its client gave up. A crash leaves what the process wrote to the
+//!   kernel: its queues drain (the delay is the link's, not the process's), then the peer reads
+//!   EOF, as after a killed process's FIN.
 //! - **Dropped connections** (`drop_connections` fault): every connection is registered in the
 //!   world; dropping a node's connections resets both ends at once (reads fail, queued bytes are
 //!   discarded), as a TCP RST does. Clients reconnect.

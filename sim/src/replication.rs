@@ -529,7 +529,12 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
     loop {
         while !buf.is_empty() {
             match parser.parse(&mut buf) {
-                Ok(Some(argv)) => apply(node, master, &conn, &argv),
+                // A fault triggered by this write at its instant stops the replica here.
+                Ok(Some(argv)) => {
+                    if apply(node, master, &conn, &argv) {
+                        madsim::task::yield_now().await;
+                    }
+                }
                 Ok(None) => break,
                 Err(e) => return Err(format!("protocol error from master: {e}")),
             }
@@ -582,8 +587,9 @@ fn load_snapshot(
     Ok(())
 }
 
-/// Applies one command of the master's stream.
-fn apply(node: &Node, master: &str, conn: &NetConn, argv: &[Vec<u8>]) {
+/// Applies one command of the master's stream; true when its `replicated` event injected a
+/// fault at its instant (`World::record`).
+fn apply(node: &Node, master: &str, conn: &NetConn, argv: &[Vec<u8>]) -> bool {
     let name = argv[0].to_ascii_lowercase();
     let bytes = encode_command(argv);
     if name == b"replconf" {
@@ -599,18 +605,18 @@ fn apply(node: &Node, master: &str, conn: &NetConn, argv: &[Vec<u8>]) {
             ]));
         }
         node.repl.borrow_mut().append_backlog(&bytes);
-        return;
+        return false;
     }
     node.repl.borrow_mut().append_backlog(&bytes);
     if name == b"ping" || name == b"multi" || name == b"exec" || name == b"select" {
-        return;
+        return false;
     }
     let now_ms = node.world.wall_ms(&node.name);
     node.server.borrow_mut().apply_replicated(now_ms, argv);
     node.server.borrow_mut().take_propagated();
     persistence::append(&node.world, &node.name, node.fsync, &[argv.to_vec()]);
     let offset = node.repl.borrow().offset;
-    node.world.record(
+    let injected = node.world.record(
         &node.name,
         EventKind::Replicated {
             master: master.to_string(),
@@ -618,7 +624,10 @@ fn apply(node: &Node, master: &str, conn: &NetConn, argv: &[Vec<u8>]) {
             offset,
         },
     );
-    node.observe_owner("replication", now_ms);
+    if !node.world.is_crashed(&node.name) {
+        node.observe_owner("replication", now_ms);
+    }
+    injected
 }
 
 /// Initial role of a node at start: what its redis.conf says.
@@ -669,7 +678,7 @@ mod tests {
             let runtime = Runtime::with_seed_and_config(1, madsim::Config::default());
             runtime.block_on(async move {
                 let handle = Handle::current();
-                let world = Arc::new(World::new(scenario.clone(), scenario.schemes[0].clone(), 1));
+                let world = World::new(scenario.clone(), scenario.schemes[0].clone(), 1);
                 let network = handle
                     .create_node()
                     .name("network")

@@ -87,6 +87,8 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         counts: report.counts,
         latency_ms: report.latency_ms,
         throughput_per_s: report.throughput_per_s,
+        max_wait_ms: report.max_wait_ms,
+        max_wait_ms_by_client: report.max_wait_ms_by_client,
         violations: report.violations,
     };
     RunOutput { result, events }
@@ -111,11 +113,11 @@ where
 /// The simulation proper; returns the history and the true time the run ended.
 async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (Vec<Event>, u64) {
     let handle = Handle::current();
-    let world = Arc::new(World::new(
+    let world = World::new(
         scenario.clone(),
         scenario.schemes[scheme_index].clone(),
         seed,
-    ));
+    );
     let (fire, fired) = tokio::sync::mpsc::unbounded_channel();
     world.set_fault_channel(fire);
 
@@ -145,6 +147,7 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .ip(node_ip("nemesis"))
         .build();
     world.register_node("nemesis", nemesis_node.id(), node_ip("nemesis"));
+    world.set_nemesis_node(nemesis_node.clone());
     nemesis_node.spawn(nemesis(world.clone(), fired));
     if let Some(spec) = scenario.nemesis.clone() {
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);

@@ -38,7 +38,8 @@ pub struct Scenario {
     pub nemesis: Option<NemesisSpec>,
     pub expect: Expect,
     pub expect_some: Expect,
-    /// How long a live client may wait once every fault has healed; default 2×ttl + 1 s.
+    /// How long the lock may go ungranted while live clients want it, once every fault has
+    /// healed (see `liveness_window_ms()` for the default).
     pub liveness_window_ms: Option<u64>,
 }
 
@@ -233,6 +234,8 @@ pub struct Resource {
 /// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
 /// `fairness` (holds|violated) is optional and outside the result's three verdicts: naming it
 /// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
+/// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
+/// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
@@ -240,6 +243,7 @@ pub struct Expect {
     pub resource_safety: Option<SafetyExpect>,
     pub liveness: Option<LivenessExpect>,
     pub fairness: Option<SafetyExpect>,
+    pub max_wait_ms: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -298,6 +302,10 @@ struct ScenarioFile {
 fn default_duration_ms() -> u64 {
     60_000
 }
+
+/// The lease a scheme without one (`setnx-del`, `incr-semaphore`, `set`) is given for its
+/// default liveness window: the most common default lease of the other schemes (10 s).
+pub const LEASELESS_WINDOW_LEASE_MS: u64 = 10_000;
 
 /// The default seed range of `check`/`sweep`/`compare` when a scenario names none.
 pub const DEFAULT_SEEDS: SeedRange = SeedRange { first: 0, last: 19 };
@@ -390,22 +398,31 @@ impl Scenario {
             .collect()
     }
 
-    /// When the random nemesis heals everything: its `heal_at_ms`, or the end of the run minus
-    /// the liveness window (never before the start).
+    /// When the random nemesis heals everything: its `heal_at_ms`, or two liveness windows
+    /// before the end of the run, so that a lock-out after healing can last a whole window
+    /// before the run ends and be seen (validated to be after the start).
     pub fn heal_at_ms(&self, scheme: &SchemeSpec) -> u64 {
         self.nemesis
             .as_ref()
             .and_then(|n| n.heal_at_ms)
             .unwrap_or_else(|| {
                 self.duration_ms
-                    .saturating_sub(self.liveness_window_ms(scheme))
+                    .saturating_sub(2 * self.liveness_window_ms(scheme))
             })
     }
 
-    /// The liveness window for a scheme: the scenario's, or 2×ttl + 1 s.
+    /// The liveness window for a scheme: the scenario's `liveness_window_ms`, or
+    /// 2 × max(lease, longest hold) + 1 s — long enough for a dead holder's lease to run out
+    /// and for a live holder to finish, twice over. A lease-less scheme is judged as if its
+    /// lease were [`LEASELESS_WINDOW_LEASE_MS`], never on a shorter window than a leased one.
     pub fn liveness_window_ms(&self, scheme: &SchemeSpec) -> u64 {
-        self.liveness_window_ms
-            .unwrap_or(2 * scheme.ttl_ms() + 1000)
+        self.liveness_window_ms.unwrap_or_else(|| {
+            let lease_ms = match scheme.ttl_ms() {
+                0 => LEASELESS_WINDOW_LEASE_MS,
+                ttl_ms => ttl_ms,
+            };
+            2 * lease_ms.max(self.clients.hold_ms.max) + 1000
+        })
     }
 }
 
@@ -517,7 +534,7 @@ impl ScenarioFile {
         if self.liveness_window_ms == Some(0) {
             return Err("liveness_window_ms: must be greater than 0".into());
         }
-        Ok(Scenario {
+        let scenario = Scenario {
             path: path.to_string(),
             name: self.name,
             description: self.description,
@@ -535,7 +552,39 @@ impl ScenarioFile {
             expect: self.expect,
             expect_some: self.expect_some,
             liveness_window_ms: self.liveness_window_ms,
-        })
+        };
+        scenario.validate_liveness_phase()?;
+        Ok(scenario)
+    }
+}
+
+impl Scenario {
+    /// With a random nemesis, the run must go on for more than a liveness window after the
+    /// nemesis heals, or a lock-out could never be judged `stuck`.
+    fn validate_liveness_phase(&self) -> Result<(), String> {
+        let Some(nemesis) = &self.nemesis else {
+            return Ok(());
+        };
+        for scheme in &self.schemes {
+            let window_ms = self.liveness_window_ms(scheme);
+            let heal_at_ms = self.heal_at_ms(scheme);
+            let after_ms = self.duration_ms - heal_at_ms.min(self.duration_ms);
+            if nemesis.heal_at_ms.is_some() && after_ms <= window_ms {
+                return Err(format!(
+                    "nemesis.heal_at_ms: healing at {heal_at_ms} ms leaves {after_ms} ms of the {} ms run, not more than the liveness window ({window_ms} ms for {}): a lock-out after healing could never be seen; heal earlier, lengthen duration_ms or shorten liveness_window_ms",
+                    self.duration_ms,
+                    scheme.label()
+                ));
+            }
+            if heal_at_ms == 0 {
+                return Err(format!(
+                    "duration_ms: {} ms leaves no time for random faults: the nemesis heals two liveness windows ({window_ms} ms each for {}) before the end; lengthen duration_ms, or set nemesis.heal_at_ms or liveness_window_ms",
+                    self.duration_ms,
+                    scheme.label()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -557,6 +606,20 @@ mod tests {
             vec!["redis-1", "client-1", "client-2", "resource"]
         );
         assert_eq!(s.liveness_window_ms(&s.schemes[0]), 61_000);
+        let leaseless =
+            Scenario::parse(r#"{ "name": "m", "scheme": "setnx-del" }"#, "m.json").unwrap();
+        assert_eq!(
+            leaseless.liveness_window_ms(&leaseless.schemes[0]),
+            21_000,
+            "a lease-less scheme is judged as with a 10 s lease, not on 1 s"
+        );
+        let long_hold = Scenario::parse(
+            r#"{ "name": "m", "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+                 "clients": { "hold_ms": [100, 5000] } }"#,
+            "m.json",
+        )
+        .unwrap();
+        assert_eq!(long_hold.liveness_window_ms(&long_hold.schemes[0]), 11_000);
     }
 
     #[test]
@@ -658,5 +721,40 @@ mod tests {
             vec![7]
         );
         assert!(SeedRange::parse("a..b").is_err());
+    }
+
+    /// The nemesis heals two liveness windows before the end by default, so that a lock-out
+    /// after healing can be seen; a heal time that leaves no whole window is an error.
+    #[test]
+    fn a_random_nemesis_leaves_room_to_judge_liveness() {
+        let with = |extra: &str| {
+            Scenario::parse(
+                &format!(
+                    r#"{{ "name": "n", "duration_ms": 20000,
+                          "scheme": {{ "name": "setnx-expire", "ttl_ms": 2000 }},
+                          "nemesis": {{ "crash": {{ "every_ms": [1000, 2000], "duration_ms": [0, 500] }} {extra} }} }}"#
+                ),
+                "n.json",
+            )
+        };
+        let s = with("").unwrap();
+        assert_eq!(s.liveness_window_ms(&s.schemes[0]), 5000);
+        assert_eq!(s.heal_at_ms(&s.schemes[0]), 10_000);
+        assert!(with(r#", "heal_at_ms": 14999"#).is_ok());
+        let err = with(r#", "heal_at_ms": 15000"#).unwrap_err();
+        assert!(
+            err.starts_with("n.json: nemesis.heal_at_ms: healing at 15000 ms leaves 5000 ms"),
+            "{err}"
+        );
+        let short = Scenario::parse(
+            r#"{ "name": "n", "duration_ms": 10000, "scheme": { "name": "setnx-expire", "ttl_ms": 2000 },
+                 "nemesis": { "crash": { "every_ms": [1000, 2000], "duration_ms": [0, 500] } } }"#,
+            "n.json",
+        )
+        .unwrap_err();
+        assert!(
+            short.starts_with("n.json: duration_ms: 10000 ms leaves no time for random faults"),
+            "{short}"
+        );
     }
 }

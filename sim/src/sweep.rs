@@ -284,6 +284,14 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
                 fmt_ms(cell.acquire_ms.max)
             );
         }
+        if cell.seeds_run > 0 {
+            let _ = writeln!(
+                out,
+                "    longest wait for the lock (starvation): {} ms on the median seed, {} ms at most",
+                fmt_ms(cell.max_wait_ms.median),
+                fmt_ms(cell.max_wait_ms.max)
+            );
+        }
         if let Some(seed) = cell.first_failing_seed
             && first_failing.is_none_or(|(_, s)| seed < s)
         {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use madsim::runtime::NodeHandle;
 use madsim::task::NodeId;
@@ -27,6 +27,8 @@ pub struct World {
     pub seed: u64,
     start: Instant,
     state: Mutex<State>,
+    /// Itself, for injecting a triggered fault at the instant of its event (`record`).
+    me: Weak<World>,
 }
 
 #[derive(Default)]
@@ -54,6 +56,8 @@ struct State {
     next_conn: u64,
     /// The node that runs the network's writer queues (see `netlayer`).
     network: Option<NodeHandle>,
+    /// The node that runs the nemesis: faults are injected and healed there.
+    nemesis: Option<NodeHandle>,
     /// How many times each node's process was started (1 = first start).
     starts: BTreeMap<String, u32>,
     /// What each node keeps on disk (AOF, redis.conf), surviving its crashes.
@@ -71,10 +75,13 @@ struct Trigger {
     command: Option<String>,
     nth: u64,
     seen: u64,
+    /// 0: the fault is injected at the event's instant, before the node that saw the event
+    /// takes another step.
+    after_ms: u64,
 }
 
 impl World {
-    pub fn new(scenario: Arc<Scenario>, scheme: SchemeSpec, seed: u64) -> World {
+    pub fn new(scenario: Arc<Scenario>, scheme: SchemeSpec, seed: u64) -> Arc<World> {
         let mut state = State::default();
         for (fault, f) in scenario.faults.iter().enumerate() {
             if let When::On {
@@ -82,7 +89,7 @@ impl World {
                 node,
                 nth,
                 command,
-                ..
+                after_ms,
             } = &f.when
             {
                 state.triggers.push(Trigger {
@@ -92,16 +99,18 @@ impl World {
                     command: command.clone(),
                     nth: *nth,
                     seen: 0,
+                    after_ms: *after_ms,
                 });
             }
         }
-        World {
+        Arc::new_cyclic(|me| World {
             scenario,
             scheme,
             seed,
             start: Instant::now(),
             state: Mutex::new(state),
-        }
+            me: me.clone(),
+        })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -143,14 +152,25 @@ impl World {
         self.state().fire = Some(fire);
     }
 
-    /// Appends an event to the history and fires any fault trigger it completes.
-    pub fn record(&self, node: &str, kind: EventKind) {
+    /// Appends an event to the history and fires any fault trigger it completes. Returns true
+    /// when a fault was injected at this very instant (a trigger with `after_ms` 0): the caller
+    /// should yield (`emit`) so that a pause or crash of its own node stops it before its next
+    /// step, as the scenario says.
+    pub fn record(&self, node: &str, kind: EventKind) -> bool {
         self.record_thread(node, None, kind)
+    }
+
+    /// Records an event of a task that can go on running, and yields if the event injected a
+    /// fault at its instant: madsim stops a paused or killed node's task only where it yields.
+    pub async fn emit(&self, node: &str, thread: Option<u32>, kind: EventKind) {
+        if self.record_thread(node, thread, kind) {
+            madsim::task::yield_now().await;
+        }
     }
 
     /// Like `record`, for an event of one worker thread of a client (`clients.threads` > 1).
     /// Triggers match on the node, whichever thread observed the event.
-    pub fn record_thread(&self, node: &str, thread: Option<u32>, kind: EventKind) {
+    pub fn record_thread(&self, node: &str, thread: Option<u32>, kind: EventKind) -> bool {
         let event = Event {
             t_us: self.now_us(),
             node: node.to_string(),
@@ -174,7 +194,7 @@ impl World {
             if matches {
                 trigger.seen += 1;
                 if trigger.seen == trigger.nth {
-                    fired.push(trigger.fault);
+                    fired.push((trigger.fault, trigger.after_ms));
                 }
             }
         }
@@ -184,13 +204,25 @@ impl World {
                 None => state.key_owners.remove(node),
             };
         }
-        if let Some(fire) = &state.fire {
-            for fault in fired {
+        state.events.push(event);
+        let mut now = Vec::new();
+        for (fault, after_ms) in fired {
+            if after_ms == 0 {
+                now.push(fault);
+            } else if let Some(fire) = &state.fire {
                 // The nemesis lives to the end of the run; a send can only fail after it.
                 let _ = fire.send(fault);
             }
         }
-        state.events.push(event);
+        drop(state);
+        let world = self
+            .me
+            .upgrade()
+            .expect("a world records only while it lives");
+        for &fault in &now {
+            crate::faults::fire_now(&world, fault);
+        }
+        !now.is_empty()
     }
 
     pub fn take_events(&self) -> Vec<Event> {
@@ -312,6 +344,20 @@ impl World {
         self.state().network = Some(node);
     }
 
+    pub fn set_nemesis_node(&self, node: NodeHandle) {
+        self.state().nemesis = Some(node);
+    }
+
+    /// Runs a task of the nemesis (waiting out and healing a fault), beyond any fault's reach.
+    pub fn spawn_on_nemesis(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let node = self
+            .state()
+            .nemesis
+            .clone()
+            .expect("the runner creates the nemesis node before any client");
+        node.spawn(task);
+    }
+
     /// Runs a task of the network itself (a connection's writer queue): no fault pauses or
     /// kills it.
     pub fn spawn_on_network(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
@@ -341,21 +387,6 @@ impl World {
     pub fn reset_conn(&self, id: u64) {
         let reset = self.state().conns.get(&id).map(|(_, _, r)| r.clone());
         if let Some(reset) = reset {
-            reset.set();
-        }
-    }
-
-    /// Resets `node`'s own end of each of its connections (its process dies): its unsent
-    /// bytes are discarded, its peers read what was already sent, then EOF.
-    pub fn reset_local_connections(&self, node: &str) {
-        let resets: Vec<Signal> = self
-            .state()
-            .conns
-            .values()
-            .filter(|(local, _, _)| local == node)
-            .map(|(_, _, reset)| reset.clone())
-            .collect();
-        for reset in &resets {
             reset.set();
         }
     }
@@ -429,6 +460,13 @@ impl World {
             .holds
             .entry((kind.to_string(), node.to_string()))
             .or_default() += 1;
+    }
+
+    /// Whether `node`'s process is down (crashed, not yet restarted): it observes nothing.
+    pub fn is_crashed(&self, node: &str) -> bool {
+        self.state()
+            .holds
+            .contains_key(&("crash".to_string(), node.to_string()))
     }
 
     /// One `kind` fault on `node` healed; true when it was the last one.

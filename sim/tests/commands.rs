@@ -66,7 +66,7 @@ fn check_reports_a_wrong_expectation() {
         ("kleppmann-gc-pause", "set-nx-px-lua", Some(0))
     );
     assert_eq!(
-        (first.property, first.expected),
+        (first.property, first.expected.as_str()),
         ("resource_safety", "holds")
     );
     assert_eq!(first.got, "violated");

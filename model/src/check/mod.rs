@@ -7,6 +7,8 @@ pub mod liveness;
 pub mod mutual_exclusion;
 pub mod resource;
 
+use std::collections::BTreeMap;
+
 use crate::history::{Event, EventKind, FaultPhase};
 use crate::result::{Counts, Latencies, Liveness, Safety, Verdicts, Violation};
 
@@ -18,7 +20,8 @@ pub struct CheckContext {
     pub clients: Vec<String>,
     /// True simulated time at which the run ended.
     pub end_us: u64,
-    /// How long a live client may wait for the lock once every fault has healed.
+    /// How long the lock may go ungranted while live clients want it, once every fault has
+    /// healed, before the run is `stuck`.
     pub liveness_window_ms: u64,
 }
 
@@ -29,6 +32,10 @@ pub struct CheckReport {
     pub counts: Counts,
     pub latency_ms: Latencies,
     pub throughput_per_s: f64,
+    /// The longest any owner waited for the lock (starvation, see `liveness`).
+    pub max_wait_ms: f64,
+    /// Each owner's longest wait.
+    pub max_wait_ms_by_client: BTreeMap<String, f64>,
     /// The first violations of every kind, earliest first.
     pub violations: Vec<Violation>,
 }
@@ -41,6 +48,12 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
     let resource = resource::check(events);
     let liveness = liveness::check(events, ctx);
     let latency_ms = latency::check(events);
+    let max_wait_ms_by_client: BTreeMap<String, f64> = liveness
+        .max_wait_us
+        .iter()
+        .map(|(owner, us)| (owner.clone(), round3(ms(*us))))
+        .collect();
+    let max_wait_ms = max_wait_ms_by_client.values().copied().fold(0.0, f64::max);
 
     let counts = Counts {
         acquisitions: count(events, |k| matches!(k, EventKind::Acquired { .. })),
@@ -62,7 +75,7 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
     let verdicts = Verdicts {
         mutual_exclusion: Safety::from_violated(!exclusion.is_empty()),
         resource_safety: Safety::from_violated(!resource.conflicts.is_empty()),
-        liveness: if liveness.is_empty() {
+        liveness: if liveness.violations.is_empty() {
             Liveness::Ok
         } else {
             Liveness::Stuck
@@ -73,7 +86,7 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
         exclusion,
         mutual_exclusion::foreign_releases(events),
         resource.conflicts,
-        liveness,
+        liveness.violations,
     ] {
         violations.extend(list.into_iter().take(MAX_VIOLATIONS_PER_KIND));
     }
@@ -89,6 +102,8 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
         counts,
         latency_ms,
         throughput_per_s,
+        max_wait_ms,
+        max_wait_ms_by_client,
         violations,
     }
 }
