@@ -9,31 +9,12 @@
 //!   which files, Ctrl-C, what a run writes; on them the commands `sweep`, `replay`, `compare`
 //!   and `check`.
 
-pub mod artifacts;
-pub mod batch;
-pub mod bench;
-pub mod catalog;
-pub mod check;
-pub mod client;
-pub mod clock;
-pub mod compare;
-pub mod conn;
-pub mod expect;
+pub mod cli;
 pub mod faults;
-pub mod interrupt;
-pub mod nemesis;
-pub mod netlayer;
-pub mod persistence;
-pub mod redis_node;
-pub mod replay;
-pub mod replication;
-pub mod resource;
+pub mod nodes;
 pub mod runner;
 pub mod scenario;
-pub mod sentinel;
-pub mod serve;
 pub mod signal;
-pub mod sweep;
 pub mod world;
 
 use std::net::{IpAddr, Ipv4Addr};

@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use locksim::artifacts::write_run;
-use locksim::bench::bench;
-use locksim::catalog::{load_all, scenario_files, select_schemes};
+use locksim::cli::artifacts::write_run;
+use locksim::cli::bench::bench;
+use locksim::cli::catalog::{load_all, scenario_files, select_schemes};
+use locksim::cli::{check, compare, interrupt, replay, sweep};
 use locksim::runner::{default_jobs, run};
 use locksim::scenario::{Scenario, SeedRange};
-use locksim::{check, compare, interrupt, replay, sweep};
 
 #[derive(Parser)]
 #[command(
@@ -200,7 +200,9 @@ fn execute(command: Command) -> Result<ExitCode, String> {
                 }
                 if let Some(dir) = &out {
                     let dir = if indices.len() > 1 {
-                        dir.join(locksim::artifacts::path_component(&output.result.scheme))
+                        dir.join(locksim::cli::artifacts::path_component(
+                            &output.result.scheme,
+                        ))
                     } else {
                         dir.clone()
                     };
@@ -257,7 +259,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
             let base = out.unwrap_or_else(|| replay::default_dir(&scenario, seed));
             for &index in &indices {
                 let dir = if indices.len() > 1 {
-                    base.join(locksim::artifacts::path_component(
+                    base.join(locksim::cli::artifacts::path_component(
                         &scenario.schemes[index].label(),
                     ))
                 } else {
@@ -329,7 +331,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
             eprintln!(
                 "locksim serve: the simulated Redis 7.0 listening on {bind}:{port} (Ctrl-C stops it)"
             );
-            locksim::serve::serve_listener(listener).map_err(|e| format!("serve: {e}"))?;
+            locksim::cli::serve::serve_listener(listener).map_err(|e| format!("serve: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { file, seeds, jobs } => {

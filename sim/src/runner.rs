@@ -11,14 +11,14 @@ use model::check::{CheckContext, check_all};
 use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
-use crate::client::client_node;
+use crate::faults::nemesis::random_nemesis;
 use crate::faults::{nemesis, start_initial};
-use crate::nemesis::random_nemesis;
 use crate::node_ip;
-use crate::redis_node::redis_node;
-use crate::resource::resource_node;
+use crate::nodes::client::client_node;
+use crate::nodes::redis_node::redis_node;
+use crate::nodes::resource::resource_node;
+use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
-use crate::sentinel::sentinel_node;
 use crate::world::World;
 
 /// One finished run: the result of the contract and the full history behind it.

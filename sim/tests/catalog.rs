@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use locksim::expect::mismatches;
 use locksim::runner::{default_jobs, run_parallel};
 use locksim::scenario::Scenario;
+use locksim::scenario::expect::mismatches;
 
 fn catalog() -> Vec<PathBuf> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"));

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
-use locksim::catalog::{load_all, scenario_files};
-use locksim::check::{CheckOptions, check};
-use locksim::compare::{CompareOptions, compare};
+use locksim::cli::catalog::{load_all, scenario_files};
+use locksim::cli::check::{CheckOptions, check};
+use locksim::cli::compare::{CompareOptions, compare};
 use locksim::scenario::SeedRange;
 
 fn catalog(name: &str) -> PathBuf {

@@ -4,6 +4,9 @@
 //! Everything runs on one madsim runtime thread; the mutex only satisfies `Send` for madsim's
 //! spawn and is never contended.
 
+pub mod net;
+pub mod time;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, Weak};
@@ -15,11 +18,11 @@ use model::history::{Event, EventKind};
 use model::locks::SchemeSpec;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::clock::NodeClock;
 use crate::faults::When;
-use crate::persistence::Disk;
+use crate::nodes::persistence::Disk;
 use crate::scenario::Scenario;
 use crate::signal::Signal;
+use crate::world::time::NodeClock;
 
 pub struct World {
     pub scenario: Arc<Scenario>,

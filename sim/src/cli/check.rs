@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use model::result::RunResult;
 
-use crate::batch::{Job, progress_bar, run_jobs};
-use crate::catalog::replay_command;
-use crate::expect::{Mismatch, mismatches};
+use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::catalog::replay_command;
+use crate::scenario::expect::{Mismatch, mismatches};
 use crate::scenario::{Expect, Scenario, SeedRange};
 
 pub struct CheckOptions {

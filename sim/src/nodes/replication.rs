@@ -29,11 +29,11 @@ use bytes::BytesMut;
 use model::history::{EventKind, render_command};
 use model::redis::{ClientId, ReplicaInfo, ReplicationInfo, Reply, RequestParser, Role};
 
-use crate::conn::encode_command;
-use crate::netlayer::{NetConn, NetWriter};
-use crate::persistence;
-use crate::redis_node::Node;
+use crate::nodes::persistence;
+use crate::nodes::redis_node::Node;
+use crate::nodes::resp::encode_command;
 use crate::signal::Signal;
+use crate::world::net::socket::{NetConn, NetWriter};
 use crate::{REDIS_PORT, node_ip};
 
 /// `repl-backlog-size` (1 MB).
@@ -647,8 +647,8 @@ mod tests {
     use madsim::runtime::{Handle, Runtime};
     use model::redis::Reply;
 
-    use crate::conn::RespConn;
-    use crate::redis_node::redis_node;
+    use crate::nodes::redis_node::redis_node;
+    use crate::nodes::resp::RespConn;
     use crate::runner::add_node;
     use crate::scenario::Scenario;
     use crate::world::World;

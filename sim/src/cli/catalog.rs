@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::artifacts::shell_quote;
+use crate::cli::artifacts::shell_quote;
 use crate::scenario::Scenario;
 
 /// The catalog folder `compare` and `check` use by default.

@@ -19,8 +19,8 @@ use model::redis::Reply;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::conn::{RespConn, with_timeout};
-use crate::resource::RESOURCE_PORT;
+use crate::nodes::resource::RESOURCE_PORT;
+use crate::nodes::resp::{RespConn, with_timeout};
 use crate::scenario::MsRange;
 use crate::world::{World, stream_seed};
 use crate::{REDIS_PORT, SENTINEL_PORT, node_ip};

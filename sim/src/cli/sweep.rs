@@ -14,9 +14,9 @@ use reports::summary::{CellStats, fmt_ms};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::artifacts::path_component;
-use crate::batch::{Job, progress_bar, run_jobs};
-use crate::catalog::replay_command;
+use crate::cli::artifacts::path_component;
+use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::catalog::replay_command;
 use crate::scenario::{Scenario, SeedRange};
 
 /// Where a sweep writes by default: `sweeps/<scenario>/`.

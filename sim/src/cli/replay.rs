@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::artifacts::{path_component, write_file, write_run};
+use crate::cli::artifacts::{path_component, write_file, write_run};
 use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
 
@@ -31,7 +31,7 @@ pub fn events_text(scenario: &Scenario, output: &RunOutput) -> String {
         EVENTS_AFTER,
     ) + &format!(
         "\nreplay: {}\n",
-        crate::catalog::replay_command(
+        crate::cli::catalog::replay_command(
             scenario,
             scenario
                 .schemes

@@ -63,7 +63,7 @@ pub struct Disk {
     /// redis.conf's `replicaof`: the master's node name, `None` for a master.
     pub replicaof: Option<String>,
     /// sentinel.conf, which a Sentinel rewrites on every change of its state (`sentinelFlushConfig`).
-    pub sentinel: Option<crate::sentinel::SentinelConf>,
+    pub sentinel: Option<crate::nodes::sentinel::SentinelConf>,
 }
 
 /// Appends a command's effects to the AOF of `node`.

@@ -4,6 +4,8 @@
 //! each struct; unknown fields and bad values are errors that name the file and the field —
 //! never a panic.
 
+pub mod expect;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -11,8 +13,8 @@ use model::locks::SchemeSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::faults::nemesis::NemesisSpec;
 use crate::faults::{Fault, FaultSpec};
-use crate::nemesis::NemesisSpec;
 
 /// A validated scenario, ready to run.
 #[derive(Clone, Debug)]

@@ -43,8 +43,8 @@ use model::redis::{Reply, RequestParser};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::conn::{RespConn, encode_command};
-use crate::netlayer::{NetConn, NetReader, NetWriter};
+use crate::nodes::resp::{RespConn, encode_command};
+use crate::world::net::socket::{NetConn, NetReader, NetWriter};
 use crate::world::{World, stream_seed};
 use crate::{REDIS_PORT, SENTINEL_PORT, node_ip};
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use model::redis::Reply;
 
-use crate::netlayer::NetConn;
 use crate::world::World;
+use crate::world::net::socket::NetConn;
 
 pub struct RespConn {
     conn: NetConn,

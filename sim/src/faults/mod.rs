@@ -4,6 +4,8 @@
 //! A fault fires at `at_ms`, or `after_ms` after the `nth` occurrence of an event (`on`); it
 //! lasts `duration_ms`, or to the end of the run when that is omitted.
 
+pub mod nemesis;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +15,7 @@ use madsim::runtime::Handle;
 use model::history::{EventKind, FaultPhase};
 use serde::Deserialize;
 
-use crate::persistence;
+use crate::nodes::persistence;
 use crate::signal::Signal;
 use crate::world::World;
 
@@ -465,7 +467,7 @@ impl FaultKind {
                 world.drop_connections(node);
             }
             FaultKind::Failover { master } => {
-                madsim::task::spawn_local(crate::sentinel::request_failover(
+                madsim::task::spawn_local(crate::nodes::sentinel::request_failover(
                     world.clone(),
                     master.clone(),
                 ));

@@ -15,8 +15,8 @@ use madsim::net::TcpListener;
 use model::history::EventKind;
 use model::redis::{Reply, RequestParser};
 
-use crate::netlayer::NetConn;
 use crate::world::World;
+use crate::world::net::socket::NetConn;
 
 pub const RESOURCE_PORT: u16 = 7000;
 /// The stock the counter starts with.

@@ -25,9 +25,9 @@ use model::redis::keyspace::Value;
 use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
 
 use crate::REDIS_PORT;
-use crate::netlayer::{NetConn, NetWriter};
-use crate::persistence::{self, Fsync};
-use crate::replication::{self, Repl};
+use crate::nodes::persistence::{self, Fsync};
+use crate::nodes::replication::{self, Repl};
+use crate::world::net::socket::{NetConn, NetWriter};
 use crate::world::{World, stream_seed};
 
 /// Redis's `hz 10`: the active expire cycle runs ten times a second.

@@ -17,11 +17,11 @@ use model::result::RunResult;
 use reports::charts::ChartSet;
 use reports::summary::{Cell, CellStats, ScenarioInfo, SchemeStats, Summary, is_violating};
 
-use crate::artifacts::{path_component, write_file, write_run};
-use crate::batch::{Job, progress_bar, run_jobs};
-use crate::catalog::{replay_command, scheme_labels};
-use crate::expect::mismatches;
+use crate::cli::artifacts::{path_component, write_file, write_run};
+use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::catalog::{replay_command, scheme_labels};
 use crate::runner::RunOutput;
+use crate::scenario::expect::mismatches;
 use crate::scenario::{Expect, Scenario, SeedRange};
 
 /// Seeds per scenario when `--seeds` is not given.

@@ -1,0 +1,10 @@
+pub mod artifacts;
+pub mod batch;
+pub mod bench;
+pub mod catalog;
+pub mod check;
+pub mod compare;
+pub mod interrupt;
+pub mod replay;
+pub mod serve;
+pub mod sweep;
