@@ -12,14 +12,14 @@ use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
 use crate::faults::nemesis::random_nemesis;
-use crate::faults::{nemesis, start_initial};
+use crate::faults::{fire_now, nemesis, start_initial};
 use crate::node_ip;
 use crate::nodes::client::client_node;
 use crate::nodes::redis_node::redis_node;
 use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
-use crate::world::World;
+use crate::world::{FaultHook, World};
 
 /// One finished run: the result of the contract and the full history behind it.
 pub struct RunOutput {
@@ -107,7 +107,7 @@ where
         .ip(ip)
         .init(move || init(w.clone(), n.clone()))
         .build();
-    world.register_node(name, node.id(), ip);
+    world.procs.register(name, node.id(), ip);
 }
 
 /// The simulation proper; returns the history and the true time the run ended.
@@ -119,7 +119,10 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         seed,
     );
     let (fire, fired) = tokio::sync::mpsc::unbounded_channel();
-    world.set_fault_channel(fire);
+    world.set_fault_hook(FaultHook {
+        later: fire,
+        now: fire_now,
+    });
 
     // The network's own tasks (connection writer queues) run here, beyond any fault's reach.
     let network_node = handle
@@ -127,11 +130,13 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .name("network")
         .ip(node_ip("network"))
         .build();
-    world.set_network_node(network_node);
+    world.net.set_node(network_node);
     for master in scenario.master_names() {
         for replica in scenario.replica_names(&master) {
             // redis.conf of a replica: `replicaof <master> 6379`.
-            world.with_disk(&replica, |disk| disk.replicaof = Some(master.clone()));
+            world
+                .disks
+                .with(&replica, |disk| disk.replicaof = Some(master.clone()));
         }
     }
     for name in scenario.redis_names() {
@@ -146,8 +151,10 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .name("nemesis")
         .ip(node_ip("nemesis"))
         .build();
-    world.register_node("nemesis", nemesis_node.id(), node_ip("nemesis"));
-    world.set_nemesis_node(nemesis_node.clone());
+    world
+        .procs
+        .register("nemesis", nemesis_node.id(), node_ip("nemesis"));
+    world.procs.set_nemesis(nemesis_node.clone());
     nemesis_node.spawn(nemesis(world.clone(), fired));
     if let Some(spec) = scenario.nemesis.clone() {
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);
@@ -162,15 +169,15 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
 
     let duration_us = scenario.duration_ms * 1000;
     let clients = scenario.clients.count;
-    while world.clients_done() < clients && world.now_us() < duration_us {
+    while world.procs.clients_done() < clients && world.time.now_us() < duration_us {
         madsim::time::sleep(Duration::from_millis(10)).await;
     }
-    let end_us = world.now_us().min(duration_us);
+    let end_us = world.time.now_us().min(duration_us);
     // madsim leaks the tasks of live nodes when the runtime drops: kill every node first.
-    for id in world.node_ids() {
+    for id in world.procs.ids() {
         handle.kill(id);
     }
-    (world.take_events(), end_us)
+    (world.history.take_events(), end_us)
 }
 
 /// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh

@@ -10,12 +10,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use madsim::net::NetSim;
-use madsim::runtime::Handle;
 use model::history::{EventKind, FaultPhase};
 use serde::Deserialize;
 
-use crate::nodes::persistence;
 use crate::signal::Signal;
 use crate::world::World;
 
@@ -440,31 +437,28 @@ impl FaultKind {
     }
 
     fn inject(&self, world: &Arc<World>) {
-        let handle = Handle::current();
         match self {
-            FaultKind::Pause { node } => {
-                world.hold("pause", node);
-                handle.pause(world.node_id(node))
-            }
+            FaultKind::Pause { node } => world.procs.pause(node),
             FaultKind::Crash {
                 node,
                 restart_after_ms,
             } => {
                 // The process dies. What it wrote to its sockets is the kernel's now: it still
                 // arrives (after any extra delay of its link), then the peers read EOF, as a
-                // killed process's kernel sends FIN after the data (`netlayer`).
-                world.hold("crash", node);
-                handle.kill(world.node_id(node));
+                // killed process's kernel sends FIN after the data (`world::net::socket`).
+                world.procs.crash(node);
                 // The machine went down: what was not on disk is lost, and so is the key.
-                persistence::crash(world, node);
+                world.disks.crash(node);
                 world.lost_key_owner(node, "crash");
                 if restart_after_ms.is_none() {
-                    world.gone(node);
+                    world.procs.gone(node);
                 }
             }
-            FaultKind::Delay { from, to, extra_ms } => world.add_delay(from, to, extra_ms * 1000),
+            FaultKind::Delay { from, to, extra_ms } => {
+                world.net.add_delay(from, to, extra_ms * 1000)
+            }
             FaultKind::DropConnections { node } => {
-                world.drop_connections(node);
+                world.net.drop_connections(node);
             }
             FaultKind::Failover { master } => {
                 madsim::task::spawn_local(crate::nodes::sentinel::request_failover(
@@ -472,56 +466,32 @@ impl FaultKind {
                     master.clone(),
                 ));
             }
-            FaultKind::ClockJump { node, delta_ms } => {
-                world.with_clock(node, |c, now| c.jump(now, *delta_ms))
-            }
-            FaultKind::ClockDrift { node, rate } => {
-                world.with_clock(node, |c, now| c.set_rate(now, *rate))
-            }
+            FaultKind::ClockJump { node, delta_ms } => world.time.jump(node, *delta_ms),
+            FaultKind::ClockDrift { node, rate } => world.time.set_rate(node, *rate),
             FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
-                let net = NetSim::current();
                 for (a, b) in self.links(&world.scenario.node_names()) {
-                    if world.clog(&a, &b) {
-                        net.clog_link(world.node_id(&a), world.node_id(&b));
-                    }
+                    let ids = (world.procs.id(&a), world.procs.id(&b));
+                    world.net.clog(&a, &b, ids);
                 }
             }
         }
     }
 
     fn heal(&self, world: &World) {
-        let handle = Handle::current();
         match self {
             FaultKind::Delay { from, to, extra_ms } => {
-                world.remove_delay(from, to, extra_ms * 1000)
+                world.net.remove_delay(from, to, extra_ms * 1000)
             }
             FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
-            // Overlapping pauses (or crashes) of one node: it resumes (restarts) when the last
-            // of them heals.
-            FaultKind::Pause { node } => {
-                if world.release("pause", node) {
-                    world.resumed(node);
-                    handle.resume(world.node_id(node));
-                }
-            }
-            // madsim: a restart without a prior kill keeps the old sockets; kill first.
-            FaultKind::Crash { node, .. } => {
-                if world.release("crash", node) {
-                    handle.kill(world.node_id(node));
-                    handle.restart(world.node_id(node));
-                }
-            }
+            FaultKind::Pause { node } => world.procs.resume(node),
+            FaultKind::Crash { node, .. } => world.procs.restart(node),
             // A clock step is not undone (NTP would slew it back slowly); healing ends the fault window.
             FaultKind::ClockJump { .. } => {}
-            FaultKind::ClockDrift { node, .. } => {
-                world.with_clock(node, |c, now| c.set_rate(now, 1.0))
-            }
+            FaultKind::ClockDrift { node, .. } => world.time.set_rate(node, 1.0),
             FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
-                let net = NetSim::current();
                 for (a, b) in self.links(&world.scenario.node_names()) {
-                    if world.unclog(&a, &b) {
-                        net.unclog_link(world.node_id(&a), world.node_id(&b));
-                    }
+                    let ids = (world.procs.id(&a), world.procs.id(&b));
+                    world.net.unclog(&a, &b, ids);
                 }
             }
         }
@@ -607,11 +577,15 @@ pub fn fire_now(world: &Arc<World>, index: usize) {
     let fault = world.scenario.faults[index].clone();
     if matches!(fault.kind, FaultKind::Failover { .. }) {
         // A request to the Sentinels: it leaves from the nemesis node, at this same instant.
-        world.spawn_on_nemesis(run(world.clone(), fault, None));
+        world
+            .procs
+            .spawn_on_nemesis(run(world.clone(), fault, None));
         return;
     }
     begin(world, &fault);
-    world.spawn_on_nemesis(finish(world.clone(), fault, None));
+    world
+        .procs
+        .spawn_on_nemesis(finish(world.clone(), fault, None));
 }
 
 /// Injects the faults scheduled at 0 ms right away, before any node runs a step, so a

@@ -361,7 +361,7 @@ async fn kind_process(
         ChaCha8Rng::seed_from_u64(stream_seed(world.seed, &format!("nemesis/{}", kind.kind)));
     loop {
         let wait = draw(&mut rng, kind.every_ms);
-        if world.now_us() / 1000 + wait >= heal_at_ms {
+        if world.time.now_us() / 1000 + wait >= heal_at_ms {
             return;
         }
         madsim::time::sleep(Duration::from_millis(wait)).await;
@@ -384,7 +384,7 @@ async fn kind_process(
         let fault = Fault {
             kind: fault_kind,
             when: When::At {
-                at_ms: world.now_us() / 1000,
+                at_ms: world.time.now_us() / 1000,
             },
             duration_ms,
         };

@@ -53,7 +53,7 @@ struct Abandoned<'a> {
 impl Drop for Abandoned<'_> {
     fn drop(&mut self) {
         // A crashed process's tasks are dropped too: a dead process observes nothing.
-        if !self.finished && !self.env.world.is_crashed(&self.env.name) {
+        if !self.finished && !self.env.world.procs.is_crashed(&self.env.name) {
             self.env.world.record(
                 &self.env.name,
                 EventKind::CommandFailed {
@@ -172,7 +172,7 @@ impl ClientEnv {
                         .and_then(|b| std::str::from_utf8(b).ok())
                         .and_then(|s| s.parse().ok());
                     if let Some(ip) = ip {
-                        let master = self.world.name_of(ip);
+                        let master = self.world.procs.name_of(ip);
                         if i > 0 {
                             let mut sentinels = self.sentinels.borrow_mut();
                             let first = sentinels.remove(i);
@@ -349,16 +349,16 @@ impl LockEnv for ClientEnv {
     }
 
     fn wall_ms(&self) -> i64 {
-        self.world.wall_ms(&self.name)
+        self.world.time.wall_ms(&self.name)
     }
 
     fn mono_ms(&self) -> u64 {
-        self.world.mono_ms(&self.name)
+        self.world.time.mono_ms(&self.name)
     }
 
     async fn sleep_ms(&self, ms: u64) {
         sleep(Duration::from_micros(
-            self.world.true_duration_us(&self.name, ms),
+            self.world.time.true_duration_us(&self.name, ms),
         ))
         .await
     }
@@ -368,7 +368,7 @@ impl LockEnv for ClientEnv {
     }
 
     fn register_token(&self, token: &str) {
-        self.world.register_token(token, &self.name);
+        self.world.history.register_token(token, &self.name);
     }
 
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) -> Box<dyn TaskGuard> {
@@ -388,7 +388,7 @@ struct PubSub {
 impl Subscription for PubSub {
     async fn next_message(&self, timeout_ms: u64) -> Option<Vec<u8>> {
         let mut conn = self.conn.borrow_mut().take()?;
-        let wait = Duration::from_micros(self.world.true_duration_us(&self.name, timeout_ms));
+        let wait = Duration::from_micros(self.world.time.true_duration_us(&self.name, timeout_ms));
         match with_timeout(&self.world, &self.name, wait, conn.read_reply()).await {
             Some(Ok(Reply::Array(parts)))
                 if parts.len() == 3 && parts[0].as_bulk() == Some(b"message") =>
@@ -516,7 +516,10 @@ impl LockEnv for ThreadEnv {
         self.process.random_u64()
     }
     fn register_token(&self, token: &str) {
-        self.process.world.register_token(token, &self.owner);
+        self.process
+            .world
+            .history
+            .register_token(token, &self.owner);
     }
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) -> Box<dyn TaskGuard> {
         self.process.spawn(task)
@@ -527,7 +530,7 @@ impl LockEnv for ThreadEnv {
 /// (one lock object shared between them where the scheme's source shares one), then done.
 pub async fn client_node(world: Arc<World>, name: String) {
     // A restarted process draws new tokens and timings: its random streams are per start.
-    let incarnation = match world.started(&name) {
+    let incarnation = match world.procs.started(&name) {
         1 => String::new(),
         n => format!("#{n}"),
     };
@@ -575,7 +578,7 @@ pub async fn client_node(world: Arc<World>, name: String) {
             let _ = handle.await;
         }
     }
-    world.client_done(&name);
+    world.procs.client_done(&name);
 }
 
 /// One worker thread's workload: `clients.acquisitions` rounds of acquire, critical section,

@@ -13,8 +13,8 @@
 //! process exit: data in the page cache that was never fsynced is lost — the case antirez and
 //! redis.io discuss for Redlock ("if the instance restarts without the key...").
 //!
-//! The disk lives in the world, not in the node, so it outlives the process. It also holds the
-//! node's `redis.conf` `replicaof` line, which Sentinel persists with `CONFIG REWRITE`.
+//! The disk itself (`world::storage`) outlives the process; it also holds the node's
+//! `redis.conf` `replicaof` line, which Sentinel persists with `CONFIG REWRITE`.
 
 use std::time::Duration;
 
@@ -53,25 +53,12 @@ impl Fsync {
     }
 }
 
-/// One node's disk.
-#[derive(Clone, Debug, Default)]
-pub struct Disk {
-    /// The AOF as it is on disk (fsynced).
-    pub durable: Vec<Vec<Vec<u8>>>,
-    /// Written to the OS but not yet on disk: lost in a crash.
-    pub page_cache: Vec<Vec<Vec<u8>>>,
-    /// redis.conf's `replicaof`: the master's node name, `None` for a master.
-    pub replicaof: Option<String>,
-    /// sentinel.conf, which a Sentinel rewrites on every change of its state (`sentinelFlushConfig`).
-    pub sentinel: Option<crate::nodes::sentinel::SentinelConf>,
-}
-
 /// Appends a command's effects to the AOF of `node`.
 pub fn append(world: &World, node: &str, policy: Fsync, commands: &[Vec<Vec<u8>>]) {
     if policy == Fsync::Off || commands.is_empty() {
         return;
     }
-    world.with_disk(node, |disk| {
+    world.disks.with(node, |disk| {
         if policy == Fsync::Always {
             disk.durable.extend_from_slice(commands);
         } else {
@@ -87,24 +74,21 @@ pub async fn flush_loop(world: std::sync::Arc<World>, node: String, policy: Fsyn
         return;
     };
     loop {
-        let true_us = world.true_duration_us(&node, period.as_millis() as u64);
+        let true_us = world
+            .time
+            .true_duration_us(&node, period.as_millis() as u64);
         madsim::time::sleep(Duration::from_micros(true_us)).await;
-        world.with_disk(&node, |disk| {
+        world.disks.with(&node, |disk| {
             let written = std::mem::take(&mut disk.page_cache);
             disk.durable.extend(written);
         });
     }
 }
 
-/// The machine crashed: whatever was not on disk is gone.
-pub fn crash(world: &World, node: &str) {
-    world.with_disk(node, |disk| disk.page_cache.clear());
-}
-
 /// Loads the AOF into a fresh server (`loadAppendOnlyFiles`): every command is replayed with
 /// keys' absolute expiry times as written.
 pub fn load(world: &World, node: &str, server: &mut RedisServer, now_ms: i64) -> usize {
-    let commands = world.with_disk(node, |disk| disk.durable.clone());
+    let commands = world.disks.with(node, |disk| disk.durable.clone());
     for argv in &commands {
         server.apply_replicated(now_ms, argv);
     }

@@ -58,7 +58,7 @@ enum Response {
 }
 
 pub async fn redis_node(world: Arc<World>, name: String) {
-    let start = world.started(&name);
+    let start = world.procs.started(&name);
     if start > 1 && world.scenario.topology.restart_delay_ms > 0 {
         // Delayed restart: the process is not back (not listening) before this.
         sleep(Duration::from_millis(
@@ -83,7 +83,7 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         name,
     });
     if start > 1 {
-        let now_ms = node.world.wall_ms(&node.name);
+        let now_ms = node.world.time.wall_ms(&node.name);
         let loaded = persistence::load(
             &node.world,
             &node.name,
@@ -114,7 +114,7 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
-        let client = node.world.name_of(peer.ip());
+        let client = node.world.procs.name_of(peer.ip());
         let conn = NetConn::new(&node.world, &node.name, &client, stream);
         madsim::task::spawn_local(serve_connection(node.clone(), conn, client));
     }
@@ -124,9 +124,10 @@ async fn active_expiry(node: Rc<Node>) {
     loop {
         let period = node
             .world
+            .time
             .true_duration_us(&node.name, ACTIVE_EXPIRE_PERIOD_MS);
         sleep(Duration::from_micros(period)).await;
-        let now_ms = node.world.wall_ms(&node.name);
+        let now_ms = node.world.time.wall_ms(&node.name);
         node.server.borrow_mut().active_expire_cycle(now_ms);
         replication::propagate(&node);
         node.observe_owner("expiry", now_ms);
@@ -242,7 +243,7 @@ impl Node {
                 },
             );
         }
-        let now_ms = self.world.wall_ms(&self.name);
+        let now_ms = self.world.time.wall_ms(&self.name);
         self.observe_owner(client, now_ms);
         Response::Reply(reply)
     }
@@ -260,11 +261,12 @@ impl Node {
                 // CONFIG REWRITE: redis.conf now says what this node's role is.
                 let master = match self.server.borrow().role() {
                     Role::Master => None,
-                    Role::Replica { master_host, .. } => {
-                        master_host.parse().ok().map(|ip| self.world.name_of(ip))
-                    }
+                    Role::Replica { master_host, .. } => master_host
+                        .parse()
+                        .ok()
+                        .map(|ip| self.world.procs.name_of(ip)),
                 };
-                self.world.with_disk(&self.name, |d| d.replicaof = master);
+                self.world.disks.with(&self.name, |d| d.replicaof = master);
                 Some(Reply::ok())
             }
             "client" if word(argv, 1) == "kill" && word(argv, 2) == "type" => {
@@ -299,7 +301,7 @@ impl Node {
         let Ok(ip) = host.parse() else {
             return Reply::error("ERR Invalid master address");
         };
-        let master = self.world.name_of(ip);
+        let master = self.world.procs.name_of(ip);
         if let Role::Replica { master_host, .. } = self.server.borrow().role()
             && *master_host == host
         {
@@ -310,14 +312,14 @@ impl Node {
     }
 
     async fn execute_in_model(&self, id: ClientId, argv: &[Vec<u8>]) -> Reply {
-        let now_ms = self.world.wall_ms(&self.name);
+        let now_ms = self.world.time.wall_ms(&self.name);
         // A lease that ran out before this command is the clock's doing, not this client's.
         self.observe_owner("expiry", now_ms);
         let info = replication::replication_info(self);
         let min = self.world.scenario.topology.min_replicas_to_write;
         let refuse = min > 0
             && matches!(self.server.borrow().role(), Role::Master)
-            && self.repl.borrow().good_replicas(self.world.now_us()) < min as usize;
+            && self.repl.borrow().good_replicas(self.world.time.now_us()) < min as usize;
         {
             let mut server = self.server.borrow_mut();
             server.set_replication_info(info);
@@ -351,7 +353,7 @@ impl Node {
     pub fn observe_owner(&self, by: &str, now_ms: i64) {
         let owner = lock_tokens(&self.server.borrow(), &self.lock_key, now_ms)
             .iter()
-            .find_map(|token| self.world.owner_of(token));
+            .find_map(|token| self.world.history.owner_of(token));
         let mut last = self.owner.borrow_mut();
         if *last != owner {
             let key = String::from_utf8_lossy(&self.lock_key).into_owned();

@@ -146,7 +146,7 @@ impl Repl {
 /// The host's view for INFO replication and ROLE.
 pub fn replication_info(node: &Node) -> ReplicationInfo {
     let repl = node.repl.borrow();
-    let now = node.world.now_us();
+    let now = node.world.time.now_us();
     let replicas = repl
         .replicas
         .values()
@@ -219,7 +219,7 @@ pub fn psync(
             repl.offset
         )
     };
-    let now = node.world.now_us();
+    let now = node.world.time.now_us();
     repl.replicas.insert(
         conn,
         ReplicaLink {
@@ -242,7 +242,7 @@ pub fn psync(
 
 /// `REPLCONF ACK offset` from a replica.
 pub fn ack(node: &Node, conn: ClientId, offset: i64) {
-    let now = node.world.now_us();
+    let now = node.world.time.now_us();
     let mut repl = node.repl.borrow_mut();
     if let Some(link) = repl.replicas.get_mut(&conn) {
         link.ack_offset = link.ack_offset.max(offset);
@@ -277,15 +277,20 @@ pub async fn wait(node: &Node, numreplicas: i64, timeout_ms: i64) -> i64 {
     }
     let getack = encode_command(&[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()]);
     node.repl.borrow_mut().feed(&getack);
-    let deadline = (timeout_ms > 0)
-        .then(|| node.world.now_us() + node.world.true_duration_us(&node.name, timeout_ms as u64));
+    let deadline = (timeout_ms > 0).then(|| {
+        node.world.time.now_us()
+            + node
+                .world
+                .time
+                .true_duration_us(&node.name, timeout_ms as u64)
+    });
     loop {
         let seen = acks.value();
         let acked = node.repl.borrow().acked(target);
         if acked >= numreplicas {
             return acked;
         }
-        let now = node.world.now_us();
+        let now = node.world.time.now_us();
         match deadline {
             Some(d) if now >= d => return acked,
             Some(d) => {
@@ -304,9 +309,9 @@ pub async fn wait(node: &Node, numreplicas: i64, timeout_ms: i64) -> i64 {
 /// silent for `repl-timeout`; a replica acknowledges its offset.
 pub async fn cron(node: Rc<Node>) {
     loop {
-        let period = node.world.true_duration_us(&node.name, 1000);
+        let period = node.world.time.true_duration_us(&node.name, 1000);
         madsim::time::sleep(Duration::from_micros(period)).await;
-        let now = node.world.now_us();
+        let now = node.world.time.now_us();
         let is_master = matches!(node.server.borrow().role(), Role::Master);
         let mut repl = node.repl.borrow_mut();
         if is_master {
@@ -323,7 +328,7 @@ pub async fn cron(node: Rc<Node>) {
                     link.writer.reset();
                 }
             }
-            let ping_every = node.world.true_duration_us(&node.name, PING_PERIOD_MS);
+            let ping_every = node.world.time.true_duration_us(&node.name, PING_PERIOD_MS);
             if !repl.replicas.is_empty() && now.saturating_sub(repl.last_ping_us) >= ping_every {
                 repl.last_ping_us = now;
                 repl.feed(&encode_command(&[b"PING".to_vec()]));
@@ -376,7 +381,7 @@ pub fn become_replica(node: &Rc<Node>, master: &str) {
         }
         repl.link_up = false;
         repl.master_writer = None;
-        repl.link_down_since_us = Some(node.world.now_us());
+        repl.link_down_since_us = Some(node.world.time.now_us());
     }
     node.server.borrow_mut().set_role(Role::Replica {
         master_host: node_ip(master).to_string(),
@@ -413,7 +418,7 @@ async fn replica_link(node: Rc<Node>, master: String) {
                 repl.link_up = false;
                 repl.master_writer = None;
                 if was_up {
-                    repl.link_down_since_us = Some(node.world.now_us());
+                    repl.link_down_since_us = Some(node.world.time.now_us());
                 }
                 was_up
             };
@@ -427,7 +432,7 @@ async fn replica_link(node: Rc<Node>, master: String) {
                 );
             }
         }
-        let retry = node.world.true_duration_us(&node.name, 1000);
+        let retry = node.world.time.true_duration_us(&node.name, 1000);
         madsim::time::sleep(Duration::from_micros(retry)).await;
     }
 }
@@ -515,7 +520,7 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
         let mut repl = node.repl.borrow_mut();
         repl.link_up = true;
         repl.link_down_since_us = None;
-        repl.last_io_us = Some(node.world.now_us());
+        repl.last_io_us = Some(node.world.time.now_us());
         repl.master_writer = Some(conn.writer());
     }
     node.world.record(
@@ -540,7 +545,7 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
             }
         }
         read_more(&mut conn, &mut buf).await?;
-        node.repl.borrow_mut().last_io_us = Some(node.world.now_us());
+        node.repl.borrow_mut().last_io_us = Some(node.world.time.now_us());
     }
 }
 
@@ -553,7 +558,7 @@ fn load_snapshot(
     offset: i64,
     payload: Vec<u8>,
 ) -> Result<(), String> {
-    let now_ms = node.world.wall_ms(&node.name);
+    let now_ms = node.world.time.wall_ms(&node.name);
     let mut commands = Vec::new();
     let mut bytes = BytesMut::from(&payload[..]);
     let mut parser = RequestParser::new();
@@ -569,7 +574,7 @@ fn load_snapshot(
         server.take_propagated();
     }
     if node.fsync != persistence::Fsync::Off {
-        node.world.with_disk(&node.name, |disk| {
+        node.world.disks.with(&node.name, |disk| {
             disk.durable = commands.clone();
             disk.page_cache.clear();
         });
@@ -611,7 +616,7 @@ fn apply(node: &Node, master: &str, conn: &NetConn, argv: &[Vec<u8>]) -> bool {
     if name == b"ping" || name == b"multi" || name == b"exec" || name == b"select" {
         return false;
     }
-    let now_ms = node.world.wall_ms(&node.name);
+    let now_ms = node.world.time.wall_ms(&node.name);
     node.server.borrow_mut().apply_replicated(now_ms, argv);
     node.server.borrow_mut().take_propagated();
     persistence::append(&node.world, &node.name, node.fsync, &[argv.to_vec()]);
@@ -624,7 +629,7 @@ fn apply(node: &Node, master: &str, conn: &NetConn, argv: &[Vec<u8>]) -> bool {
             offset,
         },
     );
-    if !node.world.is_crashed(&node.name) {
+    if !node.world.procs.is_crashed(&node.name) {
         node.observe_owner("replication", now_ms);
     }
     injected
@@ -632,7 +637,7 @@ fn apply(node: &Node, master: &str, conn: &NetConn, argv: &[Vec<u8>]) -> bool {
 
 /// Initial role of a node at start: what its redis.conf says.
 pub fn start(node: &Rc<Node>) {
-    let replicaof = node.world.with_disk(&node.name, |d| d.replicaof.clone());
+    let replicaof = node.world.disks.with(&node.name, |d| d.replicaof.clone());
     if let Some(master) = replicaof {
         become_replica(node, &master);
     }
@@ -684,15 +689,19 @@ mod tests {
                     .name("network")
                     .ip(node_ip("network"))
                     .build();
-                world.set_network_node(network);
+                world.net.set_node(network);
                 for replica in scenario.replica_names("redis-1") {
-                    world.with_disk(&replica, |d| d.replicaof = Some("redis-1".into()));
+                    world
+                        .disks
+                        .with(&replica, |d| d.replicaof = Some("redis-1".into()));
                 }
                 for name in scenario.redis_names() {
                     add_node(&handle, &world, &name, redis_node);
                 }
                 madsim::time::sleep(Duration::from_millis(500)).await;
-                world.add_delay("redis-1", "redis-1-replica-2", 2_000_000);
+                world
+                    .net
+                    .add_delay("redis-1", "redis-1-replica-2", 2_000_000);
                 let (w, out) = (world.clone(), out.clone());
                 let client = handle
                     .create_node()
@@ -706,18 +715,20 @@ mod tests {
                                 .await
                                 .unwrap();
                             for line in ["SET k v", "WAIT 2 500", "SET k w", "WAIT 2 5000"] {
-                                let start = w.now_us();
+                                let start = w.time.now_us();
                                 let reply = conn.call(&words(line)).await.unwrap();
                                 out.lock()
                                     .unwrap()
-                                    .push((reply, (w.now_us() - start) / 1000));
+                                    .push((reply, (w.time.now_us() - start) / 1000));
                             }
                         }
                     })
                     .build();
-                world.register_node("client-1", client.id(), node_ip("client-1"));
+                world
+                    .procs
+                    .register("client-1", client.id(), node_ip("client-1"));
                 madsim::time::sleep(Duration::from_secs(10)).await;
-                for id in world.node_ids() {
+                for id in world.procs.ids() {
                     handle.kill(id);
                 }
             });

@@ -41,7 +41,7 @@ pub async fn resource_node(world: Arc<World>) {
         let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
-        let client = world.name_of(peer.ip());
+        let client = world.procs.name_of(peer.ip());
         let conn = NetConn::new(&world, "resource", &client, stream);
         madsim::task::spawn_local(serve(world.clone(), counter.clone(), conn, client));
     }

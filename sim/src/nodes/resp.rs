@@ -106,11 +106,11 @@ pub async fn with_timeout<T>(
     limit: Duration,
     future: impl Future<Output = T>,
 ) -> Option<T> {
-    let resumes = world.resumes(node);
+    let resumes = world.procs.resumes(node);
     let mut future = pin!(future);
     match madsim::time::timeout(limit, &mut future).await {
         Ok(value) => Some(value),
-        Err(_) if world.resumes(node) != resumes => {
+        Err(_) if world.procs.resumes(node) != resumes => {
             madsim::time::timeout(PAUSE_GRACE, future).await.ok()
         }
         Err(_) => None,

@@ -1,7 +1,79 @@
-//! Per-node clocks. madsim has one global simulated clock; real machines do not agree on the
-//! time. A `NodeClock` maps true simulated time to what one node reads: its wall clock (Unix ms,
-//! which `clock_jump` moves and `clock_drift` speeds up or slows down) and its monotonic clock
-//! (drifts with the node's oscillator but never jumps) — Kleppmann 2016, "timing assumptions".
+//! Time: the run's true simulated time and every node's own clock.
+//!
+//! madsim has one global simulated clock; real machines do not agree on the time. A `NodeClock`
+//! maps true simulated time to what one node reads: its wall clock (Unix ms, which `clock_jump`
+//! moves and `clock_drift` speeds up or slows down) and its monotonic clock (drifts with the
+//! node's oscillator but never jumps) — Kleppmann 2016, "timing assumptions".
+//!
+//! Fault hooks: `jump` (`clock_jump`), `set_rate` (`clock_drift`, and its healing).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use madsim::time::Instant;
+
+/// The run's clocks: true time since the start, and one `NodeClock` per node (created on first
+/// use, at the epoch).
+pub struct Time {
+    start: Instant,
+    clocks: Mutex<BTreeMap<String, NodeClock>>,
+}
+
+impl Time {
+    /// Starts the run's true time now.
+    pub fn new() -> Time {
+        Time {
+            start: Instant::now(),
+            clocks: Mutex::default(),
+        }
+    }
+
+    /// True simulated time since the start of the run.
+    pub fn now_us(&self) -> u64 {
+        Instant::now().duration_since(self.start).as_micros() as u64
+    }
+
+    fn with_clock<R>(&self, node: &str, f: impl FnOnce(&mut NodeClock) -> R) -> R {
+        let mut clocks = self.clocks.lock().expect("never poisoned");
+        f(clocks.entry(node.to_string()).or_default())
+    }
+
+    /// The node's wall clock (Unix ms) now.
+    pub fn wall_ms(&self, node: &str) -> i64 {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.wall_ms(now))
+    }
+
+    /// The node's monotonic clock (ms) now.
+    pub fn mono_ms(&self, node: &str) -> u64 {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.mono_ms(now))
+    }
+
+    /// True time that passes while `node`'s clock advances `local_ms`: a sleep measured by a
+    /// drifting oscillator.
+    pub fn true_duration_us(&self, node: &str, local_ms: u64) -> u64 {
+        self.with_clock(node, |c| c.true_duration_us(local_ms))
+    }
+
+    /// `clock_jump`: steps the node's wall clock by `delta_ms` now.
+    pub fn jump(&self, node: &str, delta_ms: i64) {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.jump(now, delta_ms))
+    }
+
+    /// `clock_drift`: from now on the node's clocks run at `rate` × true time (1.0 heals it).
+    pub fn set_rate(&self, node: &str, rate: f64) {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.set_rate(now, rate))
+    }
+}
+
+impl Default for Time {
+    fn default() -> Self {
+        Time::new()
+    }
+}
 
 /// The Unix time (ms) every wall clock reads at the start of a run: 2023-11-14T22:13:20Z.
 pub const EPOCH_MS: i64 = 1_700_000_000_000;

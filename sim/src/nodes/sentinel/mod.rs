@@ -62,6 +62,9 @@ const MAX_PENDING_COMMANDS: usize = 100;
 const PARALLEL_SYNCS: usize = 1;
 const HELLO_CHANNEL: &str = "__sentinel__:hello";
 
+/// The file a Sentinel keeps its state in.
+const SENTINEL_CONF: &str = "sentinel.conf";
+
 /// What a Sentinel keeps in sentinel.conf.
 #[derive(Clone, Debug, Default)]
 pub struct SentinelConf {
@@ -233,7 +236,7 @@ type Shared = Rc<RefCell<State>>;
 
 impl State {
     fn now(&self) -> i64 {
-        self.world.wall_ms(&self.name)
+        self.world.time.wall_ms(&self.name)
     }
 
     fn event(&self, what: &str, master: &str, detail: String) {
@@ -284,7 +287,8 @@ impl State {
                 .collect(),
         };
         self.world
-            .with_disk(&self.name, |d| d.sentinel = Some(conf));
+            .disks
+            .with(&self.name, |d| d.write(SENTINEL_CONF, conf));
     }
 
     fn link(&mut self, node: &str) -> &mut Link {
@@ -341,7 +345,7 @@ impl State {
 
     fn ip_name(&self, ip: &str) -> String {
         ip.parse()
-            .map(|ip| self.world.name_of(ip))
+            .map(|ip| self.world.procs.name_of(ip))
             .unwrap_or_else(|_| ip.to_string())
     }
 
@@ -1334,10 +1338,12 @@ async fn serve_connection(shared: Shared, conn: NetConn) {
 /// A Sentinel process: loads sentinel.conf, listens on 26379, runs its timer.
 pub async fn sentinel_node(world: Arc<World>, name: String) {
     let scenario = world.scenario.clone();
-    let start = world.started(&name);
+    let start = world.procs.started(&name);
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(world.seed, &format!("{name}/{start}")));
-    let conf = world.with_disk(&name, |d| d.sentinel.clone());
-    let now = world.wall_ms(&name);
+    let conf = world
+        .disks
+        .with(&name, |d| d.read::<SentinelConf>(SENTINEL_CONF));
+    let now = world.time.wall_ms(&name);
     let sentinels = scenario.sentinel_names();
     let mut masters = Vec::new();
     for group in scenario.master_names() {
@@ -1398,7 +1404,7 @@ pub async fn sentinel_node(world: Arc<World>, name: String) {
         let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
-        let client = world.name_of(peer.ip());
+        let client = world.procs.name_of(peer.ip());
         let conn = NetConn::new(&world, &name, &client, stream);
         madsim::task::spawn_local(serve_connection(shared.clone(), conn));
     }
@@ -1414,7 +1420,7 @@ async fn timer(shared: Shared, seed: u64) {
             let s = shared.borrow();
             (s.world.clone(), s.name.clone())
         };
-        let period = world.true_duration_us(&name, 1000 / hz);
+        let period = world.time.true_duration_us(&name, 1000 / hz);
         madsim::time::sleep(Duration::from_micros(period)).await;
         let shared2 = shared.clone();
         shared.borrow_mut().timer(&shared2);

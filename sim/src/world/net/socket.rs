@@ -68,7 +68,7 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.world.unregister_conn(self.id);
+        self.world.net.unregister_conn(self.id);
     }
 }
 
@@ -91,7 +91,7 @@ impl NetWriter {
         if self.reset.is_set() {
             return Err(reset_error());
         }
-        let extra_us = self.world.extra_delay_us(&self.local, &self.peer);
+        let extra_us = self.world.net.extra_delay_us(&self.local, &self.peer);
         let mut out = self.out.borrow_mut();
         if out.queue.is_none() {
             if extra_us == 0 {
@@ -101,10 +101,10 @@ impl NetWriter {
             let writer = out.direct.take().ok_or_else(reset_error)?;
             let (tx, rx) = unbounded_channel();
             let queue = write_queue(self.world.clone(), rx, writer, self.reset.clone());
-            self.world.spawn_on_network(queue);
+            self.world.net.spawn(queue);
             out.queue = Some(tx);
         }
-        let release_us = self.world.now_us() + extra_us;
+        let release_us = self.world.time.now_us() + extra_us;
         let queue = out.queue.as_ref().expect("created above");
         queue.send((release_us, bytes)).map_err(|_| reset_error())
     }
@@ -115,7 +115,7 @@ impl NetWriter {
 
     /// Resets the connection (both ends), as closing the socket with RST does.
     pub fn reset(&self) {
-        self.world.reset_conn(self._registration.id);
+        self.world.net.reset_conn(self._registration.id);
     }
 }
 
@@ -135,7 +135,7 @@ impl NetConn {
     pub fn new(world: &Arc<World>, local: &str, peer: &str, stream: TcpStream) -> NetConn {
         let (reader, writer) = tokio::io::split(stream);
         let reset = Signal::new();
-        let id = world.register_conn(local, peer, reset.clone());
+        let id = world.net.register_conn(local, peer, reset.clone());
         let registration = Rc::new(Registration {
             world: world.clone(),
             id,
@@ -167,11 +167,11 @@ impl NetConn {
     ) -> io::Result<NetConn> {
         let mut backoff = Duration::from_secs(1);
         loop {
-            let cut = world.is_clogged(local, peer) || world.is_clogged(peer, local);
+            let cut = world.net.is_clogged(local, peer) || world.net.is_clogged(peer, local);
             if !cut {
                 match TcpStream::connect(addr).await {
                     Ok(stream) => return Ok(NetConn::new(world, local, peer, stream)),
-                    Err(e) if !world.is_clogged(local, peer) => return Err(e),
+                    Err(e) if !world.net.is_clogged(local, peer) => return Err(e),
                     Err(_) => {}
                 }
             }
@@ -254,7 +254,7 @@ async fn write_queue(
         };
         let release_us = release_us.max(last_release_us);
         last_release_us = release_us;
-        let now = world.now_us();
+        let now = world.time.now_us();
         if release_us > now {
             tokio::select! {
                 biased;
