@@ -12,13 +12,13 @@ use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
 use crate::faults::nemesis::random_nemesis;
-use crate::faults::{fire_now, nemesis, start_initial};
-use crate::node_ip;
+use crate::faults::schedule::{fire_now, nemesis, start_initial};
 use crate::nodes::client::client_node;
 use crate::nodes::redis_node::redis_node;
 use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
+use crate::world::procs::node_ip;
 use crate::world::{FaultHook, World};
 
 /// One finished run: the result of the contract and the full history behind it.

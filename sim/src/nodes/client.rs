@@ -21,9 +21,10 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::resp::{RespConn, with_timeout};
+use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
 use crate::scenario::MsRange;
+use crate::world::procs::node_ip;
 use crate::world::{World, stream_seed};
-use crate::{REDIS_PORT, SENTINEL_PORT, node_ip};
 
 pub struct ClientEnv {
     world: Arc<World>,

@@ -24,7 +24,7 @@ use model::history::{EventKind, owner_node, render_command, render_reply};
 use model::redis::keyspace::Value;
 use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
 
-use crate::REDIS_PORT;
+use crate::nodes::REDIS_PORT;
 use crate::nodes::persistence::{self, Fsync};
 use crate::nodes::replication::{self, Repl};
 use crate::world::net::socket::{NetConn, NetWriter};

@@ -29,12 +29,13 @@ use bytes::BytesMut;
 use model::history::{EventKind, render_command};
 use model::redis::{ClientId, ReplicaInfo, ReplicationInfo, Reply, RequestParser, Role};
 
+use crate::nodes::REDIS_PORT;
 use crate::nodes::persistence;
 use crate::nodes::redis_node::Node;
 use crate::nodes::resp::encode_command;
 use crate::signal::Signal;
 use crate::world::net::socket::{NetConn, NetWriter};
-use crate::{REDIS_PORT, node_ip};
+use crate::world::procs::node_ip;
 
 /// `repl-backlog-size` (1 MB).
 pub const BACKLOG_SIZE: usize = 1 << 20;
@@ -652,12 +653,13 @@ mod tests {
     use madsim::runtime::{Handle, Runtime};
     use model::redis::Reply;
 
+    use crate::nodes::REDIS_PORT;
     use crate::nodes::redis_node::redis_node;
     use crate::nodes::resp::RespConn;
     use crate::runner::add_node;
     use crate::scenario::Scenario;
     use crate::world::World;
-    use crate::{REDIS_PORT, node_ip};
+    use crate::world::procs::node_ip;
 
     fn words(line: &str) -> Vec<Vec<u8>> {
         line.split(' ').map(|w| w.as_bytes().to_vec()).collect()

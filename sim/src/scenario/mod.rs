@@ -5,6 +5,8 @@
 //! never a panic.
 
 pub mod expect;
+pub mod faults;
+pub mod nemesis;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,8 +15,8 @@ use model::locks::SchemeSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::faults::nemesis::NemesisSpec;
-use crate::faults::{Fault, FaultSpec};
+use faults::{Fault, FaultSpec};
+use nemesis::NemesisSpec;
 
 /// A validated scenario, ready to run.
 #[derive(Clone, Debug)]
@@ -426,6 +428,12 @@ impl Scenario {
             2 * lease_ms.max(self.clients.hold_ms.max) + 1000
         })
     }
+}
+
+/// `redis-N`: a master group's name (not a replica).
+pub fn is_master_name(name: &str) -> bool {
+    name.strip_prefix("redis-")
+        .is_some_and(|n| n.parse::<u32>().is_ok())
 }
 
 fn node_names(topology: &Topology, clients: &Clients) -> Vec<String> {

@@ -28,8 +28,8 @@ use model::history::{Event, EventKind};
 use model::locks::SchemeSpec;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::faults::When;
 use crate::scenario::Scenario;
+use crate::scenario::faults::When;
 use history::{History, Trigger};
 use net::Network;
 use procs::Procs;

@@ -43,10 +43,11 @@ use model::redis::{Reply, RequestParser};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::nodes::resp::{RespConn, encode_command};
+use crate::nodes::resp::encode_command;
+use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
 use crate::world::net::socket::{NetConn, NetReader, NetWriter};
+use crate::world::procs::node_ip;
 use crate::world::{World, stream_seed};
-use crate::{REDIS_PORT, SENTINEL_PORT, node_ip};
 
 const PING_PERIOD: i64 = 1000;
 const INFO_PERIOD: i64 = 10_000;
@@ -1424,32 +1425,5 @@ async fn timer(shared: Shared, seed: u64) {
         madsim::time::sleep(Duration::from_micros(period)).await;
         let shared2 = shared.clone();
         shared.borrow_mut().timer(&shared2);
-    }
-}
-
-/// The `failover` fault: `SENTINEL FAILOVER <master>` to the first Sentinel that answers.
-pub async fn request_failover(world: Arc<World>, master: String) {
-    for sentinel in world.scenario.sentinel_names() {
-        let addr = SocketAddr::new(node_ip(&sentinel), SENTINEL_PORT);
-        let attempt = async {
-            let mut conn = RespConn::connect(&world, "nemesis", &sentinel, addr).await?;
-            conn.call(&[
-                b"SENTINEL".to_vec(),
-                b"FAILOVER".to_vec(),
-                master.as_bytes().to_vec(),
-            ])
-            .await
-        };
-        if let Ok(Ok(reply)) = madsim::time::timeout(Duration::from_secs(1), attempt).await {
-            world.record(
-                "nemesis",
-                EventKind::Sentinel {
-                    what: "failover-requested".into(),
-                    master: master.clone(),
-                    detail: format!("{sentinel}: {}", model::history::render_reply(&reply)),
-                },
-            );
-            return;
-        }
     }
 }
