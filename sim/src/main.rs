@@ -10,7 +10,8 @@ use locksim::cli::bench::bench;
 use locksim::cli::catalog::{load_all, scenario_files, select_schemes};
 use locksim::cli::{check, compare, interrupt, replay, sweep};
 use locksim::runner::{default_jobs, run};
-use locksim::scenario::{Scenario, SeedRange};
+use locksim::scenario::Scenario;
+use locksim::scenario::range::SeedRange;
 
 #[derive(Parser)]
 #[command(

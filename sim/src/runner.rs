@@ -14,7 +14,7 @@ use model::result::RunResult;
 use crate::faults::nemesis::random_nemesis;
 use crate::faults::schedule::{fire_now, nemesis, start_initial};
 use crate::nodes::client::client_node;
-use crate::nodes::redis_node::redis_node;
+use crate::nodes::redis::redis_node;
 use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;

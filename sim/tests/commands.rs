@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use locksim::cli::catalog::{load_all, scenario_files};
 use locksim::cli::check::{CheckOptions, check};
 use locksim::cli::compare::{CompareOptions, compare};
-use locksim::scenario::SeedRange;
+use locksim::scenario::range::SeedRange;
 
 fn catalog(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)

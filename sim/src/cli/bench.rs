@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use crate::runner::run_parallel;
-use crate::scenario::{Scenario, SeedRange};
+use crate::scenario::Scenario;
+use crate::scenario::range::SeedRange;
 
 #[derive(Clone, Debug)]
 pub struct BenchReport {

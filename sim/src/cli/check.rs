@@ -10,8 +10,10 @@ use model::result::RunResult;
 
 use crate::cli::batch::{Job, progress_bar, run_jobs};
 use crate::cli::catalog::replay_command;
+use crate::scenario::Scenario;
+use crate::scenario::expect::Expect;
 use crate::scenario::expect::{Mismatch, mismatches};
-use crate::scenario::{Expect, Scenario, SeedRange};
+use crate::scenario::range::SeedRange;
 
 pub struct CheckOptions {
     /// Overrides every scenario's own `seeds`.

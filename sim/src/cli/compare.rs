@@ -21,8 +21,10 @@ use crate::cli::artifacts::{path_component, write_file, write_run};
 use crate::cli::batch::{Job, progress_bar, run_jobs};
 use crate::cli::catalog::{replay_command, scheme_labels};
 use crate::runner::RunOutput;
+use crate::scenario::Scenario;
+use crate::scenario::expect::Expect;
 use crate::scenario::expect::mismatches;
-use crate::scenario::{Expect, Scenario, SeedRange};
+use crate::scenario::range::SeedRange;
 
 /// Seeds per scenario when `--seeds` is not given.
 pub const DEFAULT_SEEDS_PER_SCENARIO: u64 = 100;

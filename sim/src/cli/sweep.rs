@@ -17,7 +17,8 @@ use serde_json::Value;
 use crate::cli::artifacts::path_component;
 use crate::cli::batch::{Job, progress_bar, run_jobs};
 use crate::cli::catalog::replay_command;
-use crate::scenario::{Scenario, SeedRange};
+use crate::scenario::Scenario;
+use crate::scenario::range::SeedRange;
 
 /// Where a sweep writes by default: `sweeps/<scenario>/`.
 pub fn default_dir(scenario: &Scenario) -> PathBuf {

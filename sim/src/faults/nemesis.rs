@@ -32,9 +32,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::faults::run;
-use crate::scenario::MsRange;
 use crate::scenario::faults::{Fault, FaultKind, When};
 use crate::scenario::nemesis::{KindSpec, NemesisSpec};
+use crate::scenario::range::MsRange;
 use crate::signal::Signal;
 use crate::world::{World, stream_seed};
 

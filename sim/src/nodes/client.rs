@@ -22,7 +22,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::resp::{RespConn, with_timeout};
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
-use crate::scenario::MsRange;
+use crate::scenario::range::MsRange;
 use crate::world::procs::node_ip;
 use crate::world::{World, stream_seed};
 

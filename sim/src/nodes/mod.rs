@@ -1,7 +1,5 @@
 pub mod client;
-pub mod persistence;
-pub mod redis_node;
-pub mod replication;
+pub mod redis;
 pub mod resource;
 pub mod resp;
 pub mod sentinel;

@@ -1,10 +1,38 @@
-//! Expectations: does a scenario give the verdicts its file promises, on every seed of its
-//! range (`expect`) or on at least one (`expect_some`)? `locksim check` and the catalog tests
-//! both ask this.
+//! Expectations: the verdicts a scenario file promises (`expect`: on every seed of its range,
+//! `expect_some`: on at least one), and whether a run's results keep them — what `locksim
+//! check`, `compare` and the catalog tests ask.
 
 use model::result::{Liveness, RunResult, Safety};
+use serde::Deserialize;
 
-use crate::scenario::{Expect, LivenessExpect, SafetyExpect};
+/// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
+/// `fairness` (holds|violated) is optional and outside the result's three verdicts: naming it
+/// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
+/// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
+/// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Expect {
+    pub mutual_exclusion: Option<SafetyExpect>,
+    pub resource_safety: Option<SafetyExpect>,
+    pub liveness: Option<LivenessExpect>,
+    pub fairness: Option<SafetyExpect>,
+    pub max_wait_ms: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyExpect {
+    Holds,
+    Violated,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LivenessExpect {
+    Ok,
+    Stuck,
+}
 
 /// One verdict that differs from what was expected.
 #[derive(Clone, Debug, PartialEq, Eq)]

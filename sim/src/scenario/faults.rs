@@ -9,7 +9,11 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use crate::scenario::is_master_name;
+/// `redis-N`: a master group's name (not a replica).
+pub fn is_master_name(name: &str) -> bool {
+    name.strip_prefix("redis-")
+        .is_some_and(|n| n.parse::<u32>().is_ok())
+}
 
 /// A fault as written in the scenario file, before validation.
 #[derive(Clone, Debug, Deserialize)]

@@ -7,6 +7,7 @@
 pub mod expect;
 pub mod faults;
 pub mod nemesis;
+pub mod range;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -15,8 +16,10 @@ use model::locks::SchemeSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
+use expect::Expect;
 use faults::{Fault, FaultSpec};
 use nemesis::NemesisSpec;
+use range::{MsRange, SeedRange};
 
 /// A validated scenario, ready to run.
 #[derive(Clone, Debug)]
@@ -45,100 +48,6 @@ pub struct Scenario {
     /// How long the lock may go ungranted while live clients want it, once every fault has
     /// healed (see `liveness_window_ms()` for the default).
     pub liveness_window_ms: Option<u64>,
-}
-
-/// An inclusive seed range, written `"A..B"` (both ends included, so `"0..19"` is 20 seeds) or
-/// a single number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SeedRange {
-    pub first: u64,
-    pub last: u64,
-}
-
-impl SeedRange {
-    pub fn parse(text: &str) -> Result<SeedRange, String> {
-        let bad = || {
-            format!(
-                "\"{text}\" is not a seed range (write \"A..B\", both ends included, or one seed)"
-            )
-        };
-        let range = match text.split_once("..") {
-            Some((a, b)) => {
-                let b = b.strip_prefix('=').unwrap_or(b);
-                SeedRange {
-                    first: a.trim().parse().map_err(|_| bad())?,
-                    last: b.trim().parse().map_err(|_| bad())?,
-                }
-            }
-            None => {
-                let seed = text.trim().parse().map_err(|_| bad())?;
-                SeedRange {
-                    first: seed,
-                    last: seed,
-                }
-            }
-        };
-        if range.first > range.last {
-            return Err(format!("\"{text}\": the first seed is after the last"));
-        }
-        Ok(range)
-    }
-
-    pub fn iter(self) -> impl Iterator<Item = u64> {
-        self.first..=self.last
-    }
-
-    pub fn len(self) -> u64 {
-        self.last - self.first + 1
-    }
-
-    pub fn is_empty(self) -> bool {
-        false
-    }
-}
-
-impl std::fmt::Display for SeedRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}..{}", self.first, self.last)
-    }
-}
-
-/// `[min, max]` milliseconds (inclusive), or one number for a fixed value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MsRange {
-    pub min: u64,
-    pub max: u64,
-}
-
-impl<'de> Deserialize<'de> for MsRange {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        match Value::deserialize(d)? {
-            Value::Number(n) => {
-                let v = n.as_u64().ok_or_else(|| {
-                    D::Error::custom(format!("expected milliseconds ≥ 0, got {n}"))
-                })?;
-                Ok(MsRange { min: v, max: v })
-            }
-            Value::Array(items) if items.len() == 2 => {
-                let get = |v: &Value| {
-                    v.as_u64().ok_or_else(|| {
-                        D::Error::custom(format!("expected milliseconds ≥ 0, got {v}"))
-                    })
-                };
-                let (min, max) = (get(&items[0])?, get(&items[1])?);
-                if min > max {
-                    return Err(D::Error::custom(format!(
-                        "[{min}, {max}]: min is greater than max"
-                    )));
-                }
-                Ok(MsRange { min, max })
-            }
-            other => Err(D::Error::custom(format!(
-                "expected [min, max] in ms or a number, got {other}"
-            ))),
-        }
-    }
 }
 
 /// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
@@ -233,35 +142,6 @@ impl Default for Clients {
 #[serde(deny_unknown_fields, default)]
 pub struct Resource {
     pub fencing: bool,
-}
-
-/// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
-/// `fairness` (holds|violated) is optional and outside the result's three verdicts: naming it
-/// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
-/// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
-/// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct Expect {
-    pub mutual_exclusion: Option<SafetyExpect>,
-    pub resource_safety: Option<SafetyExpect>,
-    pub liveness: Option<LivenessExpect>,
-    pub fairness: Option<SafetyExpect>,
-    pub max_wait_ms: Option<u64>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum SafetyExpect {
-    Holds,
-    Violated,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum LivenessExpect {
-    Ok,
-    Stuck,
 }
 
 /// The file as written, before validation.
@@ -428,12 +308,6 @@ impl Scenario {
             2 * lease_ms.max(self.clients.hold_ms.max) + 1000
         })
     }
-}
-
-/// `redis-N`: a master group's name (not a replica).
-pub fn is_master_name(name: &str) -> bool {
-    name.strip_prefix("redis-")
-        .is_some_and(|n| n.parse::<u32>().is_ok())
 }
 
 fn node_names(topology: &Topology, clients: &Clients) -> Vec<String> {
@@ -720,17 +594,6 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err, "f.json: clients.threads: must be from 1 to 64, got 0");
-    }
-
-    #[test]
-    fn seed_ranges_include_both_ends() {
-        assert_eq!(SeedRange::parse("0..19").unwrap().len(), 20);
-        assert_eq!(SeedRange::parse("0..=19").unwrap().len(), 20);
-        assert_eq!(
-            SeedRange::parse("7").unwrap().iter().collect::<Vec<_>>(),
-            vec![7]
-        );
-        assert!(SeedRange::parse("a..b").is_err());
     }
 
     /// The nemesis heals two liveness windows before the end by default, so that a lock-out

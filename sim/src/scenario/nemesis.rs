@@ -16,7 +16,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::scenario::{MsRange, is_master_name};
+use crate::scenario::faults::is_master_name;
+use crate::scenario::range::MsRange;
 
 /// The kinds the random nemesis draws, in the order it lists them.
 pub const KINDS: &[&str] = &[

@@ -3,7 +3,7 @@
 //! A disk holds the append-only file in two parts — what was fsynced (`durable`) and what was
 //! only written to the OS (`page_cache`) — and the small config files a process rewrites and
 //! fsyncs at once (redis.conf's `replicaof`, sentinel.conf). How a Redis process fills the AOF
-//! is `nodes::persistence`; what is on the disk, and what a crash leaves of it, is here.
+//! is `nodes::redis::persistence`; what is on the disk, and what a crash leaves of it, is here.
 //!
 //! Fault hook: `crash` (the `crash` fault is the machine going down: the page cache is lost).
 

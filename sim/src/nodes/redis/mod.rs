@@ -10,6 +10,9 @@
 //! A restarted process replays its AOF and takes the role its redis.conf says; with
 //! `restart_delay_ms` it stays down (not listening) that long first — antirez's delayed restart.
 
+pub mod persistence;
+pub mod replication;
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -25,10 +28,10 @@ use model::redis::keyspace::Value;
 use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
 
 use crate::nodes::REDIS_PORT;
-use crate::nodes::persistence::{self, Fsync};
-use crate::nodes::replication::{self, Repl};
 use crate::world::net::socket::{NetConn, NetWriter};
 use crate::world::{World, stream_seed};
+use persistence::Fsync;
+use replication::Repl;
 
 /// Redis's `hz 10`: the active expire cycle runs ten times a second.
 const ACTIVE_EXPIRE_PERIOD_MS: u64 = 100;

@@ -29,9 +29,9 @@ use bytes::BytesMut;
 use model::history::{EventKind, render_command};
 use model::redis::{ClientId, ReplicaInfo, ReplicationInfo, Reply, RequestParser, Role};
 
+use super::Node;
+use super::persistence;
 use crate::nodes::REDIS_PORT;
-use crate::nodes::persistence;
-use crate::nodes::redis_node::Node;
 use crate::nodes::resp::encode_command;
 use crate::signal::Signal;
 use crate::world::net::socket::{NetConn, NetWriter};
@@ -654,7 +654,7 @@ mod tests {
     use model::redis::Reply;
 
     use crate::nodes::REDIS_PORT;
-    use crate::nodes::redis_node::redis_node;
+    use crate::nodes::redis::redis_node;
     use crate::nodes::resp::RespConn;
     use crate::runner::add_node;
     use crate::scenario::Scenario;
