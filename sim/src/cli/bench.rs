@@ -1,11 +1,39 @@
 //! `locksim bench`: how fast the simulator runs a scenario over a seed range, in seeds per second
 //! and simulated seconds per wall-clock second. Build with `--release` before quoting figures.
 
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::runner::run_parallel;
+use crate::runner::{default_jobs, run_parallel};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The scenario to run.
+    #[arg(default_value = "scenarios/baseline-set-nx-px-lua.json")]
+    file: PathBuf,
+    /// Seeds to run, both ends included.
+    #[arg(long, default_value = "0..49")]
+    seeds: String,
+    /// Parallel jobs (default: 1, to measure one core).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let scenario = super::load(&args.file)?;
+    let seeds = super::seed_range(&args.seeds)?;
+    let jobs = if args.jobs == 0 {
+        default_jobs()
+    } else {
+        args.jobs
+    };
+    let report = bench(&scenario, seeds, jobs)?;
+    println!("{}: {report}", scenario.name);
+    Ok(ExitCode::SUCCESS)
+}
 
 #[derive(Clone, Debug)]
 pub struct BenchReport {

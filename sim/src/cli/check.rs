@@ -3,17 +3,46 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use model::result::RunResult;
 
 use crate::cli::batch::{Job, progress_bar, run_jobs};
-use crate::cli::catalog::replay_command;
+use crate::cli::catalog::{load_all, replay_command, scenario_files};
+use crate::cli::interrupt;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
 use crate::scenario::expect::{Mismatch, mismatches};
 use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario files or folders of them (default: scenarios/).
+    paths: Vec<PathBuf>,
+    /// Seeds for every scenario, both ends included (default: each scenario's own `seeds`).
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Parallel jobs (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let seeds = args.seeds.as_deref().map(super::seed_range).transpose()?;
+    let scenarios = load_all(&scenario_files(&args.paths)?)?;
+    let opts = CheckOptions {
+        seeds,
+        jobs: super::jobs_or_default(args.jobs),
+        progress: true,
+    };
+    interrupt::install();
+    let report = check(&scenarios, &opts, interrupt::flag());
+    print!("{}", report.render());
+    Ok(super::exit_code(report.interrupted, !report.passed()))
+}
 
 pub struct CheckOptions {
     /// Overrides every scenario's own `seeds`.

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -19,12 +20,51 @@ use reports::summary::{Cell, CellStats, ScenarioInfo, SchemeStats, Summary, is_v
 
 use crate::cli::artifacts::{path_component, write_file, write_run};
 use crate::cli::batch::{Job, progress_bar, run_jobs};
-use crate::cli::catalog::{replay_command, scheme_labels};
+use crate::cli::catalog::{load_all, replay_command, scenario_files, scheme_labels};
+use crate::cli::interrupt;
 use crate::runner::RunOutput;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
 use crate::scenario::expect::mismatches;
 use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario files or folders of them (default: scenarios/).
+    paths: Vec<PathBuf>,
+    /// Seeds for every scenario, both ends included (default: --seeds-per-scenario
+    /// seeds from each scenario's first one).
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Without --seeds: this many seeds from each scenario's first (0: its own `seeds`).
+    #[arg(long, default_value_t = DEFAULT_SEEDS_PER_SCENARIO)]
+    seeds_per_scenario: u64,
+    /// Parallel jobs (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// The report folder.
+    #[arg(long, default_value = DEFAULT_OUT)]
+    out: PathBuf,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let seeds = args.seeds.as_deref().map(super::seed_range).transpose()?;
+    let scenarios = load_all(&scenario_files(&args.paths)?)?;
+    let opts = CompareOptions {
+        seeds,
+        seeds_per_scenario: args.seeds_per_scenario,
+        jobs: super::jobs_or_default(args.jobs),
+        out: args.out,
+        progress: true,
+    };
+    interrupt::install();
+    let summary = compare(&scenarios, &opts, interrupt::flag())?;
+    print!("{}", summary_text(&summary, &opts.out));
+    Ok(super::exit_code(
+        summary.interrupted,
+        !summary.errors.is_empty(),
+    ))
+}
 
 /// Seeds per scenario when `--seeds` is not given.
 pub const DEFAULT_SEEDS_PER_SCENARIO: u64 = 100;

@@ -3,10 +3,54 @@
 //! `events.txt`, the readable log around each violation.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use crate::cli::artifacts::{path_component, write_file, write_run};
+use crate::cli::catalog::select_schemes;
 use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The scenario file (JSON).
+    file: PathBuf,
+    /// The seed to replay.
+    #[arg(long)]
+    seed: u64,
+    /// Only this scheme, for a scenario with a `schemes` list.
+    #[arg(long)]
+    scheme: Option<String>,
+    /// Where to write (default: replay/<scenario>-seed<N>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let scenario = super::load(&args.file)?;
+    let indices = select_schemes(&scenario, &args.file, args.scheme.as_deref())?;
+    let base = args
+        .out
+        .unwrap_or_else(|| default_dir(&scenario, args.seed));
+    for &index in &indices {
+        let dir = if indices.len() > 1 {
+            base.join(path_component(&scenario.schemes[index].label()))
+        } else {
+            base.clone()
+        };
+        let output = replay(&scenario, index, args.seed, &dir)?;
+        print!(
+            "{}",
+            reports::text::summary(&output.result, &scenario.description)
+        );
+        println!(
+            "wrote {0}/events.txt (the {1} events before and {2} after each violation), {0}/timeline.svg, {0}/trace.jsonl, {0}/result.json",
+            dir.display(),
+            EVENTS_BEFORE,
+            EVENTS_AFTER
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Events shown before and after each violation in `events.txt`.
 pub const EVENTS_BEFORE: usize = 40;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -16,9 +17,50 @@ use serde_json::Value;
 
 use crate::cli::artifacts::path_component;
 use crate::cli::batch::{Job, progress_bar, run_jobs};
-use crate::cli::catalog::replay_command;
+use crate::cli::catalog::{replay_command, select_schemes};
+use crate::cli::interrupt;
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The scenario file (JSON).
+    file: PathBuf,
+    /// Seeds to run, both ends included (default: the scenario's `seeds`).
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Only this scheme, for a scenario with a `schemes` list.
+    #[arg(long)]
+    scheme: Option<String>,
+    /// Parallel jobs (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Where results.jsonl goes (default: sweeps/<scenario>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let scenario = super::load(&args.file)?;
+    let seeds = match args.seeds {
+        Some(text) => super::seed_range(&text)?,
+        None => scenario.seeds,
+    };
+    let opts = SweepOptions {
+        seeds,
+        schemes: select_schemes(&scenario, &args.file, args.scheme.as_deref())?,
+        jobs: super::jobs_or_default(args.jobs),
+        dir: args.out.unwrap_or_else(|| default_dir(&scenario)),
+        progress: true,
+    };
+    interrupt::install();
+    let report = sweep(&scenario, &opts, interrupt::flag())?;
+    print!("{}", summary_text(&scenario, &opts, &report));
+    Ok(super::exit_code(
+        report.interrupted,
+        !report.errors.is_empty(),
+    ))
+}
 
 /// Where a sweep writes by default: `sweeps/<scenario>/`.
 pub fn default_dir(scenario: &Scenario) -> PathBuf {
