@@ -1,13 +1,22 @@
 //! The simulated world of locksim (madsim) and everything the `locksim` binary does with it.
 //!
-//! - `world`, `clock`: shared run state, per-node clocks.
-//! - `redis_node`, `client`, `resource`: the nodes (server, lock client + workload, protected
-//!   resource); `conn` is the RESP client connection they share.
-//! - `faults`: the nemesis — fault kinds, their injection and healing.
-//! - `scenario`: loading and validating scenario files; `runner`: one seed, end to end.
-//! - `batch`, `catalog`, `interrupt`, `artifacts`: many runs over scenarios × schemes × seeds,
-//!   which files, Ctrl-C, what a run writes; on them the commands `sweep`, `replay`, `compare`
-//!   and `check`.
+//! The modules are layers; each uses only the ones listed before it (`tests/layout.rs` checks
+//! this, and that no modules use each other in a circle):
+//! - `signal`: the deterministic wake-up the simulation's tasks wait on.
+//! - `scenario`: what a run is — the scenario file with its faults, nemesis, seed ranges and
+//!   expectations, validated.
+//! - `world`: one run's simulated resources — time, network, disks, process table, history —
+//!   each owning its state and the hooks its faults call; `World` composes them.
+//! - `nodes`: the processes — Redis (with its replication and persistence), Sentinel, the lock
+//!   client and its workload, the protected resource — and the RESP connection they share.
+//! - `faults`: what each fault kind does to the world, when scripted faults fire, the random
+//!   nemesis.
+//! - `runner`: one scenario × scheme × seed, end to end.
+//! - `serve`: the simulated Redis on a real TCP port, outside the simulation.
+//! - `cli`: the commands of the binary and their helpers.
+//!
+//! A refactor must leave every trace as it was: `scripts/trace-hashes.sh` lists the trace hash
+//! of every catalog scenario × scheme × seed; `diff` the list from before and after.
 
 pub mod cli;
 pub mod faults;

@@ -12,7 +12,7 @@ use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
 use crate::faults::nemesis::random_nemesis;
-use crate::faults::schedule::{fire_now, nemesis, start_initial};
+use crate::faults::schedule::{fire_now, scripted_nemesis, start_initial};
 use crate::nodes::client::client_node;
 use crate::nodes::redis::redis_node;
 use crate::nodes::resource::resource_node;
@@ -155,7 +155,7 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .procs
         .register("nemesis", nemesis_node.id(), node_ip("nemesis"));
     world.procs.set_nemesis(nemesis_node.clone());
-    nemesis_node.spawn(nemesis(world.clone(), fired));
+    nemesis_node.spawn(scripted_nemesis(world.clone(), fired));
     if let Some(spec) = scenario.nemesis.clone() {
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);
         nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms));

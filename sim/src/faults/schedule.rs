@@ -1,6 +1,6 @@
 //! The scripted faults of a scenario: those at `at_ms` (at 0 ms before any node runs), and
 //! those triggered by an event (`on`), which the world's history reports as it records
-//! (`World::record` → `fire_now` for `after_ms` 0, else the `nemesis` task).
+//! (`World::record` → `fire_now` for `after_ms` 0, else the `scripted_nemesis` task).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +44,10 @@ pub fn start_initial(
 
 /// The nemesis: schedules scripted faults at their times and event-triggered ones when the
 /// world reports their trigger. Runs on its own node so no fault can pause or kill it.
-pub async fn nemesis(world: Arc<World>, mut fired: tokio::sync::mpsc::UnboundedReceiver<usize>) {
+pub async fn scripted_nemesis(
+    world: Arc<World>,
+    mut fired: tokio::sync::mpsc::UnboundedReceiver<usize>,
+) {
     for fault in world.scenario.faults.iter().cloned() {
         // Faults at 0 ms were injected before any client ran (`start_initial`).
         if let When::At { at_ms } = fault.when

@@ -1,4 +1,4 @@
-//! A RESP client connection over the simulated network (`netlayer`): what Jedis or redis-py
+//! A RESP client connection over the simulated network (`world::net::socket`): what Jedis or redis-py
 //! does on one socket.
 
 use std::future::Future;

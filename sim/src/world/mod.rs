@@ -53,7 +53,7 @@ pub struct World {
 
 /// How the fault layer takes the faults whose trigger fired.
 pub struct FaultHook {
-    /// A fault whose trigger has `after_ms` > 0, by index: the nemesis schedules it.
+    /// A fault whose trigger has `after_ms` > 0, by index: the scripted nemesis schedules it.
     pub later: UnboundedSender<usize>,
     /// Injects a fault whose trigger has `after_ms` 0 at once, from the recording task.
     pub now: fn(&Arc<World>, usize),

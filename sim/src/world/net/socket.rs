@@ -1,5 +1,5 @@
-//! Our network layer over madsim TCP: what madsim does not give (DESIGN.md, "What madsim does not
-//! give you").
+//! The connections processes hold: our layer over madsim TCP, for what madsim does not give
+//! (DESIGN.md, "What madsim does not give you").
 //!
 //! - **Per-link extra latency** (`delay` fault): once a connection's direction is delayed, its
 //!   outgoing bytes go through a writer queue that holds each chunk until `sent + extra_ms` of its
@@ -11,8 +11,8 @@
 //!   request can execute after its client gave up. A crash leaves what the process wrote to the
 //!   kernel: its queues drain (the delay is the link's, not the process's), then the peer reads
 //!   EOF, as after a killed process's FIN.
-//! - **Dropped connections** (`drop_connections` fault): every connection is registered in the
-//!   world; dropping a node's connections resets both ends at once (reads fail, queued bytes are
+//! - **Dropped connections** (`drop_connections` fault): every connection is registered with the
+//!   network (`world::net`); dropping a node's connections resets both ends at once (reads fail, queued bytes are
 //!   discarded), as a TCP RST does. Clients reconnect.
 //! - **Unanswered SYNs**: madsim refuses a connect across a clogged link at once; a real SYN goes
 //!   unanswered and is retried (Linux: after 1, 2, 4, ... s), so `connect` waits and retries while
