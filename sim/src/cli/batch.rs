@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
+use crate::scenario::range::SeedRange;
 
 /// One run to do.
 #[derive(Clone)]
@@ -15,6 +16,27 @@ pub struct Job {
     pub scenario: Arc<Scenario>,
     pub scheme: usize,
     pub seed: u64,
+}
+
+/// Every scheme of every scenario on each of its seeds, in that order.
+pub fn every_run(
+    scenarios: &[Arc<Scenario>],
+    seeds_for: impl Fn(&Scenario) -> SeedRange,
+) -> Vec<Job> {
+    let mut work = Vec::new();
+    for scenario in scenarios {
+        let seeds = seeds_for(scenario);
+        for scheme in 0..scenario.schemes.len() {
+            for seed in seeds.iter() {
+                work.push(Job {
+                    scenario: scenario.clone(),
+                    scheme,
+                    seed,
+                });
+            }
+        }
+    }
+    work
 }
 
 /// Runs `work` on `jobs` threads, calling `on_done` in the caller's thread as each run finishes

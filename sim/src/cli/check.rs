@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use model::result::RunResult;
 
-use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::batch::{every_run, progress_bar, run_jobs};
 use crate::cli::catalog::{load_all, replay_command, scenario_files};
 use crate::cli::interrupt;
 use crate::scenario::Scenario;
@@ -122,19 +122,7 @@ fn expects_nothing(e: &Expect) -> bool {
 }
 
 pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool) -> CheckReport {
-    let mut work = Vec::new();
-    for scenario in scenarios {
-        let seeds = opts.seeds.unwrap_or(scenario.seeds);
-        for scheme in 0..scenario.schemes.len() {
-            for seed in seeds.iter() {
-                work.push(Job {
-                    scenario: scenario.clone(),
-                    scheme,
-                    seed,
-                });
-            }
-        }
-    }
+    let work = every_run(scenarios, |s| opts.seeds.unwrap_or(s.seeds));
     let bar = progress_bar(work.len() as u64, opts.progress);
     let mut results: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
     let mut errors = Vec::new();

@@ -19,7 +19,7 @@ use reports::charts::ChartSet;
 use reports::summary::{Cell, CellStats, ScenarioInfo, SchemeStats, Summary, is_violating};
 
 use crate::cli::artifacts::{path_component, write_file, write_run};
-use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::batch::{every_run, progress_bar, run_jobs};
 use crate::cli::catalog::{load_all, replay_command, scenario_files, scheme_labels};
 use crate::cli::interrupt;
 use crate::runner::RunOutput;
@@ -115,19 +115,7 @@ pub fn compare(
     let start = std::time::Instant::now();
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| format!("{}: cannot create: {e}", opts.out.display()))?;
-    let mut work = Vec::new();
-    for scenario in scenarios {
-        let seeds = opts.seeds_for(scenario);
-        for scheme in 0..scenario.schemes.len() {
-            for seed in seeds.iter() {
-                work.push(Job {
-                    scenario: scenario.clone(),
-                    scheme,
-                    seed,
-                });
-            }
-        }
-    }
+    let work = every_run(scenarios, |s| opts.seeds_for(s));
     let index_of: BTreeMap<String, usize> = scenarios
         .iter()
         .enumerate()
