@@ -101,3 +101,19 @@ fn a_short_partition_ends_only_the_3_12_watchdog() {
         assert!(r.counts.lock_overlaps >= 1, "seed {}", r.seed);
     }
 }
+
+/// A fencing token INCRed on the lock's own master goes back after a failover to a lagging
+/// replica: the second holder gets the first one's token, the storage rejects nothing and the
+/// first holder's update is lost.
+#[test]
+fn a_failover_hands_out_the_same_fencing_token_twice() {
+    for r in results("fencing-failover-lagging-replica.json") {
+        assert_eq!(r.counts.stale_writes_rejected, 0, "seed {}", r.seed);
+        assert!(
+            r.counts.resource_conflicts >= 1,
+            "seed {}: {:?}",
+            r.seed,
+            r.counts
+        );
+    }
+}
