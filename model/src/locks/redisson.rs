@@ -12,7 +12,7 @@
 //!     retryAttempts` and the latch `DEL` after it (`RedissonBaseLock.java:218-247`);
 //!   - `tryLock` `RedissonLock.java:227-311`: a response timeout inside the wait loop makes it
 //!     return false (`:276`); `tryAcquire` is retried up to `retryAttempts` times when no replica
-//!     acknowledged (`ServiceManager.java:611-645`), after undoing the lock (`handleNoSync`,
+//!     acknowledged (`connection/ServiceManager.java:611-645`), after undoing the lock (`handleNoSync`,
 //!     `RedissonBaseLock.java:281-283`);
 //!   - the watchdog is `renewal/LockTask.java:45-103` run by `renewal/RenewalTask.java`: one
 //!     timer chain per client, re-armed after *every* renewal, failed or not (`:169-185`), stopped
@@ -24,8 +24,8 @@
 //!     unlock scripts, sent "no retry" (`RedissonBaseLock.java:80-82`); `retryAttempts` 4
 //!     (`BaseConfig.java:62`), delay `EqualJitterDelay(1000 ms, 2000 ms)` (`BaseConfig.java:67`,
 //!     `config/EqualJitterDelay.java:51`); scripts by `EVALSHA`, `SCRIPT LOAD` on `NOSCRIPT`
-//!     (`useScriptCache` true, `config/Config.java:95`; `CommandAsyncService.java:577-657`);
-//!   - `WAIT` (`CommandAsyncService.java:1095-1235`): never with a single-server configuration;
+//!     (`useScriptCache` true, `config/Config.java:95`; `command/CommandAsyncService.java:578-659`);
+//!   - `WAIT` (`command/CommandAsyncService.java:1095-1235`): never with a single-server configuration;
 //!     through Sentinel (`LockEnv::sentinel`) a one-off `WAIT 0 0` + `WAITAOF 0 0 0` probe
 //!     (Redis 7.0 lacks `WAITAOF`, which Redisson then stops using), the replica count from
 //!     `INFO ALL` (`connected_slaves`, asked again whenever a `WAIT` acknowledged another number),
@@ -38,7 +38,7 @@
 //!   - the watchdog `renewExpiration` (`:265-299`): one timer per lock, re-armed only after a
 //!     renewal that returned 1; a failed renewal is logged and the watchdog is over;
 //!   - `timeout` 3000, `retryAttempts` 3, `retryInterval` 1500 ms (`config/BaseConfig.java:54-58`);
-//!     a response timeout is re-sent at once (`command/RedisExecutor.java:313-331`).
+//!     a response timeout is re-sent at once (`command/RedisExecutor.java:312-331`).
 //!
 //! The Lua performs the same Redis calls in the same order as Redisson's scripts; it is laid out
 //! anew rather than pasted. Threads (`clients.threads`) share one Redisson client
