@@ -4,7 +4,9 @@
 //! seed 001 (正确示例), seed 003 §1.1, seed 004. Safe on one Redis node as long as the holder
 //! finishes within its lease: a pause or delay longer than `ttl_ms` breaks it (Kleppmann 2016).
 //!
-//! Parameters: `key` (`lock`), `ttl_ms` (30 000), `retry_delay_ms` (50), `preset`:
+//! Parameters: `key` (`lock`), `ttl_ms` (30 000), `retry_delay_ms` (50 — locksim's choice: redis.io
+//! says only "the client should retry after a while", and of the seeds only seed 003 polls, at
+//! 100 ms, in the class `reentrant` follows), `preset`:
 //! - `redis.io` (default): a 20-byte random hex token, `SET NX PX`, the redis.io
 //!   compare-and-delete script with `EVAL`.
 //! - `redis-py`: redis-py's `Lock` (`redis/lock.py`) as `r.lock(name, blocking_timeout=...)`
@@ -75,7 +77,7 @@ pub struct SetNxPxLua {
     key: String,
     /// `None`: redis-py's `timeout=None`, a lock without TTL.
     ttl_ms: Option<u64>,
-    /// redis.io: "the client should retry after a while"; the seeds poll at 50–100 ms.
+    /// The polling period (see the module doc).
     retry_delay_ms: u64,
     token: Option<String>,
     /// The `redis-py` preset.

@@ -96,11 +96,21 @@ impl ClientEnv {
 
     /// Opens a connection to `node`, bounded by the command timeout.
     async fn open(&self, node: &str, port: u16) -> Result<RespConn, CallError> {
+        self.open_within(node, port, self.command_timeout).await
+    }
+
+    /// Opens a connection to `node`, bounded by `timeout`.
+    async fn open_within(
+        &self,
+        node: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<RespConn, CallError> {
         let addr = SocketAddr::new(node_ip(node), port);
         match with_timeout(
             &self.world,
             &self.name,
-            self.command_timeout,
+            timeout,
             RespConn::connect(&self.world, &self.name, node, addr),
         )
         .await
@@ -235,6 +245,76 @@ impl ClientEnv {
         }
         Ok((self.current.borrow()[server].clone(), None))
     }
+
+    /// One command to the group's master, its connection and its reply bounded by `timeout`;
+    /// every step is in the trace.
+    async fn call_within(
+        &self,
+        server: usize,
+        argv: Vec<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<Reply, CallError> {
+        let command = render_command(&argv);
+        let mut guard = Abandoned {
+            env: self,
+            server: self.current.borrow()[server].clone(),
+            command: command.clone(),
+            finished: false,
+        };
+        let target = self.pooled_or_target(server).await;
+        if let Ok((node, _)) = &target {
+            guard.server = node.clone();
+        }
+        let connection = match target {
+            Err(e) => Err(e),
+            Ok((node, Some(conn))) => Ok((node, conn)),
+            Ok((node, None)) => self
+                .open_within(&node, REDIS_PORT, timeout)
+                .await
+                .map(|c| (node, c)),
+        };
+        let sent = match connection {
+            Err(e) => Err(e),
+            Ok((node, mut conn)) => self.send(&mut conn, &node, &argv).await.map(|()| conn),
+        };
+        let result = match sent {
+            Err(e) => Err(e),
+            Ok(mut conn) => {
+                match with_timeout(&self.world, &self.name, timeout, conn.read_reply()).await {
+                    // redis-py's SentinelManagedConnection: a master that turned replica answers
+                    // READONLY; drop the connection so the next one asks the Sentinels again.
+                    Some(Ok(Reply::Error(e)))
+                        if e.starts_with("READONLY") && !self.sentinels.borrow().is_empty() =>
+                    {
+                        Err(CallError::Disconnected(e))
+                    }
+                    Some(Ok(reply)) => {
+                        self.idle.borrow_mut()[server].push(conn);
+                        Ok(reply)
+                    }
+                    Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
+                    // Like Jedis, a timed-out connection is out of step with its replies: drop it.
+                    // The server may still execute the command; the trace shows when.
+                    None => Err(CallError::Timeout),
+                }
+            }
+        };
+        guard.finished = true;
+        let server_name = std::mem::take(&mut guard.server);
+        let kind = match &result {
+            Ok(reply) => EventKind::CommandReply {
+                server: server_name,
+                reply: render_reply(reply),
+            },
+            Err(e) => EventKind::CommandFailed {
+                server: server_name,
+                command,
+                error: e.to_string(),
+            },
+        };
+        self.world.record(&self.name, kind);
+        result
+    }
 }
 
 #[async_trait(?Send)]
@@ -282,71 +362,23 @@ impl LockEnv for ClientEnv {
         }
     }
 
+    fn sentinel(&self) -> bool {
+        !self.sentinels.borrow().is_empty()
+    }
+
     async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
-        let command = render_command(&argv);
-        let mut guard = Abandoned {
-            env: self,
-            server: self.current.borrow()[server].clone(),
-            command: command.clone(),
-            finished: false,
-        };
-        let target = self.pooled_or_target(server).await;
-        if let Ok((node, _)) = &target {
-            guard.server = node.clone();
-        }
-        let connection = match target {
-            Err(e) => Err(e),
-            Ok((node, Some(conn))) => Ok((node, conn)),
-            Ok((node, None)) => self.open(&node, REDIS_PORT).await.map(|c| (node, c)),
-        };
-        let sent = match connection {
-            Err(e) => Err(e),
-            Ok((node, mut conn)) => self.send(&mut conn, &node, &argv).await.map(|()| conn),
-        };
-        let result = match sent {
-            Err(e) => Err(e),
-            Ok(mut conn) => {
-                match with_timeout(
-                    &self.world,
-                    &self.name,
-                    self.command_timeout,
-                    conn.read_reply(),
-                )
-                .await
-                {
-                    // redis-py's SentinelManagedConnection: a master that turned replica answers
-                    // READONLY; drop the connection so the next one asks the Sentinels again.
-                    Some(Ok(Reply::Error(e)))
-                        if e.starts_with("READONLY") && !self.sentinels.borrow().is_empty() =>
-                    {
-                        Err(CallError::Disconnected(e))
-                    }
-                    Some(Ok(reply)) => {
-                        self.idle.borrow_mut()[server].push(conn);
-                        Ok(reply)
-                    }
-                    Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
-                    // Like Jedis, a timed-out connection is out of step with its replies: drop it.
-                    // The server may still execute the command; the trace shows when.
-                    None => Err(CallError::Timeout),
-                }
-            }
-        };
-        guard.finished = true;
-        let server_name = std::mem::take(&mut guard.server);
-        let kind = match &result {
-            Ok(reply) => EventKind::CommandReply {
-                server: server_name,
-                reply: render_reply(reply),
-            },
-            Err(e) => EventKind::CommandFailed {
-                server: server_name,
-                command,
-                error: e.to_string(),
-            },
-        };
-        self.world.record(&self.name, kind);
-        result
+        self.call_within(server, argv, self.command_timeout).await
+    }
+
+    async fn call_with_timeout(
+        &self,
+        server: usize,
+        argv: Vec<Vec<u8>>,
+        timeout_ms: u64,
+    ) -> Result<Reply, CallError> {
+        let timeout =
+            Duration::from_micros(self.world.time.true_duration_us(&self.name, timeout_ms));
+        self.call_within(server, argv, timeout).await
     }
 
     fn wall_ms(&self) -> i64 {
@@ -494,8 +526,21 @@ impl LockEnv for ThreadEnv {
     fn replicas(&self) -> usize {
         self.process.replicas()
     }
+    fn sentinel(&self) -> bool {
+        self.process.sentinel()
+    }
     async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
         self.process.call(server, argv).await
+    }
+    async fn call_with_timeout(
+        &self,
+        server: usize,
+        argv: Vec<Vec<u8>>,
+        timeout_ms: u64,
+    ) -> Result<Reply, CallError> {
+        self.process
+            .call_with_timeout(server, argv, timeout_ms)
+            .await
     }
     async fn subscribe(
         &self,
