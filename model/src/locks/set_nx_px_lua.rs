@@ -16,14 +16,25 @@
 //!   `LUA_RELEASE_SCRIPT` (`local token = redis.call('get', KEYS[1]) if not token or token ~=
 //!   ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1`) through a script object
 //!   (`EVALSHA`, `SCRIPT LOAD` on `NOSCRIPT`); 0 raises `LockNotOwnedError`. Without a TTL a
-//!   crashed holder keeps the lock for ever.
+//!   crashed holder keeps the lock for ever. Its `extend(ttl)` (redis-py@34817ce2
+//!   `redis/lock.py:287-315`, `LUA_EXTEND_SCRIPT` `:45-66`) adds `ttl_ms` to the key's TTL if
+//!   the token is still the value, else raises `LockNotOwnedError`; without `ttl_ms` it raises
+//!   "Cannot extend a lock with no timeout", so `clients.extend` needs `ttl_ms`.
+//! - `redbeat@1.0.0` / `redbeat@2.0.0`: celery-redbeat's scheduler lock, a redis-py `Lock` with
+//!   `timeout=lock_timeout` (`ttl_ms`, default 25 000: 5 × `beat_max_loop_interval`) and
+//!   `sleep=max_interval` (`retry_delay_ms`, default 5000), extended on every beat tick
+//!   (`clients.extend`). 1.0.0 extends with a plain `PEXPIRE lock ttl` whose reply it ignores
+//!   (sibson/redbeat@v1.0.0 `redbeat/schedulers.py:444-447`): it extends whoever holds the key
+//!   (issue 127). 2.0.0 calls `lock.extend` with its `LUA_EXTEND_TO_SCRIPT`
+//!   (sibson/redbeat@v2.0.0 `redbeat/schedulers.py:36-56, :463-466, :504-520`; PR 128): the
+//!   token must still be the value, else `LockNotOwnedError`.
 
 use std::rc::Rc;
 
 use async_trait::async_trait;
 
 use super::{
-    COMPARE_AND_DELETE, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, argv, command,
+    COMPARE_AND_DELETE, Extension, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, argv, command,
     eval, evalsha, random_token, retry_until, undashed, uuid1,
 };
 use crate::redis::Reply;
@@ -36,6 +47,58 @@ pub const INFO: SchemeInfo = SchemeInfo {
     build,
 };
 
+/// redis-py's `Lock.LUA_EXTEND_SCRIPT`.
+const REDIS_PY_EXTEND: &str = "
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        local expiration = redis.call('pttl', KEYS[1])
+        if not expiration then
+            expiration = 0
+        end
+        if expiration < 0 then
+            return 0
+        end
+
+        local newttl = ARGV[2]
+        if ARGV[3] == \"0\" then
+            newttl = ARGV[2] + expiration
+        end
+        redis.call('pexpire', KEYS[1], newttl)
+        return 1
+    ";
+
+/// redbeat v2.0.0's `LUA_EXTEND_TO_SCRIPT`.
+const REDBEAT_EXTEND_TO: &str = "
+    local token = redis.call('get', KEYS[1])
+    if not token or token ~= ARGV[1] then
+        return 0
+    end
+    local expiration = redis.call('pttl', KEYS[1])
+    if not expiration then
+        expiration = 0
+    end
+    if expiration < 0 then
+        return 0
+    end
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 1
+";
+
+/// How a preset extends a held lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExtendBy {
+    /// redis.io's pattern has no extension.
+    None,
+    /// redis-py `Lock.extend(ttl)`.
+    RedisPy,
+    /// redbeat 1.0.0: `PEXPIRE`, reply ignored.
+    Pexpire,
+    /// redbeat 2.0.0: `lock.extend` with `LUA_EXTEND_TO_SCRIPT`.
+    ExtendTo,
+}
+
 /// redis-py's `Lock.LUA_RELEASE_SCRIPT`.
 pub const REDIS_PY_RELEASE: &str = "
         local token = redis.call('get', KEYS[1])
@@ -47,29 +110,50 @@ pub const REDIS_PY_RELEASE: &str = "
     ";
 
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
-    let redis_py = params.choice("preset", &["redis.io", "redis-py"], "redis.io")? == "redis-py";
+    let preset = params.choice(
+        "preset",
+        &["redis.io", "redis-py", "redbeat@1.0.0", "redbeat@2.0.0"],
+        "redis.io",
+    )?;
     let key = params.key()?;
-    Ok(Box::new(if redis_py {
-        let ttl_ms = if params.given("ttl_ms") {
-            Some(params.positive("ttl_ms", INFO.default_ttl_ms)?)
-        } else {
-            None
-        };
-        SetNxPxLua {
-            key,
-            ttl_ms,
-            retry_delay_ms: params.positive("retry_delay_ms", 100)?,
-            token: None,
-            redis_py,
+    let (redis_py, extend_by) = match preset.as_str() {
+        "redis-py" => (true, ExtendBy::RedisPy),
+        "redbeat@1.0.0" => (true, ExtendBy::Pexpire),
+        "redbeat@2.0.0" => (true, ExtendBy::ExtendTo),
+        _ => (false, ExtendBy::None),
+    };
+    Ok(Box::new(match preset.as_str() {
+        "redis-py" => {
+            let ttl_ms = if params.given("ttl_ms") {
+                Some(params.positive("ttl_ms", INFO.default_ttl_ms)?)
+            } else {
+                None
+            };
+            SetNxPxLua {
+                key,
+                ttl_ms,
+                retry_delay_ms: params.positive("retry_delay_ms", 100)?,
+                token: None,
+                redis_py,
+                extend_by,
+            }
         }
-    } else {
-        SetNxPxLua {
+        "redis.io" => SetNxPxLua {
             key,
             ttl_ms: Some(params.positive("ttl_ms", INFO.default_ttl_ms)?),
             retry_delay_ms: params.positive("retry_delay_ms", 50)?,
             token: None,
             redis_py,
-        }
+            extend_by,
+        },
+        _ => SetNxPxLua {
+            key,
+            ttl_ms: Some(params.positive("ttl_ms", 25_000)?),
+            retry_delay_ms: params.positive("retry_delay_ms", 5000)?,
+            token: None,
+            redis_py,
+            extend_by,
+        },
     }))
 }
 
@@ -80,8 +164,9 @@ pub struct SetNxPxLua {
     /// The polling period (see the module doc).
     retry_delay_ms: u64,
     token: Option<String>,
-    /// The `redis-py` preset.
+    /// redis-py's `Lock` (the `redis-py` and `redbeat@*` presets).
     redis_py: bool,
+    extend_by: ExtendBy,
 }
 
 /// One `SET key token NX PX ttl`: true when this client set the key.
@@ -180,6 +265,64 @@ impl LockScheme for SetNxPxLua {
                 detail: format!("unexpected reply {other:?}"),
             },
             Err(e) => Release {
+                ok: false,
+                detail: e.to_string(),
+            },
+        }
+    }
+
+    fn can_extend(&self) -> bool {
+        self.extend_by != ExtendBy::None && self.ttl_ms.is_some()
+    }
+
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let (Some(token), Some(ttl_ms)) = (self.token.clone(), self.ttl_ms) else {
+            return Extension {
+                ok: false,
+                detail: "LockError: Cannot extend an unlocked lock".into(),
+            };
+        };
+        let ttl = ttl_ms.to_string();
+        let key = self.key.as_str();
+        let reply = match self.extend_by {
+            ExtendBy::Pexpire => {
+                // redbeat 1.0.0 ignores the reply: 0 (no such key) goes unnoticed too.
+                return match command(env, 0, &["PEXPIRE", key, &ttl]).await {
+                    Ok(reply) => Extension {
+                        ok: true,
+                        detail: format!("PEXPIRE answered {reply:?}, not checked"),
+                    },
+                    Err(e) => Extension {
+                        ok: false,
+                        detail: e.to_string(),
+                    },
+                };
+            }
+            ExtendBy::ExtendTo => evalsha(env, 0, REDBEAT_EXTEND_TO, &[key], &[&token, &ttl]).await,
+            ExtendBy::RedisPy => {
+                evalsha(env, 0, REDIS_PY_EXTEND, &[key], &[&token, &ttl, "0"]).await
+            }
+            ExtendBy::None => {
+                return Extension {
+                    ok: false,
+                    detail: "no extend operation".into(),
+                };
+            }
+        };
+        match reply {
+            Ok(Reply::Integer(1)) => Extension {
+                ok: true,
+                detail: "extended".into(),
+            },
+            Ok(Reply::Integer(_)) => Extension {
+                ok: false,
+                detail: "LockNotOwnedError: Cannot extend a lock that's no longer owned".into(),
+            },
+            Ok(other) => Extension {
+                ok: false,
+                detail: format!("unexpected reply {other:?}"),
+            },
+            Err(e) => Extension {
                 ok: false,
                 detail: e.to_string(),
             },

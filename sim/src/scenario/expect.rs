@@ -18,6 +18,9 @@ pub struct Expect {
     pub liveness: Option<LivenessExpect>,
     pub fairness: Option<SafetyExpect>,
     pub max_wait_ms: Option<u64>,
+    /// `holds`: no extension (`clients.extend`) of a lock the client no longer held
+    /// (`counts.stolen_extensions` is 0); `violated`: at least one.
+    pub extension_safety: Option<SafetyExpect>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -113,6 +116,10 @@ fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
         let got = Safety::from_violated(r.lost_fifo_order());
         verdict("fairness", safety(e).as_str(), got.as_str());
     }
+    if let Some(e) = expect.extension_safety {
+        let got = Safety::from_violated(r.counts.stolen_extensions > 0);
+        verdict("extension_safety", safety(e).as_str(), got.as_str());
+    }
     if let Some(bound) = expect.max_wait_ms {
         out.push((
             "max_wait_ms",
@@ -122,6 +129,22 @@ fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
         ));
     }
     out
+}
+
+/// Whether `r` broke a property `expect` names: a safety verdict violated, liveness stuck,
+/// FIFO order lost, a stolen extension, a wait over the bound. Incident scenarios name exactly
+/// the properties of their case, so this is their verdict per seed.
+pub fn broken(expect: &Expect, r: &RunResult) -> bool {
+    let bad = Expect {
+        mutual_exclusion: expect.mutual_exclusion.map(|_| SafetyExpect::Violated),
+        resource_safety: expect.resource_safety.map(|_| SafetyExpect::Violated),
+        liveness: expect.liveness.map(|_| LivenessExpect::Stuck),
+        fairness: expect.fairness.map(|_| SafetyExpect::Violated),
+        max_wait_ms: None,
+        extension_safety: expect.extension_safety.map(|_| SafetyExpect::Violated),
+    };
+    compare(&bad, r).iter().any(|(_, _, _, met)| *met)
+        || expect.max_wait_ms.is_some_and(|bound| r.max_wait_ms > bound as f64)
 }
 
 /// Mismatches of the results of one scenario × scheme over its seeds.

@@ -1,7 +1,8 @@
 //! Asynchronous master → replica replication (`replication.c`), over the simulated network.
 //!
 //! - The stream is the master's propagated effects (`take_propagated`, Redis 7.0: absolute
-//!   `PXAT`/`PEXPIREAT`, `DEL` on expiry), RESP-encoded; every byte advances the replication
+//!   `PXAT`/`PEXPIREAT`, `DEL` on expiry; Redis 6.2's relative TTLs with
+//!   `topology.ttl_propagation`, `ttl`), RESP-encoded; every byte advances the replication
 //!   offset, and the last `BACKLOG_SIZE` bytes stay in a backlog for partial resyncs.
 //! - A replica connects to its master's port and sends `PSYNC <replid> <offset+1>`; the master
 //!   answers `+CONTINUE` and the missing tail of its backlog when it can
@@ -25,6 +26,7 @@
 
 mod master;
 mod replica;
+mod ttl;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -183,6 +185,11 @@ pub fn propagate(node: &Node) {
     }
     persistence::append(&node.world, &node.name, node.fsync, &commands);
     if matches!(node.server.borrow().role(), Role::Master) {
+        let commands = if node.world.scenario.topology.ttl_propagation == "relative" {
+            ttl::relative(commands, node.world.time.wall_ms(&node.name))
+        } else {
+            commands
+        };
         let bytes: Vec<u8> = commands.iter().flat_map(|c| encode_command(c)).collect();
         node.repl.borrow_mut().feed(&bytes);
     }
