@@ -74,6 +74,9 @@ pub struct Topology {
     /// `min-replicas-to-write` (with `min-replicas-max-lag` 10 s): a master refuses writes with
     /// fewer good replicas.
     pub min_replicas_to_write: u32,
+    /// `min-replicas-max-lag`: a replica counts as good for `min_replicas_to_write` if it
+    /// acknowledged within this (default 10 000, redis.conf's 10 s).
+    pub min_replicas_max_lag_ms: u64,
     /// How a master sends TTLs down its replication stream: `absolute` (Redis 7.0: `SET ...
     /// PXAT`, `PEXPIREAT`; redis/redis PR 8474) or `relative` (Redis 6.2: `SET ... PX ms`,
     /// `PEXPIRE`, each replica counting from its own clock when it applies them).
@@ -91,6 +94,7 @@ impl Default for Topology {
             appendfsync: "off".into(),
             restart_delay_ms: 0,
             min_replicas_to_write: 0,
+            min_replicas_max_lag_ms: 10_000,
             ttl_propagation: "absolute".into(),
         }
     }
@@ -381,6 +385,12 @@ impl ScenarioFile {
         }
         if t.sentinel_failover_timeout_ms == 0 {
             return Err("topology.sentinel_failover_timeout_ms: must be greater than 0".into());
+        }
+        if t.min_replicas_max_lag_ms == 0 || t.min_replicas_max_lag_ms % 1000 != 0 {
+            return Err(format!(
+                "topology.min_replicas_max_lag_ms: Redis takes min-replicas-max-lag in whole seconds: give a positive multiple of 1000, got {}",
+                t.min_replicas_max_lag_ms
+            ));
         }
         if !["absolute", "relative"].contains(&t.ttl_propagation.as_str()) {
             return Err(format!(

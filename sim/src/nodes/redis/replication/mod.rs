@@ -50,8 +50,6 @@ pub const BACKLOG_SIZE: usize = 1 << 20;
 pub const REPL_TIMEOUT: Duration = Duration::from_secs(60);
 /// `repl-ping-replica-period` (10 s).
 pub const PING_PERIOD_MS: u64 = 10_000;
-/// `min-replicas-max-lag` (10 s): a replica is good if it acknowledged within this.
-pub const MIN_REPLICAS_MAX_LAG_MS: u64 = 10_000;
 
 /// One connected replica, as its master sees it.
 pub struct ReplicaLink {
@@ -135,11 +133,12 @@ impl Repl {
         }
     }
 
-    /// Replicas whose last ACK is recent enough (`refreshGoodSlavesCount`).
-    pub fn good_replicas(&self, now_us: u64) -> usize {
+    /// Replicas that acknowledged within `max_lag_ms` (`refreshGoodSlavesCount`,
+    /// `min-replicas-max-lag`).
+    pub fn good_replicas(&self, now_us: u64, max_lag_ms: u64) -> usize {
         self.replicas
             .values()
-            .filter(|r| now_us.saturating_sub(r.last_ack_us) <= MIN_REPLICAS_MAX_LAG_MS * 1000)
+            .filter(|r| now_us.saturating_sub(r.last_ack_us) <= max_lag_ms * 1000)
             .count()
     }
 
