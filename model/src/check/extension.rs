@@ -74,12 +74,23 @@ pub fn check(events: &[Event], masters: &[String]) -> Vec<Violation> {
                 let Some((lapsed_ms, why)) = hold.lapsed.clone() else {
                     continue;
                 };
+                let others: Vec<&str> = owners
+                    .values()
+                    .filter(|o| **o != owner)
+                    .map(String::as_str)
+                    .collect();
+                let now = match others.first() {
+                    Some(other) => format!("; the key is {other}'s now"),
+                    None => String::new(),
+                };
+                let mut nodes = vec![owner.clone()];
+                nodes.extend(others.first().map(|o| o.to_string()));
                 violations.push(Violation {
                     kind: STOLEN_EXTENSION.into(),
                     t_ms: event.t_ms(),
-                    nodes: vec![owner.clone()],
+                    nodes,
                     detail: format!(
-                        "{owner}'s extension reported success ({detail}), but its lock had lapsed at {lapsed_ms:.3} ms ({why}): it extended a lock it no longer held"
+                        "{owner}'s extension reported success ({detail}), but its lock had lapsed at {lapsed_ms:.3} ms ({why}{now}): it extended a lock it no longer held"
                     ),
                 });
                 // An extension that re-created the key holds it again from here.
@@ -162,8 +173,9 @@ mod tests {
         let v = check(&events, &masters(1));
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].kind, STOLEN_EXTENSION);
-        assert_eq!(v[0].nodes, vec!["client-1".to_string()]);
+        assert_eq!(v[0].nodes, vec!["client-1".to_string(), "client-2".into()]);
         assert!(v[0].detail.contains("lapsed at 10.000 ms"), "{}", v[0].detail);
+        assert!(v[0].detail.contains("the key is client-2's now"), "{}", v[0].detail);
     }
 
     #[test]

@@ -20,6 +20,14 @@
 //!   `redis/lock.py:287-315`, `LUA_EXTEND_SCRIPT` `:45-66`) adds `ttl_ms` to the key's TTL if
 //!   the token is still the value, else raises `LockNotOwnedError`; without `ttl_ms` it raises
 //!   "Cannot extend a lock with no timeout", so `clients.extend` needs `ttl_ms`.
+//! - `redis-py@2.10.1`: as `redis-py`, but one `Lock` object shared by a process's threads
+//!   (`clients.threads`) keeps one token for all of them (redis/redis-py@2.10.1
+//!   `redis/lock.py`: `self.token`, set by a successful `acquire`, read by `release` and
+//!   `extend`): a thread whose lease ran out releases or extends with the token of the thread
+//!   that took the lock after it (issue 416). 2.10.2 keeps the token in `threading.local()` by
+//!   default (`thread_local=True`, PR 491/492), which is the `redis-py` preset: each thread its
+//!   own token. 2.10.1's `LuaLock` acquired with a SETNX+PEXPIRE script; here it is `SET NX
+//!   PX`, the same effect.
 //! - `redbeat@1.0.0` / `redbeat@2.0.0`: celery-redbeat's scheduler lock, a redis-py `Lock` with
 //!   `timeout=lock_timeout` (`ttl_ms`, default 25 000: 5 × `beat_max_loop_interval`) and
 //!   `sleep=max_interval` (`retry_delay_ms`, default 5000), extended on every beat tick
@@ -29,6 +37,7 @@
 //!   (sibson/redbeat@v2.0.0 `redbeat/schedulers.py:36-56, :463-466, :504-520`; PR 128): the
 //!   token must still be the value, else `LockNotOwnedError`.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -112,18 +121,25 @@ pub const REDIS_PY_RELEASE: &str = "
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
     let preset = params.choice(
         "preset",
-        &["redis.io", "redis-py", "redbeat@1.0.0", "redbeat@2.0.0"],
+        &[
+            "redis.io",
+            "redis-py",
+            "redis-py@2.10.1",
+            "redbeat@1.0.0",
+            "redbeat@2.0.0",
+        ],
         "redis.io",
     )?;
     let key = params.key()?;
     let (redis_py, extend_by) = match preset.as_str() {
-        "redis-py" => (true, ExtendBy::RedisPy),
+        "redis-py" | "redis-py@2.10.1" => (true, ExtendBy::RedisPy),
         "redbeat@1.0.0" => (true, ExtendBy::Pexpire),
         "redbeat@2.0.0" => (true, ExtendBy::ExtendTo),
         _ => (false, ExtendBy::None),
     };
+    let shared = preset == "redis-py@2.10.1";
     Ok(Box::new(match preset.as_str() {
-        "redis-py" => {
+        "redis-py" | "redis-py@2.10.1" => {
             let ttl_ms = if params.given("ttl_ms") {
                 Some(params.positive("ttl_ms", INFO.default_ttl_ms)?)
             } else {
@@ -133,26 +149,29 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
                 key,
                 ttl_ms,
                 retry_delay_ms: params.positive("retry_delay_ms", 100)?,
-                token: None,
+                token: Rc::default(),
                 redis_py,
                 extend_by,
+                shared,
             }
         }
         "redis.io" => SetNxPxLua {
             key,
             ttl_ms: Some(params.positive("ttl_ms", INFO.default_ttl_ms)?),
             retry_delay_ms: params.positive("retry_delay_ms", 50)?,
-            token: None,
+            token: Rc::default(),
             redis_py,
             extend_by,
+            shared,
         },
         _ => SetNxPxLua {
             key,
             ttl_ms: Some(params.positive("ttl_ms", 25_000)?),
             retry_delay_ms: params.positive("retry_delay_ms", 5000)?,
-            token: None,
+            token: Rc::default(),
             redis_py,
             extend_by,
+            shared,
         },
     }))
 }
@@ -163,7 +182,11 @@ pub struct SetNxPxLua {
     ttl_ms: Option<u64>,
     /// The polling period (see the module doc).
     retry_delay_ms: u64,
-    token: Option<String>,
+    /// The token of the last successful acquire: per thread, or shared by the threads of a
+    /// process with `redis-py@2.10.1`.
+    token: Rc<RefCell<Option<String>>>,
+    /// `redis-py@2.10.1`: threads share this object's token.
+    shared: bool,
     /// redis-py's `Lock` (the `redis-py` and `redbeat@*` presets).
     redis_py: bool,
     extend_by: ExtendBy,
@@ -237,12 +260,13 @@ impl LockScheme for SetNxPxLua {
             })
         })
         .await?;
-        self.token = Some(grant.token.clone());
+        *self.token.borrow_mut() = Some(grant.token.clone());
         Ok(grant)
     }
 
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        let Some(token) = self.token.take() else {
+        let taken = self.token.borrow_mut().take();
+        let Some(token) = taken else {
             return Release {
                 ok: false,
                 detail: "not acquired".into(),
@@ -275,8 +299,23 @@ impl LockScheme for SetNxPxLua {
         self.extend_by != ExtendBy::None && self.ttl_ms.is_some()
     }
 
+    fn share(&self) -> Option<Box<dyn LockScheme>> {
+        self.shared.then(|| {
+            Box::new(SetNxPxLua {
+                key: self.key.clone(),
+                ttl_ms: self.ttl_ms,
+                retry_delay_ms: self.retry_delay_ms,
+                token: self.token.clone(),
+                shared: true,
+                redis_py: self.redis_py,
+                extend_by: self.extend_by,
+            }) as Box<dyn LockScheme>
+        })
+    }
+
     async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
-        let (Some(token), Some(ttl_ms)) = (self.token.clone(), self.ttl_ms) else {
+        let token = self.token.borrow().clone();
+        let (Some(token), Some(ttl_ms)) = (token, self.ttl_ms) else {
             return Extension {
                 ok: false,
                 detail: "LockError: Cannot extend an unlocked lock".into(),

@@ -10,6 +10,7 @@ use serde::Deserialize;
 /// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
 /// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
 /// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
+/// `starved_over_ms` is the opposite: some owner waits longer than that.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
@@ -18,6 +19,9 @@ pub struct Expect {
     pub liveness: Option<LivenessExpect>,
     pub fairness: Option<SafetyExpect>,
     pub max_wait_ms: Option<u64>,
+    /// Starvation expected: some owner waits longer than this for the lock (the failing side
+    /// of a case whose fixed side `max_wait_ms` bounds).
+    pub starved_over_ms: Option<u64>,
     /// `holds`: no extension (`clients.extend`) of a lock the client no longer held
     /// (`counts.stolen_extensions` is 0); `violated`: at least one.
     pub extension_safety: Option<SafetyExpect>,
@@ -120,6 +124,14 @@ fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
         let got = Safety::from_violated(r.counts.stolen_extensions > 0);
         verdict("extension_safety", safety(e).as_str(), got.as_str());
     }
+    if let Some(bound) = expect.starved_over_ms {
+        out.push((
+            "starved_over_ms",
+            format!("> {bound}"),
+            format!("{:.3}", r.max_wait_ms),
+            r.max_wait_ms > bound as f64,
+        ));
+    }
     if let Some(bound) = expect.max_wait_ms {
         out.push((
             "max_wait_ms",
@@ -141,10 +153,10 @@ pub fn broken(expect: &Expect, r: &RunResult) -> bool {
         liveness: expect.liveness.map(|_| LivenessExpect::Stuck),
         fairness: expect.fairness.map(|_| SafetyExpect::Violated),
         max_wait_ms: None,
+        starved_over_ms: expect.starved_over_ms.or(expect.max_wait_ms),
         extension_safety: expect.extension_safety.map(|_| SafetyExpect::Violated),
     };
     compare(&bad, r).iter().any(|(_, _, _, met)| *met)
-        || expect.max_wait_ms.is_some_and(|bound| r.max_wait_ms > bound as f64)
 }
 
 /// Mismatches of the results of one scenario × scheme over its seeds.
