@@ -209,3 +209,81 @@ pub fn markdown(s: &Summary) -> String {
 fn link_label(link: &str) -> &str {
     link.strip_prefix("https://github.com/").unwrap_or(link)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::html::tests::sample;
+    use crate::summary::tests::{BAD, OK, result};
+    use crate::summary::{Cell, CellStats, ScenarioInfo};
+
+    fn incident(role: &str, version: &str) -> Incident {
+        Incident {
+            case: "redsync-extend".into(),
+            library: "go-redsync/redsync".into(),
+            version: version.into(),
+            role: role.into(),
+            link: "https://github.com/go-redsync/redsync/pull/61".into(),
+            mechanism: "Extend | counts a refused touch".into(),
+        }
+    }
+
+    /// The sample report plus one case: the failing version broke on 2 of 2 seeds (with a
+    /// timeline), the fixed one on none.
+    fn with_case() -> Summary {
+        let mut s = sample();
+        for (name, role, version, verdicts, broken) in [
+            ("inc", "failing", "v4.0.3", BAD, vec![0, 1]),
+            ("inc-fixed", "fixed", "v4.0.4", OK, vec![]),
+        ] {
+            s.scenarios.push(ScenarioInfo {
+                name: name.into(),
+                file: format!("scenarios/incidents/{name}.json"),
+                description: String::new(),
+                source: String::new(),
+                seeds: "0..1".into(),
+                incident: Some(incident(role, version)),
+            });
+            let runs: Vec<_> = (0..2)
+                .map(|seed| result(name, "redlock", seed, verdicts, (1.0, 2.0)))
+                .collect();
+            s.cells.push(Cell {
+                stats: CellStats::from_results(name, "redlock", &runs),
+                mismatches: vec![],
+                timeline: (role == "failing")
+                    .then(|| format!("runs/{name}/redlock/seed-0/timeline.svg")),
+                replay: None,
+                expect_broken_seeds: Some(broken),
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn one_row_per_case_with_both_versions_and_the_timeline() {
+        let s = with_case();
+        let html = html(&s);
+        assert_eq!(html.matches("<tr><td>").count(), 1, "{html}");
+        assert!(
+            html.contains("<code>v4.0.3</code><br>2/2 seeds violating"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<code>v4.0.4</code><br>0/2 seeds violating"),
+            "{html}"
+        );
+        assert!(html.contains(r#"<a href="runs/inc/redlock/seed-0/timeline.svg">timeline</a>"#));
+        assert!(html.contains(">go-redsync/redsync/pull/61</a>"));
+        let md = markdown(&s);
+        assert!(md.contains("| redsync-extend | go-redsync/redsync | `v4.0.3`: 2/2 seeds violating (`inc`) ([timeline](runs/inc/redlock/seed-0/timeline.svg)) | `v4.0.4`: 0/2 seeds violating (`inc-fixed`) | Extend \\| counts"), "{md}");
+        let charts = crate::charts::ChartSet::render(&s);
+        assert!(crate::html::render(&s, &charts).contains("id=\"incidents\""));
+        assert!(crate::markdown::render(&s, &charts).contains("## Incidents"));
+    }
+
+    #[test]
+    fn reports_without_incidents_have_no_section() {
+        assert!(html(&sample()).is_empty());
+        assert!(markdown(&sample()).is_empty());
+    }
+}

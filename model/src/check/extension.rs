@@ -174,8 +174,16 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].kind, STOLEN_EXTENSION);
         assert_eq!(v[0].nodes, vec!["client-1".to_string(), "client-2".into()]);
-        assert!(v[0].detail.contains("lapsed at 10.000 ms"), "{}", v[0].detail);
-        assert!(v[0].detail.contains("the key is client-2's now"), "{}", v[0].detail);
+        assert!(
+            v[0].detail.contains("lapsed at 10.000 ms"),
+            "{}",
+            v[0].detail
+        );
+        assert!(
+            v[0].detail.contains("the key is client-2's now"),
+            "{}",
+            v[0].detail
+        );
     }
 
     #[test]

@@ -656,7 +656,8 @@ impl Redlock {
                         REDSYNC_TOUCH
                     };
                     let args = [value.as_str(), &ttl];
-                    let reply = evalsha(&env, server, library, script, &key, &args, timeout).await?;
+                    let reply =
+                        evalsha(&env, server, library, script, &key, &args, timeout).await?;
                     Ok(match reply {
                         // go-redis turns an error reply into `err`.
                         Reply::Error(_) => false,
@@ -1097,5 +1098,132 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("scheme.preset"), "{err}");
+    }
+
+    /// a's lease runs out and b takes the lock; then a extends.
+    fn extend_after_b_took_it(json: serde_json::Value) -> Extension {
+        let (shared, (a, mut la), (b, mut lb)) = crate::locks::testing::two_clients(json);
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 2500);
+        let grant = block_on(lb.acquire(&b, 1000)).unwrap();
+        let extension = block_on(la.extend(&a));
+        assert_eq!(
+            shared.command(&["GET", "lock"]),
+            Reply::Bulk(grant.token.into_bytes()),
+            "an extension never takes another holder's key"
+        );
+        extension
+    }
+
+    #[test]
+    fn redsync_4_0_3_counts_a_refused_touch_as_an_extension() {
+        let json =
+            |preset: &str| serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 2000});
+        let old = extend_after_b_took_it(json("redsync@4.0.3"));
+        assert!(
+            old.ok,
+            "v4.0.3 compares the integer reply with \"ERR\": {old:?}"
+        );
+        for fixed in ["redsync@4.0.4", "redsync"] {
+            let new = extend_after_b_took_it(json(fixed));
+            assert!(!new.ok, "{fixed}: {new:?}");
+        }
+        let held = extend_after_b_took_it(json("redsync@4.0.4"));
+        assert_eq!(held.detail, "extended on 0/1 masters");
+    }
+
+    /// a's lease runs out and nobody takes the lock; then a extends. Returns the extension and
+    /// the key's value afterwards.
+    fn extend_expired(json: serde_json::Value) -> (Extension, Reply) {
+        let (shared, (a, mut la), _) = crate::locks::testing::two_clients(json);
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 2500);
+        assert_eq!(shared.command(&["GET", "lock"]), Reply::Nil);
+        let extension = block_on(la.extend(&a));
+        (extension, shared.command(&["GET", "lock"]))
+    }
+
+    #[test]
+    fn extensions_that_re_create_an_expired_key_and_those_that_refuse() {
+        let recreating = [
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000, "set_nx_on_extend": true}),
+            serde_json::json!({"name": "redlock", "ttl_ms": 2000}),
+        ];
+        for json in recreating {
+            let (extension, value) = extend_expired(json.clone());
+            assert!(extension.ok, "{json}: {extension:?}");
+            assert_ne!(value, Reply::Nil, "{json}: the key is set again");
+        }
+        let refusing = [
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000}),
+            serde_json::json!({"name": "redlock", "ttl_ms": 2000, "extend_only_if_locked": true}),
+        ];
+        for json in refusing {
+            let (extension, value) = extend_expired(json.clone());
+            assert!(!extension.ok, "{json}: {extension:?}");
+            assert_eq!(value, Reply::Nil, "{json}");
+        }
+    }
+
+    #[test]
+    fn a_held_lock_is_extended_and_only_libraries_with_an_extend_can() {
+        let (shared, (a, mut la), _) = crate::locks::testing::two_clients(
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000}),
+        );
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 1500);
+        assert!(block_on(la.extend(&a)).ok);
+        assert!(matches!(shared.command(&["PTTL", "lock"]), Reply::Integer(ms) if ms > 1900));
+        for preset in ["antirez/redlock-rb", "node-redlock"] {
+            let s = scheme(serde_json::json!({"name": "redlock", "preset": preset}));
+            assert!(!s.can_extend(), "{preset}");
+        }
+    }
+
+    #[test]
+    fn redlock_rb_2_0_1_lets_a_lock_call_error_escape_without_unlocking() {
+        use crate::locks::testing::Mishap;
+        let run = |preset: &str| {
+            let shared = Shared::new();
+            for script in [RB_UNLOCK, RB_LOCK, RB_PTTL] {
+                shared.command(&["SCRIPT", "LOAD", script]);
+            }
+            let a = DirectEnv::concrete(&shared, "a", 1);
+            a.mishap("EVALSHA", Mishap::LoseReply);
+            let a: Rc<dyn LockEnv> = Rc::new(a);
+            let mut la =
+                scheme(serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 10000}));
+            let result = block_on(la.acquire(&a, 300));
+            (result, shared.command(&["EXISTS", "lock"]))
+        };
+        let (old, left) = run("leandromoreira/redlock-rb@2.0.1");
+        assert!(old.unwrap_err().contains("nothing is unlocked"));
+        assert_eq!(left, Reply::Integer(1), "2.0.1 leaves the key it set");
+        let (_, left) = run("leandromoreira/redlock-rb");
+        assert_eq!(
+            left,
+            Reply::Integer(0),
+            "2.0.6 unlocks every server after an error"
+        );
+    }
+
+    #[test]
+    fn node_redlock_4_2_0_checks_the_expiration_that_v5_ignores() {
+        use crate::locks::testing::Mishap;
+        let run = |preset: &str| {
+            let shared = Shared::new();
+            let a = DirectEnv::concrete(&shared, "a", 1);
+            a.mishap("EVAL", Mishap::PauseAfter(3000));
+            let a: Rc<dyn LockEnv> = Rc::new(a);
+            let mut la = scheme(
+                serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 2000, "retry_count": 0}),
+            );
+            block_on(la.acquire(&a, 10_000))
+        };
+        assert!(
+            run("node-redlock").is_ok(),
+            "v5 takes a lock that expired while it paused"
+        );
+        assert!(run("node-redlock@4.2.0").is_err());
     }
 }

@@ -43,8 +43,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{
-    COMPARE_AND_DELETE, Extension, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, argv, command,
-    eval, evalsha, random_token, retry_until, undashed, uuid1,
+    COMPARE_AND_DELETE, Extension, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, argv,
+    command, eval, evalsha, random_token, retry_until, undashed, uuid1,
 };
 use crate::redis::Reply;
 
@@ -449,5 +449,53 @@ mod tests {
             shared.command(&["GET", "lock"]),
             Reply::bulk(&grant_b.token)
         );
+    }
+
+    #[test]
+    fn redbeat_1_0_0_extends_whoever_holds_the_key_and_2_0_0_refuses() {
+        use crate::locks::testing::{pass, two_clients};
+        for (preset, stolen) in [("redbeat@1.0.0", true), ("redbeat@2.0.0", false)] {
+            let (shared, (a, mut la), (b, mut lb)) = two_clients(serde_json::json!(
+                {"name": "set-nx-px-lua", "preset": preset, "ttl_ms": 2000, "retry_delay_ms": 100}
+            ));
+            assert!(la.can_extend());
+            block_on(la.acquire(&a, 1000)).unwrap();
+            pass(&shared, 2500);
+            block_on(lb.acquire(&b, 1000)).unwrap();
+            pass(&shared, 1500);
+            let extension = block_on(la.extend(&a));
+            assert_eq!(extension.ok, stolen, "{preset}: {extension:?}");
+            let pttl = shared.command(&["PTTL", "lock"]);
+            assert_eq!(
+                matches!(pttl, Reply::Integer(ms) if ms > 1900),
+                stolen,
+                "{preset}: b's key extended by a: {pttl:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn redis_py_2_10_1_threads_share_one_token() {
+        use crate::locks::testing::pass;
+        let shared = Shared::new();
+        let env = DirectEnv::new(&shared, "a", 1);
+        let json = |preset: &str| serde_json::json!({"name": "set-nx-px-lua", "preset": preset, "ttl_ms": 1000});
+        let mut t1 = scheme_json(json("redis-py@2.10.1"));
+        let mut t2 = t1.share().expect("2.10.1 shares its Lock object");
+        block_on(t1.acquire(&env, 1000)).unwrap();
+        pass(&shared, 1500);
+        let second = block_on(t2.acquire(&env, 1000)).unwrap();
+        // t1's lease ran out; with t2's token it extends and releases t2's lock.
+        assert!(block_on(t1.extend(&env)).ok);
+        assert!(block_on(t1.release(&env)).ok);
+        assert_eq!(shared.command(&["GET", "lock"]), Reply::Nil, "{second:?}");
+        assert!(scheme_json(json("redis-py")).share().is_none());
+    }
+
+    fn scheme_json(json: serde_json::Value) -> Box<dyn LockScheme> {
+        SchemeSpec::from_json(&json, "scheme")
+            .unwrap()
+            .build("scheme")
+            .unwrap()
     }
 }

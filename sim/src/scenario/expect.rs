@@ -193,3 +193,50 @@ pub fn mismatches(expect: &Expect, expect_some: &Expect, results: &[RunResult]) 
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(max_wait_ms: f64, stolen_extensions: u64) -> RunResult {
+        let q = serde_json::json!({"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0});
+        serde_json::from_value(serde_json::json!({
+            "scenario": "s", "scheme": "x", "seed": 3, "trace_hash": "0", "sim_ms": 1,
+            "wall_ms": 1, "throughput_per_s": 0.0, "max_wait_ms": max_wait_ms, "violations": [],
+            "verdicts": {"mutual_exclusion": "violated", "resource_safety": "holds", "liveness": "ok"},
+            "counts": {"acquisitions": 1, "acquire_failures": 0, "lock_overlaps": 1,
+                       "resource_conflicts": 0, "stale_writes_rejected": 0, "foreign_releases": 0,
+                       "faults_injected": 1, "stolen_extensions": stolen_extensions},
+            "latency_ms": {"acquire": q, "release": q}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn broken_looks_only_at_the_properties_expect_names() {
+        let extension = Expect {
+            extension_safety: Some(SafetyExpect::Holds),
+            ..Expect::default()
+        };
+        // Mutual exclusion is violated, but this expectation does not judge it.
+        assert!(!broken(&extension, &run(10.0, 0)));
+        assert!(broken(&extension, &run(10.0, 2)));
+        let starved = Expect {
+            starved_over_ms: Some(5000),
+            ..Expect::default()
+        };
+        let bounded = Expect {
+            max_wait_ms: Some(5000),
+            ..Expect::default()
+        };
+        for e in [&starved, &bounded] {
+            assert!(broken(e, &run(9000.0, 0)) && !broken(e, &run(4000.0, 0)));
+        }
+        assert!(mismatches(&starved, &Expect::default(), &[run(9000.0, 0)]).is_empty());
+        let missed = mismatches(&starved, &Expect::default(), &[run(4000.0, 0)]);
+        assert_eq!(
+            missed[0].to_string(),
+            "s [x] seed 3: starved_over_ms expected > 5000, got 4000.000"
+        );
+    }
+}

@@ -18,9 +18,9 @@ use serde_json::Value;
 
 use expect::Expect;
 use faults::{Fault, FaultSpec};
-use reports::incidents::Incident;
 use nemesis::NemesisSpec;
 use range::{MsRange, SeedRange};
+use reports::incidents::Incident;
 
 /// A validated scenario, ready to run.
 #[derive(Clone, Debug)]
@@ -442,7 +442,9 @@ impl ScenarioFile {
             };
         if let Some(extend) = c.extend {
             match (extend.every_ms, extend.before_write) {
-                (Some(0), _) => return Err("clients.extend.every_ms: must be greater than 0".into()),
+                (Some(0), _) => {
+                    return Err("clients.extend.every_ms: must be greater than 0".into());
+                }
                 (Some(_), true) | (None, false) => {
                     return Err(
                         "clients.extend: give exactly one of every_ms (extend every N ms of the hold) and before_write: true"
@@ -700,5 +702,45 @@ mod tests {
             short.starts_with("n.json: duration_ms: 10000 ms leaves no time for random faults"),
             "{short}"
         );
+    }
+
+    #[test]
+    fn extensions_incidents_and_ttl_propagation_are_validated() {
+        let parse = |json: &str| Scenario::parse(json, "x.json");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "extend": { "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("clients.extend: scheme (set-nx-px-lua) has no extend operation"),
+            "{err}"
+        );
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "clients": { "extend": { "every_ms": 100, "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("clients.extend: give exactly one of"), "{err}");
+        let ok = parse(
+            r#"{ "name": "m", "schemes": ["redlock", { "name": "redlock", "preset": "redsync@4.0.3" }],
+                 "clients": { "extend": { "every_ms": 100 } } }"#,
+        )
+        .unwrap();
+        assert_eq!(ok.clients.extend.and_then(|e| e.every_ms), Some(100));
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "ttl_propagation": "6.2" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.ttl_propagation"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "min_replicas_max_lag_ms": 1500 } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.min_replicas_max_lag_ms"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "incident": { "case": "c", "library": "l",
+                 "version": "1", "role": "broken", "link": "https://x", "mechanism": "m" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("incident.role"), "{err}");
     }
 }
