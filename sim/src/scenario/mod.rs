@@ -386,7 +386,7 @@ impl ScenarioFile {
         if t.sentinel_failover_timeout_ms == 0 {
             return Err("topology.sentinel_failover_timeout_ms: must be greater than 0".into());
         }
-        if t.min_replicas_max_lag_ms == 0 || t.min_replicas_max_lag_ms % 1000 != 0 {
+        if t.min_replicas_max_lag_ms == 0 || !t.min_replicas_max_lag_ms.is_multiple_of(1000) {
             return Err(format!(
                 "topology.min_replicas_max_lag_ms: Redis takes min-replicas-max-lag in whole seconds: give a positive multiple of 1000, got {}",
                 t.min_replicas_max_lag_ms
