@@ -106,7 +106,16 @@ fn cases(s: &Summary) -> Vec<(&Incident, Option<Side<'_>>, Option<Side<'_>>)> {
                         .iter()
                         .map(|c| c.expect_broken_seeds.as_ref().map_or(0, |v| v.len() as u64))
                         .sum(),
-                    timeline: cells.iter().find_map(|c| c.timeline.as_deref()),
+                    // The picture of a failing seed; a control that held has none to show (its
+                    // cell's timeline is of a seed that broke something it does not judge).
+                    timeline: cells
+                        .iter()
+                        .filter(|c| {
+                            c.expect_broken_seeds
+                                .as_ref()
+                                .is_some_and(|v| !v.is_empty())
+                        })
+                        .find_map(|c| c.timeline.as_deref()),
                 })
             };
             let (failing, fixed) = (side(true), side(false));
@@ -201,7 +210,6 @@ pub fn markdown(s: &Summary) -> String {
             incident.link
         );
     }
-    out.push('\n');
     out
 }
 
@@ -273,6 +281,10 @@ mod tests {
             "{html}"
         );
         assert!(html.contains(r#"<a href="runs/inc/redlock/seed-0/timeline.svg">timeline</a>"#));
+        assert!(
+            !html.contains("runs/inc-fixed/"),
+            "the control held: no timeline"
+        );
         assert!(html.contains(">go-redsync/redsync/pull/61</a>"));
         let md = markdown(&s);
         assert!(md.contains("| redsync-extend | go-redsync/redsync | `v4.0.3`: 2/2 seeds violating (`inc`) ([timeline](runs/inc/redlock/seed-0/timeline.svg)) | `v4.0.4`: 0/2 seeds violating (`inc-fixed`) | Extend \\| counts"), "{md}");
