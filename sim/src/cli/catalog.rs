@@ -1,6 +1,6 @@
 //! Which scenario files a command works on (`compare`/`check` take files and folders; a folder
-//! means every `*.json` in it; nothing means `scenarios/`), which schemes of a scenario, and
-//! the command that replays one seed.
+//! means every `*.json` in it and in its subfolders; nothing means `scenarios/`), which schemes
+//! of a scenario, and the command that replays one seed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,8 +12,8 @@ use crate::scenario::Scenario;
 /// The catalog folder `compare` and `check` use by default.
 pub const DEFAULT_CATALOG: &str = "scenarios";
 
-/// Expands files and folders into scenario files: a folder gives its `*.json` files, sorted by
-/// name. Errors name the path.
+/// Expands files and folders into scenario files: a folder gives the `*.json` files in it and
+/// in its subfolders (`scenarios/incidents/`), sorted by path. Errors name the path.
 pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let defaults = [PathBuf::from(DEFAULT_CATALOG)];
     let paths = if paths.is_empty() {
@@ -26,11 +26,8 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         let meta =
             std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         if meta.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| format!("{}: cannot read the folder: {e}", path.display()))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
-                .collect();
+            let mut found = Vec::new();
+            json_files_under(path, &mut found)?;
             if found.is_empty() {
                 return Err(format!(
                     "{}: no *.json scenario files in it",
@@ -44,6 +41,20 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         }
     }
     Ok(files)
+}
+
+/// Every `*.json` file in `dir` and its subfolders, in no particular order.
+fn json_files_under(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: cannot read the folder: {e}", dir.display()))?;
+    for path in entries.filter_map(|entry| entry.ok().map(|e| e.path())) {
+        if path.is_dir() {
+            json_files_under(&path, out)?;
+        } else if path.is_file() && path.extension().is_some_and(|e| e == "json") {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Loads every file; two scenarios may not share a name (their results would mix).

@@ -25,7 +25,7 @@ use crate::cli::interrupt;
 use crate::runner::RunOutput;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
-use crate::scenario::expect::mismatches;
+use crate::scenario::expect::{broken, mismatches};
 use crate::scenario::range::SeedRange;
 
 #[derive(clap::Args)]
@@ -187,6 +187,12 @@ pub fn compare(
                 mismatches: found.iter().map(|m| m.to_string()).collect(),
                 timeline: None,
                 replay: None,
+                expect_broken_seeds: scenario.incident.is_some().then(|| {
+                    rs.iter()
+                        .filter(|r| broken(&scenario.expect, r))
+                        .map(|r| r.seed)
+                        .collect()
+                }),
             };
             if let Some(output) = first_failing.remove(&(si, k)) {
                 let rel = format!(
@@ -225,6 +231,7 @@ pub fn compare(
                 description: s.description.clone(),
                 source: s.source.clone(),
                 seeds: opts.seeds_for(s).to_string(),
+                incident: s.incident.clone(),
             })
             .collect(),
         schemes,
