@@ -51,7 +51,8 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 
 use super::{
-    CallError, Grant, LocalBoxFuture, LockEnv, LockScheme, Params, Release, SchemeInfo, argv, uuid4,
+    CallError, Family, Grant, Lease, LocalBoxFuture, LockEnv, LockScheme, Params, PresetInfo,
+    Release, SchemeInfo, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -60,6 +61,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "Redlock: lock on N masters, majority + validity check on the client's clock, unlock all on failure",
     source: "redis.io distlock; leandromoreira/redlock-rb 2.0.6 (presets: antirez/redlock-rb, redsync v4.17.0, node-redlock v5.0.0-beta.2); seeds 000/003/004",
     default_ttl_ms: 10_000,
+    family: Family::Redlock,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESET_ROWS,
     build: build_redlock,
 };
 
@@ -68,8 +73,42 @@ pub const NO_VALIDITY_INFO: SchemeInfo = SchemeInfo {
     summary: "Redlock without the validity check (node-redlock v5): a majority of votes is enough; retries keep earlier keys",
     source: "mike-marcacci/node-redlock v5.0.0-beta.2 src/index.ts",
     default_ttl_ms: 10_000,
+    family: Family::Redlock,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build: build_no_validity,
 };
+
+/// `redlock`'s named presets besides the default (`leandromoreira/redlock-rb`), as rows of
+/// `locksim schemes`: `node-redlock` has no validity check, which makes it `redlock-no-validity`,
+/// and `redlock-rb` is the default's old name.
+const PRESET_ROWS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "antirez/redlock-rb",
+        summary: "antirez's original (commit 2af803d): SET NX PX on each master in turn, validity > 0 on the wall clock, 3 tries",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redsync",
+        summary: "go-redsync v4.17.0: masters in parallel, 8 s expiry, 32 tries 50-250 ms apart, drift ttl*0.01",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "node-redlock",
+        summary: "node-redlock v5.0.0-beta.2: no validity check, retries keep earlier keys",
+        lease: Lease::Ms,
+        same_as: Some("redlock-no-validity"),
+    },
+    PresetInfo {
+        name: "redlock-rb",
+        summary: "the default's former name (leandromoreira/redlock-rb 2.0.6)",
+        lease: Lease::Ms,
+        same_as: Some("redlock"),
+    },
+];
 
 /// antirez/redlock-rb's `UnlockScript`.
 const ANTIREZ_UNLOCK: &str = "\n    if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n        return redis.call(\"del\",KEYS[1])\n    else\n        return 0\n    end";

@@ -23,8 +23,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{
-    COMPARE_AND_DELETE, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, argv, command,
-    eval, evalsha, random_token, retry_until, undashed, uuid1,
+    COMPARE_AND_DELETE, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release,
+    SchemeInfo, argv, command, eval, evalsha, random_token, retry_until, undashed, uuid1,
 };
 use crate::redis::Reply;
 
@@ -33,8 +33,20 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET NX PX with a random token; release with a Lua compare-and-delete",
     source: "redis.io single-instance pattern; seeds 000 (scheme 4), 001, 003, 004",
     default_ttl_ms: 30_000,
+    family: Family::SetNxPx,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESETS,
     build,
 };
+
+/// Named presets besides the default (`redis.io`).
+const PRESETS: &[PresetInfo] = &[PresetInfo {
+    name: "redis-py",
+    summary: "redis-py Lock: uuid1 token, 100 ms polling, no TTL unless ttl_ms (timeout=None), release script by EVALSHA",
+    lease: Lease::None,
+    same_as: None,
+}];
 
 /// redis-py's `Lock.LUA_RELEASE_SCRIPT`.
 pub const REDIS_PY_RELEASE: &str = "
