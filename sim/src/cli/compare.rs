@@ -16,9 +16,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use model::locks::{Family, Lease};
 use model::result::RunResult;
 use reports::charts::ChartSet;
-use reports::summary::{Cell, CellStats, ScenarioInfo, SchemeStats, Summary, is_violating};
+use reports::summary::{
+    Cell, CellStats, MatrixColumn, MatrixRow, ScenarioInfo, SchemeStats, Summary, is_violating,
+};
 
 use crate::cli::artifacts::{path_component, write_file, write_run};
 use crate::cli::batch::{every_run, progress_bar, run_jobs};
@@ -225,8 +228,10 @@ pub fn compare(
                 description: s.description.clone(),
                 source: s.source.clone(),
                 seeds: opts.seeds_for(s).to_string(),
+                matrix: matrix_column(s),
             })
             .collect(),
+        matrix_rows: matrix_rows(scenarios),
         schemes,
         cells,
         scheme_totals,
@@ -234,6 +239,46 @@ pub fn compare(
     };
     write_report(&opts.out, &summary)?;
     Ok(summary)
+}
+
+/// A `"schemes": "all"` scenario's column of the fault matrix (its `matrix` header, or its
+/// name under "other").
+fn matrix_column(scenario: &Scenario) -> Option<MatrixColumn> {
+    scenario.all_schemes.then(|| {
+        let (column, family) = match &scenario.matrix {
+            Some(m) => (m.column.clone(), m.family.clone()),
+            None => (scenario.name.clone(), "other".to_string()),
+        };
+        MatrixColumn {
+            column,
+            family,
+            random: scenario.nemesis.is_some(),
+        }
+    })
+}
+
+/// The fault matrix's rows: every row of the `"schemes": "all"` scenarios, grouped by family.
+fn matrix_rows(scenarios: &[Arc<Scenario>]) -> Vec<MatrixRow> {
+    let mut rows: Vec<(Family, MatrixRow)> = Vec::new();
+    for scenario in scenarios.iter().filter(|s| s.all_schemes) {
+        for spec in &scenario.schemes {
+            let label = spec.label();
+            if rows.iter().any(|(_, r)| r.scheme == label) {
+                continue;
+            }
+            let family = spec.info().map_or(Family::SetNxPx, |i| i.family);
+            rows.push((
+                family,
+                MatrixRow {
+                    scheme: label,
+                    family: family.title().to_string(),
+                    lease: spec.lease() != Lease::None,
+                },
+            ));
+        }
+    }
+    rows.sort_by_key(|(family, _)| *family);
+    rows.into_iter().map(|(_, row)| row).collect()
 }
 
 /// Writes `index.html`, `report.md`, `summary.json` and `charts/*.svg` into `out`.

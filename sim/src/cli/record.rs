@@ -29,9 +29,21 @@ pub struct Recorded {
 pub fn observe(results: &[RunResult]) -> Recorded {
     let mut recorded = Recorded::default();
     let properties: [(&str, fn(&RunResult) -> &'static str, &str); 3] = [
-        ("mutual_exclusion", |r| r.verdicts.mutual_exclusion.as_str(), Safety::Violated.as_str()),
-        ("resource_safety", |r| r.verdicts.resource_safety.as_str(), Safety::Violated.as_str()),
-        ("liveness", |r| r.verdicts.liveness.as_str(), Liveness::Stuck.as_str()),
+        (
+            "mutual_exclusion",
+            |r| r.verdicts.mutual_exclusion.as_str(),
+            Safety::Violated.as_str(),
+        ),
+        (
+            "resource_safety",
+            |r| r.verdicts.resource_safety.as_str(),
+            Safety::Violated.as_str(),
+        ),
+        (
+            "liveness",
+            |r| r.verdicts.liveness.as_str(),
+            Liveness::Stuck.as_str(),
+        ),
     ];
     for (property, verdict, failing) in properties {
         let Some(first) = results.first().map(verdict) else {
@@ -259,7 +271,11 @@ mod tests {
 }
 "#
         );
-        assert_eq!(rewrite(&out, &rows).unwrap(), out, "recording twice changes nothing");
+        assert_eq!(
+            rewrite(&out, &rows).unwrap(),
+            out,
+            "recording twice changes nothing"
+        );
         let first = "{\n  \"expect_by_scheme\": {},\n  \"name\": \"m\"\n}\n";
         assert_eq!(
             rewrite(first, &[]).unwrap(),

@@ -3,9 +3,7 @@
 //! writers, the row's node names. Deterministic: every choice is by name order.
 
 use crate::scenario::faults::FaultKind;
-use crate::scenario::faults::placeholder::{
-    HOLDER, HOLDER_MASTER, HOLDER_MASTERS, PEER, REST,
-};
+use crate::scenario::faults::placeholder::{HOLDER, HOLDER_MASTER, HOLDER_MASTERS, PEER, REST};
 use crate::world::World;
 
 /// The masters (in name order) whose lock key holds `holder`'s write.

@@ -485,9 +485,11 @@ impl Fault {
         let on_writes = matches!(&self.when, When::On { event, .. }
             if event == "lock_written" || event == "lock_granted");
         on_writes
-            || self.kind.node_names().iter().any(|n| {
-                *n == placeholder::HOLDER_MASTER || *n == placeholder::HOLDER_MASTERS
-            })
+            || self
+                .kind
+                .node_names()
+                .iter()
+                .any(|n| *n == placeholder::HOLDER_MASTER || *n == placeholder::HOLDER_MASTERS)
     }
 }
 
@@ -624,13 +626,18 @@ mod tests {
             .validate("faults[2]", &nodes())
             .unwrap_err();
         assert!(
-            err.starts_with("faults[2].node: {holder} needs the client whose event fires the fault"),
+            err.starts_with(
+                "faults[2].node: {holder} needs the client whose event fires the fault"
+            ),
             "{err}"
         );
         let err = spec(r#"{ "kind": "pause", "node": "{holdr}", "on": { "event": "acquired" } }"#)
             .validate("faults[3]", &nodes())
             .unwrap_err();
-        assert!(err.starts_with("faults[3].node: unknown placeholder {holdr}"), "{err}");
+        assert!(
+            err.starts_with("faults[3].node: unknown placeholder {holdr}"),
+            "{err}"
+        );
     }
 
     fn spec(json: &str) -> FaultSpec {

@@ -183,7 +183,8 @@ impl World {
     pub fn lock_gone(&self, node: &str) {
         if self.tracks_lock_writes {
             let masters = self.scenario.master_names();
-            self.history.lock_gone(node, &masters, masters.len() / 2 + 1);
+            self.history
+                .lock_gone(node, &masters, masters.len() / 2 + 1);
         }
     }
 
