@@ -290,7 +290,7 @@ pub fn breaks(s: &Summary, scheme: &str) -> String {
     let columns = ordered_columns(s);
     let outcome_in = |c: &ScenarioInfo| s.cell(&c.name, scheme).map(|cell| cell.stats.outcome);
     let unfaulted = baseline(s)
-        .and_then(|b| outcome_in(b))
+        .and_then(&outcome_in)
         .filter(|o| *o > Outcome::Ok);
     let mut parts = Vec::new();
     if let Some(outcome) = unfaulted {
@@ -431,4 +431,111 @@ pub fn markdown(s: &Summary, out: &mut String) {
         let _ = writeln!(out, "- **{}**: {}", row.scheme, breaks(s, &row.scheme));
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::charts::ChartSet;
+    use crate::summary::tests::{BAD, FENCED, OK, result};
+    use crate::summary::{Cell, CellStats, MatrixColumn};
+
+    fn column(name: &str, column: &str, family: &str, random: bool) -> ScenarioInfo {
+        ScenarioInfo {
+            name: name.into(),
+            file: format!("scenarios/matrix/{name}.json"),
+            description: format!("{column}, in full"),
+            source: String::new(),
+            seeds: "0..3".into(),
+            matrix: Some(MatrixColumn {
+                column: column.into(),
+                family: family.into(),
+                random,
+            }),
+        }
+    }
+
+    type Verdicts = (
+        model::result::Safety,
+        model::result::Safety,
+        model::result::Liveness,
+    );
+
+    fn cell(scenario: &str, scheme: &str, verdicts: &[(Verdicts, u64)]) -> Cell {
+        let results: Vec<_> = verdicts
+            .iter()
+            .map(|(v, seed)| result(scenario, scheme, *seed, *v, (2.0, 9.0)))
+            .collect();
+        Cell {
+            stats: CellStats::from_results(scenario, scheme, &results),
+            mismatches: vec![],
+            timeline: None,
+            replay: None,
+        }
+    }
+
+    /// Two rows (one without a lease) × a fault-free column, a worst case and a random rate.
+    fn sample() -> Summary {
+        let mut s = crate::html::tests::sample();
+        s.scenarios = vec![
+            column("m-none", "no faults", BASELINE_FAMILY, false),
+            column("m-pause", "GC pause", "pauses", false),
+            column("m-rand", "random pauses", "pauses", true),
+        ];
+        s.matrix_rows = vec![
+            MatrixRow {
+                scheme: "setnx-del".into(),
+                family: "SETNX".into(),
+                lease: false,
+            },
+            MatrixRow {
+                scheme: "fencing".into(),
+                family: "fencing tokens".into(),
+                lease: true,
+            },
+        ];
+        s.schemes = vec!["setnx-del".into(), "fencing".into()];
+        s.cells = vec![
+            cell("m-none", "setnx-del", &[(OK, 0), (OK, 1)]),
+            cell("m-pause", "setnx-del", &[(OK, 0), (OK, 1)]),
+            cell("m-rand", "setnx-del", &[(OK, 0), (OK, 1), (OK, 2), (OK, 3)]),
+            cell("m-none", "fencing", &[(OK, 0), (OK, 1)]),
+            cell("m-pause", "fencing", &[(FENCED, 0), (FENCED, 1)]),
+            cell("m-rand", "fencing", &[(BAD, 0), (OK, 1), (OK, 2), (OK, 3)]),
+        ];
+        s
+    }
+
+    #[test]
+    fn the_matrix_groups_rows_and_columns_and_reports_rates() {
+        let s = sample();
+        let mut html = String::new();
+        super::html(&s, &mut html);
+        assert!(html.contains(r#"<th class="fam" colspan="2" title="pauses">pauses</th>"#));
+        assert!(
+            html.contains(r#"<tr class="famrow"><th colspan="6">SETNX</th></tr>"#),
+            "{html}"
+        );
+        assert!(html.contains("no lease"));
+        // Worst case: seeds violating / run; random rate: a share with its Wilson interval.
+        assert!(html.contains(">2/2<"));
+        assert!(html.contains(">25%<small>5–70</small>"), "{html}");
+        assert!(html.contains(r#"id="cell-m-pause--fencing" class="fc o-overlap""#));
+        // The cost columns come from the fault-free column.
+        assert!(html.contains(r#"<td class="cost">2.0/9.0</td><td class="cost">10.0</td>"#));
+        assert_eq!(
+            breaks(&s, "fencing"),
+            "held twice (the resource stayed safe) under GC pause; random faults: random pauses 25%"
+        );
+        assert_eq!(breaks(&s, "setnx-del"), "nothing in this matrix breaks it");
+        let page = crate::html::render(&s, &ChartSet::render(&s));
+        assert!(page.find("The matrix").unwrap() < page.find("The catalog").unwrap());
+        let mut md = String::new();
+        markdown(&s, &mut md);
+        assert!(
+            md.contains("| fencing | 0/2 ok | 2/2 X | 25% [5–70] C | 2.0 / 9.0 | 10.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| setnx-del (no lease) |"));
+    }
 }

@@ -116,7 +116,7 @@ impl SchemeSpec {
         }
         match self.lease() {
             Lease::None => return Ok(self),
-            Lease::Seconds if lease_ms % 1000 != 0 => {
+            Lease::Seconds if !lease_ms.is_multiple_of(1000) => {
                 return Err(format!(
                     "lease_ms: {lease_ms} ms is not a whole number of seconds, which {} needs (its source sets the TTL in seconds): give a multiple of 1000",
                     self.label()

@@ -141,3 +141,63 @@ pub fn replay_command(scenario: &Scenario, scheme: usize, seed: u64) -> String {
     }
     cmd
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Folders are walked recursively, in a fixed order: a folder's files by name, then its
+    /// subfolders' by name (`scenarios/*.json`, then `scenarios/matrix/*.json`).
+    #[test]
+    fn folders_expand_recursively_in_a_fixed_order() {
+        let dir = std::env::temp_dir().join(format!("locksim-catalog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for file in [
+            "b.json",
+            "a.json",
+            "z/c.json",
+            "m/y/e.json",
+            "m/d.json",
+            "m/notes.txt",
+        ] {
+            let path = dir.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "{}").unwrap();
+        }
+        let found: Vec<String> = scenario_files(std::slice::from_ref(&dir))
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            found,
+            ["a.json", "b.json", "m/d.json", "m/y/e.json", "z/c.json"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `--scheme redlock` means the row labelled `redlock`, not every preset of it; an id that
+    /// labels no row selects all of its rows.
+    #[test]
+    fn a_label_selects_its_row_an_id_all_of_them() {
+        let s = Scenario::parse(r#"{ "name": "s", "schemes": "all" }"#, "s.json").unwrap();
+        let pick = |name: &str| {
+            select_schemes(&s, Path::new("s.json"), Some(name))
+                .unwrap()
+                .iter()
+                .map(|&i| s.schemes[i].label())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pick("redlock"), ["redlock"]);
+        assert_eq!(pick("redlock:redsync"), ["redlock:redsync"]);
+        let lua = Scenario::parse(
+            r#"{ "name": "s", "schemes": [{ "name": "set-nx-px-lua", "preset": "redis-py" }] }"#,
+            "s.json",
+        )
+        .unwrap();
+        assert_eq!(
+            select_schemes(&lua, Path::new("s.json"), Some("set-nx-px-lua")).unwrap(),
+            [0]
+        );
+    }
+}

@@ -24,11 +24,14 @@ pub struct Recorded {
     pub some: Vec<(&'static str, &'static str)>,
 }
 
+/// A recorded property: its name, its verdict in one run, its failing value.
+type Property = (&'static str, fn(&RunResult) -> &'static str, &'static str);
+
 /// What one row's runs say: each property either the same on every seed or, when it differs,
 /// its failing value on some seed.
 pub fn observe(results: &[RunResult]) -> Recorded {
     let mut recorded = Recorded::default();
-    let properties: [(&str, fn(&RunResult) -> &'static str, &str); 3] = [
+    let properties: [Property; 3] = [
         (
             "mutual_exclusion",
             |r| r.verdicts.mutual_exclusion.as_str(),
@@ -235,6 +238,40 @@ mod tests {
   "seeds": "0..1"
 }
 "#;
+
+    /// A verdict shared by every seed is expected on every seed; one that differs is expected
+    /// failing on some seed, never on all.
+    #[test]
+    fn varying_verdicts_become_expect_some() {
+        let run = |seed, me: Safety, live: Liveness| {
+            let mut r: RunResult = serde_json::from_value(serde_json::json!({
+                "scenario": "m", "scheme": "x", "seed": seed, "trace_hash": "", "sim_ms": 1,
+                "wall_ms": 1,
+                "verdicts": { "mutual_exclusion": "holds", "resource_safety": "holds", "liveness": "ok" },
+                "counts": { "acquisitions": 1, "acquire_failures": 0, "lock_overlaps": 0,
+                            "resource_conflicts": 0, "stale_writes_rejected": 0,
+                            "foreign_releases": 0, "faults_injected": 0 },
+                "latency_ms": { "acquire": { "p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0 },
+                                "release": { "p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0 } },
+                "throughput_per_s": 1.0, "violations": []
+            }))
+            .unwrap();
+            r.verdicts.mutual_exclusion = me;
+            r.verdicts.liveness = live;
+            r
+        };
+        let recorded = observe(&[
+            run(0, Safety::Violated, Liveness::Ok),
+            run(1, Safety::Holds, Liveness::Ok),
+        ]);
+        assert_eq!(
+            recorded,
+            Recorded {
+                every: vec![("resource_safety", "holds"), ("liveness", "ok")],
+                some: vec![("mutual_exclusion", "violated")],
+            }
+        );
+    }
 
     #[test]
     fn only_the_two_fields_are_rewritten() {

@@ -657,6 +657,7 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faults::FaultKind;
 
     const MINIMAL: &str = r#"{ "name": "m", "scheme": "set-nx-px-lua" }"#;
 
@@ -776,6 +777,94 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err, "f.json: clients.threads: must be from 1 to 64, got 0");
+    }
+
+    /// `"schemes": "all"` runs every row of `locksim schemes` but `script`; `lease_ms` becomes
+    /// the `ttl_ms` of every scheme with a lease, and the window of those without one; Redlock
+    /// rows get their own masters, and the faults are validated for each node set.
+    #[test]
+    fn all_schemes_with_one_lease_and_redlock_masters() {
+        let s = Scenario::parse(
+            r#"{ "name": "a", "schemes": "all", "lease_ms": 2000,
+                 "faults": [ { "kind": "partition", "at_ms": 0,
+                               "groups": [["client-1", "{first_majority}"], ["client-2", "{last_majority}"]] },
+                             { "kind": "crash", "node": "{holder_master}", "restart_after_ms": 1,
+                               "on": { "event": "acquired" } } ],
+                 "expect_by_scheme": { "redlock": { "mutual_exclusion": "violated" } } }"#,
+            "a.json",
+        )
+        .unwrap();
+        let labels: Vec<String> = s.schemes.iter().map(SchemeSpec::label).collect();
+        assert_eq!(labels.len(), model::locks::matrix_rows().len());
+        assert!(!labels.contains(&"script".to_string()));
+        let row = |label: &str| labels.iter().position(|l| l == label).unwrap();
+        assert_eq!(s.schemes[row("fencing")].ttl_ms(), 2000);
+        assert_eq!(s.schemes[row("setex")].ttl_ms(), 2000);
+        assert!(!s.schemes[row("setnx-del")].params.contains_key("ttl_ms"));
+        assert_eq!(
+            s.liveness_window_ms(&s.schemes[row("setnx-del")]),
+            5000,
+            "a lease-less row is judged on lease_ms"
+        );
+        let redlock = s.for_scheme(row("redlock:redsync"));
+        assert_eq!(redlock.master_names().len(), 5);
+        assert_eq!(
+            s.for_scheme(row("set-nx-px-lua")).master_names(),
+            ["redis-1"]
+        );
+        let FaultKind::Partition { groups, .. } = &redlock.faults[0].kind else {
+            panic!("a partition");
+        };
+        assert_eq!(groups[1], ["client-2", "redis-3", "redis-4", "redis-5"]);
+        let (expect, _) = s.expectations(row("redlock"));
+        assert_eq!(
+            expect.mutual_exclusion,
+            Some(expect::SafetyExpect::Violated)
+        );
+        assert_eq!(s.expectations(row("fencing")).0, Expect::default());
+    }
+
+    #[test]
+    fn matrix_fields_are_checked() {
+        let err = |json: &str| Scenario::parse(json, "m.json").unwrap_err();
+        assert!(
+            err(r#"{ "name": "m", "schemes": "al" }"#)
+                .starts_with("m.json: schemes: expected a list of schemes or \"all\""),
+        );
+        assert!(
+            err(r#"{ "name": "m", "schemes": "all", "lease_ms": 1500 }"#).starts_with(
+                "m.json: lease_ms: 1500 ms is not a whole number of seconds, which setex needs"
+            )
+        );
+        let unknown = err(
+            r#"{ "name": "m", "schemes": "all", "expect_by_scheme": { "redlok": { "liveness": "ok" } } }"#,
+        );
+        assert!(
+            unknown.starts_with("m.json: expect_by_scheme.redlok: no scheme row \"redlok\""),
+            "{unknown}"
+        );
+        let redis_4 = err(r#"{ "name": "m", "schemes": ["set-nx-px-lua", "redlock"],
+                 "faults": [ { "kind": "pause", "node": "redis-4", "at_ms": 1, "duration_ms": 5 } ] }"#);
+        assert!(
+            redis_4.starts_with("m.json: faults[0].node: no node \"redis-4\""),
+            "{redis_4}"
+        );
+        let masters = |json: &str| {
+            let s = Scenario::parse(json, "m.json").unwrap();
+            s.masters_for(&s.schemes[0])
+        };
+        assert_eq!(masters(r#"{ "name": "m", "scheme": "redlock" }"#), 5);
+        assert_eq!(
+            masters(r#"{ "name": "m", "scheme": "redlock", "topology": { "masters": 3 } }"#),
+            3,
+            "as before redlock_masters existed"
+        );
+        assert_eq!(
+            masters(
+                r#"{ "name": "m", "scheme": "redlock", "topology": { "masters": 3, "redlock_masters": 7 } }"#
+            ),
+            7
+        );
     }
 
     /// The nemesis heals two liveness windows before the end by default, so that a lock-out
