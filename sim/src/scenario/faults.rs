@@ -526,18 +526,12 @@ impl FaultKind {
         }
     }
 
-    /// The node the fault's events are recorded on (the nemesis for network-wide faults).
+    /// The node the fault's events are recorded on: its node (a delay's `from`), the nemesis
+    /// for a partition.
     pub fn target(&self) -> &str {
         match self {
-            FaultKind::Pause { node }
-            | FaultKind::Crash { node, .. }
-            | FaultKind::ClockJump { node, .. }
-            | FaultKind::ClockDrift { node, .. }
-            | FaultKind::Isolate { node }
-            | FaultKind::DropConnections { node } => node,
-            FaultKind::Delay { from, .. } => from,
-            FaultKind::Failover { master } => master,
             FaultKind::Partition { .. } => "nemesis",
+            _ => self.node_names()[0],
         }
     }
 
