@@ -25,6 +25,8 @@ use crate::world::{FaultHook, World};
 pub struct RunOutput {
     pub result: RunResult,
     pub events: Vec<Event>,
+    /// Messages the processes sent (not in the result contract: `locksim bench` divides by it).
+    pub messages: u64,
 }
 
 /// Runs one seed on a fresh OS thread: std's `HashMap` seeds and madsim's thread-locals follow
@@ -58,7 +60,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         ..Duration::from_millis(latency.max) + Duration::from_micros(1);
     let runtime = Runtime::with_seed_and_config(seed, config);
     let world_scenario = scenario.clone();
-    let (events, end_us) = runtime.block_on(simulate(world_scenario, scheme_index, seed));
+    let (events, end_us, messages) = runtime.block_on(simulate(world_scenario, scheme_index, seed));
     drop(runtime);
     let wall_ms = wall_start.elapsed().as_millis() as u64;
 
@@ -94,7 +96,11 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         max_wait_ms_by_client: report.max_wait_ms_by_client,
         violations: report.violations,
     };
-    RunOutput { result, events }
+    RunOutput {
+        result,
+        events,
+        messages,
+    }
 }
 
 pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
@@ -113,8 +119,12 @@ where
     world.procs.register(name, node.id(), ip);
 }
 
-/// The simulation proper; returns the history and the true time the run ended.
-async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (Vec<Event>, u64) {
+/// The simulation proper; returns the history, the true time the run ended and the messages sent.
+async fn simulate(
+    scenario: Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+) -> (Vec<Event>, u64, u64) {
     let handle = Handle::current();
     let world = World::new(
         scenario.clone(),
@@ -184,7 +194,7 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
     for id in world.procs.ids() {
         handle.kill(id);
     }
-    (world.history.take_events(), end_us)
+    (world.history.take_events(), end_us, world.net.messages())
 }
 
 /// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh

@@ -147,6 +147,7 @@ pub fn compare(
                             RunOutput {
                                 result: output.result.clone(),
                                 events: output.events,
+                                messages: output.messages,
                             },
                         );
                     }
