@@ -5,6 +5,7 @@
 //! order and content must be deterministic for a given scenario and seed.
 
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 
 /// One observation. `t_us` is true simulated time since the start of the run (not any node's
 /// clock, which may jump or drift); `node` is the node that observed it; `thread` the worker
@@ -209,11 +210,12 @@ pub fn render_command(argv: &[Vec<u8>]) -> String {
                 .chars()
                 .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'');
         if plain && i == 0 {
-            out.push_str(&text.to_uppercase());
+            // Plain text is ASCII: its uppercase is ASCII's.
+            out.extend(text.chars().map(|c| c.to_ascii_uppercase()));
         } else if plain {
             out.push_str(&text);
         } else {
-            out.push_str(&format!("{text:?}"));
+            let _ = write!(out, "{text:?}");
         }
     }
     out
@@ -250,9 +252,13 @@ pub fn trace_jsonl(events: &[Event]) -> String {
 pub fn trace_hash(events: &[Event]) -> String {
     use sha1::{Digest, Sha1};
     let mut hasher = Sha1::new();
+    // One buffer for every line: the bytes of `to_json_line`, without a String per event.
+    let mut line = Vec::new();
     for event in events {
-        hasher.update(event.to_json_line().as_bytes());
-        hasher.update(b"\n");
+        line.clear();
+        serde_json::to_writer(&mut line, event).expect("events always serialise");
+        line.push(b'\n');
+        hasher.update(&line);
     }
     hex(&hasher.finalize())
 }
