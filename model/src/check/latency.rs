@@ -106,7 +106,7 @@ mod tests {
             v = v
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
-            let us = (v >> 20) % (HIGHEST_US * 2) >> (v % 24);
+            let us = ((v >> 20) % (HIGHEST_US * 2)) >> (v % 24);
             full.saturating_record(us);
             record(&mut growing, us);
         }
