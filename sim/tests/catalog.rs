@@ -8,13 +8,12 @@ use locksim::runner::{default_jobs, run_parallel};
 use locksim::scenario::Scenario;
 use locksim::scenario::expect::mismatches;
 
+/// Every scenario file of the catalog, subfolders included (`scenarios/shrunk/`).
 fn catalog() -> Vec<PathBuf> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("the scenarios/ catalog exists")
-        .map(|e| e.expect("readable catalog entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
+    let mut files = Vec::new();
+    locksim::cli::catalog::json_files_under(&dir, &mut files)
+        .expect("the scenarios/ catalog exists");
     files.sort();
     files
 }

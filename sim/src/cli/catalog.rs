@@ -1,6 +1,6 @@
 //! Which scenario files a command works on (`compare`/`check` take files and folders; a folder
-//! means every `*.json` in it; nothing means `scenarios/`), which schemes of a scenario, and
-//! the command that replays one seed.
+//! means every `*.json` in it and its subfolders; nothing means `scenarios/`), which schemes
+//! of a scenario, and the command that replays one seed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,8 +12,8 @@ use crate::scenario::Scenario;
 /// The catalog folder `compare` and `check` use by default.
 pub const DEFAULT_CATALOG: &str = "scenarios";
 
-/// Expands files and folders into scenario files: a folder gives its `*.json` files, sorted by
-/// name. Errors name the path.
+/// Expands files and folders into scenario files: a folder gives the `*.json` files in it and
+/// its subfolders, sorted by path. Errors name the path.
 pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let defaults = [PathBuf::from(DEFAULT_CATALOG)];
     let paths = if paths.is_empty() {
@@ -26,11 +26,8 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         let meta =
             std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         if meta.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| format!("{}: cannot read the folder: {e}", path.display()))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
-                .collect();
+            let mut found = Vec::new();
+            json_files_under(path, &mut found)?;
             if found.is_empty() {
                 return Err(format!(
                     "{}: no *.json scenario files in it",
@@ -44,6 +41,21 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         }
     }
     Ok(files)
+}
+
+/// Every `*.json` file in `dir` and its subfolders.
+pub fn json_files_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: cannot read the folder: {e}", dir.display()))?;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            json_files_under(&path, found)?;
+        } else if path.extension().is_some_and(|e| e == "json") {
+            found.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Loads every file; two scenarios may not share a name (their results would mix).
@@ -101,6 +113,16 @@ pub fn scheme_labels(scenario: &Scenario) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// A scheme as `{ "name": id, ...params }`: how results name the scheme they ran, and how
+/// `shrink` writes it back.
+pub fn scheme_spec_json(scenario: &Scenario, index: usize) -> serde_json::Value {
+    let spec = &scenario.schemes[index];
+    let mut map = serde_json::Map::new();
+    map.insert("name".into(), serde_json::Value::String(spec.name.clone()));
+    map.extend(spec.params.clone());
+    serde_json::Value::Object(map)
 }
 
 /// The exact command that reproduces one seed (`--scheme` when the scenario sweeps schemes).

@@ -143,7 +143,7 @@ pub fn compare(
                             key,
                             RunOutput {
                                 result: output.result.clone(),
-                                events: output.events,
+                                ..output
                             },
                         );
                     }

@@ -2,7 +2,7 @@
 //!
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
-//! `compare`, `check`, `serve`, `bench`. Their helpers: `batch` (many runs on worker threads
+//! `compare`, `check`, `shrink`, `serve`, `bench`. Their helpers: `batch` (many runs on worker threads
 //! with a stop flag), `catalog` (which scenario files and schemes), `artifacts` (what a run
 //! writes), `interrupt` (Ctrl-C).
 
@@ -17,6 +17,7 @@ pub mod replay;
 pub mod run;
 pub mod schemes;
 pub mod serve;
+pub mod shrink;
 pub mod sweep;
 
 use std::path::Path;

@@ -17,8 +17,8 @@ use serde_json::Value;
 
 use crate::cli::artifacts::path_component;
 use crate::cli::batch::{Job, progress_bar, run_jobs};
-use crate::cli::catalog::{replay_command, select_schemes};
-use crate::cli::interrupt;
+use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
+use crate::cli::{interrupt, shrink};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -38,6 +38,10 @@ pub struct Args {
     /// Where results.jsonl goes (default: sweeps/<scenario>/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Then shrink the first failing seed of each scheme (`locksim shrink`) into
+    /// shrunk/<name>.json.
+    #[arg(long)]
+    shrink: bool,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -56,10 +60,40 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     interrupt::install();
     let report = sweep(&scenario, &opts, interrupt::flag())?;
     print!("{}", summary_text(&scenario, &opts, &report));
-    Ok(super::exit_code(
-        report.interrupted,
-        !report.errors.is_empty(),
-    ))
+    let mut failed = !report.errors.is_empty();
+    if args.shrink && !report.interrupted {
+        for (scheme, seed) in first_failing_seeds(&scenario, &opts, &report) {
+            match shrink::shrink(&scenario, scheme, seed, None, shrink::DEFAULT_MAX_RUNS) {
+                Ok(shrunk) => print!("{}", shrunk.render()),
+                Err(e) => {
+                    println!("shrink: {e}");
+                    failed = true;
+                }
+            }
+        }
+    }
+    Ok(super::exit_code(report.interrupted, failed))
+}
+
+/// The lowest violating seed of each scheme the sweep ran, in scheme order.
+fn first_failing_seeds(
+    scenario: &Scenario,
+    opts: &SweepOptions,
+    report: &SweepReport,
+) -> Vec<(usize, u64)> {
+    opts.schemes
+        .iter()
+        .filter_map(|&index| {
+            let label = scenario.schemes[index].label();
+            report
+                .results
+                .iter()
+                .filter(|r| r.scheme == label && reports::summary::is_violating(r))
+                .map(|r| r.seed)
+                .min()
+                .map(|seed| (index, seed))
+        })
+        .collect()
 }
 
 /// Where a sweep writes by default: `sweeps/<scenario>/`.
@@ -116,14 +150,6 @@ pub fn read_results(path: &Path) -> Result<(Vec<RunResult>, u64), String> {
         }
     }
     Ok((results, bad))
-}
-
-fn scheme_spec_json(scenario: &Scenario, index: usize) -> Value {
-    let spec = &scenario.schemes[index];
-    let mut map = serde_json::Map::new();
-    map.insert("name".into(), Value::String(spec.name.clone()));
-    map.extend(spec.params.clone());
-    Value::Object(map)
 }
 
 /// Runs the seeds of `opts` not yet in `DIR/results.jsonl`, appending each as it finishes.

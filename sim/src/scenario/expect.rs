@@ -3,35 +3,87 @@
 //! check`, `compare` and the catalog tests ask.
 
 use model::result::{Liveness, RunResult, Safety};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
 /// `fairness` (holds|violated) is optional and outside the result's three verdicts: naming it
 /// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
 /// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
 /// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mutual_exclusion: Option<SafetyExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_safety: Option<SafetyExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub liveness: Option<LivenessExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fairness: Option<SafetyExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait_ms: Option<u64>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyExpect {
     Holds,
     Violated,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum LivenessExpect {
     Ok,
     Stuck,
+}
+
+impl SafetyExpect {
+    fn of(verdict: Safety) -> SafetyExpect {
+        match verdict {
+            Safety::Holds => SafetyExpect::Holds,
+            Safety::Violated => SafetyExpect::Violated,
+        }
+    }
+}
+
+impl Expect {
+    /// Exactly the verdicts of this run (`fairness` too when the scenario judges it).
+    pub fn of_run(r: &RunResult, judges_fairness: bool) -> Expect {
+        let v = &r.verdicts;
+        Expect {
+            mutual_exclusion: Some(SafetyExpect::of(v.mutual_exclusion)),
+            resource_safety: Some(SafetyExpect::of(v.resource_safety)),
+            liveness: Some(match v.liveness {
+                Liveness::Ok => LivenessExpect::Ok,
+                Liveness::Stuck => LivenessExpect::Stuck,
+            }),
+            fairness: judges_fairness
+                .then(|| SafetyExpect::of(Safety::from_violated(r.lost_fifo_order()))),
+            max_wait_ms: None,
+        }
+    }
+}
+
+/// The verdicts a run broke, by name: `mutual_exclusion`, `resource_safety` (violated),
+/// `liveness` (stuck), and `fairness` (violated) when the scenario judges it.
+pub fn broken_verdicts(r: &RunResult, judges_fairness: bool) -> Vec<&'static str> {
+    let v = &r.verdicts;
+    let mut out = Vec::new();
+    if v.mutual_exclusion == Safety::Violated {
+        out.push("mutual_exclusion");
+    }
+    if v.resource_safety == Safety::Violated {
+        out.push("resource_safety");
+    }
+    if v.liveness == Liveness::Stuck {
+        out.push("liveness");
+    }
+    if judges_fairness && r.lost_fifo_order() {
+        out.push("fairness");
+    }
+    out
 }
 
 /// One verdict that differs from what was expected.

@@ -148,6 +148,10 @@ pub struct Resource {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScenarioFile {
+    /// The JSON Schema an editor completes the file from (`docs/scenario.schema.json`); the
+    /// run ignores it.
+    #[serde(default, rename = "$schema")]
+    _schema: Option<String>,
     name: String,
     #[serde(default)]
     description: String,
@@ -184,8 +188,11 @@ struct ScenarioFile {
 }
 
 fn default_duration_ms() -> u64 {
-    60_000
+    DEFAULT_DURATION_MS
 }
+
+/// How long a run lasts when the file does not say (`duration_ms`).
+pub const DEFAULT_DURATION_MS: u64 = 60_000;
 
 /// The lease a scheme without one (`setnx-del`, `incr-semaphore`, `set`) is given for its
 /// default liveness window: the most common default lease of the other schemes (10 s).

@@ -1,0 +1,80 @@
+//! `locksim shrink`: a random-nemesis failure becomes a small scripted scenario that breaks the
+//! same verdicts on its own and passes `locksim check`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use locksim::cli::catalog::load_all;
+use locksim::cli::check::{CheckOptions, check};
+use locksim::cli::shrink::{DEFAULT_MAX_RUNS, shrink};
+use locksim::scenario::Scenario;
+
+fn catalog(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("locksim-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_nemesis_lock_out_shrinks_to_a_few_scripted_crashes_that_check_passes() {
+    let dir = temp_dir("shrink");
+    let original =
+        Arc::new(Scenario::load(&catalog("nemesis-setnx-expire-client-crashes.json")).unwrap());
+    let out = dir.join("shrunk.json");
+    let shrunk = shrink(&original, 0, 0, Some(out.clone()), DEFAULT_MAX_RUNS).unwrap();
+    assert_eq!(shrunk.target, vec!["liveness"]);
+    assert!(shrunk.nemesis_before > 10, "{}", shrunk.render());
+    assert!(
+        shrunk.faults_after >= 1 && shrunk.faults_after <= 5,
+        "{}",
+        shrunk.render()
+    );
+
+    let written = Scenario::load(&out).unwrap();
+    assert!(
+        written.nemesis.is_none(),
+        "the nemesis is replaced by scripted faults"
+    );
+    assert_eq!(written.faults.len(), shrunk.faults_after);
+    assert!(
+        written
+            .source
+            .contains("nemesis-setnx-expire-client-crashes.json --seed 0")
+    );
+    assert_eq!(written.seeds.len(), 1);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains(r#""liveness": "stuck""#), "{text}");
+
+    let report = check(
+        &load_all(std::slice::from_ref(&out)).unwrap(),
+        &CheckOptions {
+            seeds: None,
+            jobs: 1,
+            progress: false,
+        },
+        &AtomicBool::new(false),
+    );
+    assert!(report.passed(), "{}", report.render());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_seed_that_breaks_nothing_is_a_clear_error() {
+    let dir = temp_dir("shrink-nothing");
+    let baseline = Arc::new(Scenario::load(&catalog("baseline-set-nx-px-lua.json")).unwrap());
+    let err = shrink(&baseline, 0, 0, Some(dir.join("x.json")), 10)
+        .err()
+        .expect("nothing to shrink");
+    assert!(
+        err.contains("nothing to shrink, every verdict holds"),
+        "{err}"
+    );
+    assert!(!dir.join("x.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
