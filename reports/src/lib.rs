@@ -1,10 +1,11 @@
 //! Renders locksim results for people: a text summary of a run, its timeline picture and its
 //! event log; and for many runs the aggregate numbers (`summary`), the charts, and the
-//! comparison report as HTML and Markdown.
+//! comparison report as HTML and Markdown; JUnit XML for CI systems.
 
 pub mod charts;
 pub mod events;
 pub mod html;
+pub mod junit;
 pub mod markdown;
 pub mod summary;
 pub mod text;

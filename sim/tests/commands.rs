@@ -54,6 +54,7 @@ fn check_reports_a_wrong_expectation() {
     let opts = CheckOptions {
         seeds: None,
         jobs: 2,
+        shard: None,
         progress: false,
     };
     let report = check(&scenarios, &opts, &AtomicBool::new(false));
@@ -110,6 +111,7 @@ fn compare_writes_the_three_files_and_the_failing_seed() {
         seeds_per_scenario: 10,
         jobs: 2,
         out: out.clone(),
+        shard: None,
         progress: false,
     };
     let summary = compare(&scenarios, &opts, &AtomicBool::new(false)).unwrap();

@@ -56,6 +56,7 @@ fn a_nemesis_lock_out_shrinks_to_a_few_scripted_crashes_that_check_passes() {
         &CheckOptions {
             seeds: None,
             jobs: 1,
+            shard: None,
             progress: false,
         },
         &AtomicBool::new(false),

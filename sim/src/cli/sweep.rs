@@ -12,12 +12,12 @@ use std::sync::atomic::AtomicBool;
 
 use model::result::RunResult;
 use reports::summary::{CellStats, fmt_ms};
-use serde::Serialize;
-use serde_json::Value;
 
 use crate::cli::artifacts::path_component;
 use crate::cli::batch::{Job, progress_bar, run_jobs};
 use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
+use crate::cli::results::Line;
+use crate::cli::shard::Shard;
 use crate::cli::{interrupt, shrink};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
@@ -38,6 +38,10 @@ pub struct Args {
     /// Where results.jsonl goes (default: sweeps/<scenario>/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Only shard I of N of the (scheme, seed) runs (`I/N`, or `env/N` in a Kubernetes
+    /// Indexed Job: I from JOB_COMPLETION_INDEX).
+    #[arg(long)]
+    shard: Option<String>,
     /// Then shrink the first failing seed of each scheme (`locksim shrink`) into
     /// shrunk/<name>.json.
     #[arg(long)]
@@ -55,6 +59,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         schemes: select_schemes(&scenario, &args.file, args.scheme.as_deref())?,
         jobs: super::jobs_or_default(args.jobs),
         dir: args.out.unwrap_or_else(|| default_dir(&scenario)),
+        shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
     };
     interrupt::install();
@@ -107,16 +112,9 @@ pub struct SweepOptions {
     pub schemes: Vec<usize>,
     pub jobs: usize,
     pub dir: PathBuf,
+    /// Only this shard of the runs.
+    pub shard: Option<Shard>,
     pub progress: bool,
-}
-
-/// One line of `results.jsonl`: the run's result (the contract's object, so any line parses as
-/// a `RunResult`), plus the full scheme it ran (id and parameters).
-#[derive(Serialize)]
-struct Line<'a> {
-    #[serde(flatten)]
-    result: &'a RunResult,
-    scheme_spec: Value,
 }
 
 /// What a sweep did.
@@ -164,10 +162,15 @@ pub fn sweep(
     let path = opts.dir.join("results.jsonl");
     let (existing, unreadable_lines) = read_results(&path)?;
     let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
+    let in_shard = |i: usize, seed: u64| {
+        opts.shard
+            .is_none_or(|shard| shard.holds(&scenario.name, &labels[i], seed))
+    };
     let wanted: BTreeSet<(String, u64)> = opts
         .schemes
         .iter()
         .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
+        .filter(|&(i, seed)| in_shard(i, seed))
         .map(|(i, seed)| (labels[i].clone(), seed))
         .collect();
     // Results already there for this scenario, keyed (scheme, seed); the first line wins.
@@ -183,6 +186,7 @@ pub fn sweep(
         .schemes
         .iter()
         .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
+        .filter(|&(i, seed)| in_shard(i, seed))
         .filter(|(i, seed)| !done.contains_key(&(labels[*i].clone(), *seed)))
         .map(|(scheme, seed)| Job {
             scenario: scenario.clone(),
@@ -217,6 +221,7 @@ pub fn sweep(
                 let line = Line {
                     result: &output.result,
                     scheme_spec: scheme_spec_json(scenario, job.scheme),
+                    scenario_file: &scenario.path,
                 };
                 let mut text = serde_json::to_string(&line).expect("results serialise");
                 text.push('\n');
@@ -283,9 +288,13 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
     } else {
         0.0
     };
+    let shard = opts
+        .shard
+        .map(|s| format!(" (shard {s})"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "sweep {} ({}), seeds {}: {} run(s) — {} new, {} already in {} — {:.1} s wall, {:.1} seeds/s on {} job(s)",
+        "sweep {} ({}), seeds {}{shard}: {} run(s) — {} new, {} already in {} — {:.1} s wall, {:.1} seeds/s on {} job(s)",
         scenario.name,
         scenario.path,
         opts.seeds,
@@ -414,6 +423,7 @@ mod tests {
             schemes: vec![0],
             jobs: 2,
             dir: dir.clone(),
+            shard: None,
             progress: false,
         };
         let stop = AtomicBool::new(false);

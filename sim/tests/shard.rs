@@ -1,0 +1,235 @@
+//! `--shard I/N` and `locksim report`: N shards of a batch, merged, are the unsharded batch —
+//! the same runs with the same trace hashes and the same summary; a missing shard is named;
+//! `check --junit` writes well-formed JUnit XML.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+use locksim::cli::catalog::load_all;
+use locksim::cli::compare::{CompareOptions, compare, run_all, write_results};
+use locksim::cli::report::merge;
+use locksim::cli::shard::Shard;
+use locksim::scenario::range::SeedRange;
+
+fn catalog(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("locksim-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn locksim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .args(args)
+        .output()
+        .expect("the locksim binary runs")
+}
+
+/// (scenario, scheme spec, seed) → trace hash, from results.jsonl files.
+fn hashes(files: &[PathBuf]) -> BTreeMap<(String, String, u64), String> {
+    let mut out = BTreeMap::new();
+    for file in files {
+        for line in std::fs::read_to_string(file).unwrap().lines() {
+            let r: serde_json::Value = serde_json::from_str(line).unwrap();
+            let key = (
+                r["scenario"].as_str().unwrap().to_string(),
+                r["scheme_spec"].to_string(),
+                r["seed"].as_u64().unwrap(),
+            );
+            assert!(out.insert(key, r["trace_hash"].to_string()).is_none());
+        }
+    }
+    out
+}
+
+fn summary_without_wall_time(dir: &Path) -> serde_json::Value {
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    json.as_object_mut().unwrap().remove("wall_s");
+    json
+}
+
+#[test]
+fn three_shards_merged_are_the_unsharded_comparison_hash_for_hash() {
+    let dir = temp_dir("shards");
+    let scenarios = load_all(&[
+        catalog("kleppmann-gc-pause.json"),
+        catalog("nemesis-setnx-expire-client-crashes.json"),
+    ])
+    .unwrap();
+    let opts = |out: PathBuf, shard: Option<Shard>| CompareOptions {
+        seeds: None,
+        seeds_per_scenario: 0,
+        jobs: 2,
+        out,
+        shard,
+        progress: false,
+    };
+    let stop = AtomicBool::new(false);
+    compare(&scenarios, &opts(dir.join("whole"), None), &stop).unwrap();
+
+    let mut shard_dirs = Vec::new();
+    let mut sizes = Vec::new();
+    for index in 0..3 {
+        let out = dir.join(format!("shard-{index}"));
+        let o = opts(out.clone(), Some(Shard { index, count: 3 }));
+        let finished = run_all(&scenarios, &o, &stop);
+        write_results(&scenarios, &finished, &o.manifest(&finished), &out).unwrap();
+        sizes.push(finished.planned);
+        shard_dirs.push(out);
+    }
+    assert_eq!(sizes.iter().sum::<u64>(), 40, "every run in one shard");
+    assert!(sizes.iter().all(|&n| n > 0), "{sizes:?}");
+
+    let whole = hashes(&[dir.join("whole/results.jsonl")]);
+    let sharded = hashes(
+        &shard_dirs
+            .iter()
+            .map(|d| d.join("results.jsonl"))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(whole.len(), 40);
+    assert_eq!(whole, sharded);
+
+    // The merge finds the scenarios from the results and writes the same report.
+    let merged = merge(&shard_dirs, &[]).unwrap();
+    assert_eq!(
+        merged.seeds_for(&scenarios[0]),
+        SeedRange { first: 0, last: 19 }
+    );
+    merged.write(&dir.join("merged")).unwrap();
+    assert_eq!(
+        summary_without_wall_time(&dir.join("whole")),
+        summary_without_wall_time(&dir.join("merged"))
+    );
+    for file in ["index.html", "report.md"] {
+        assert!(dir.join("merged").join(file).is_file());
+    }
+    let timeline = "runs/kleppmann-gc-pause/set-nx-px-lua/seed-0/timeline.svg";
+    assert_eq!(
+        std::fs::read(dir.join("whole").join(timeline)).unwrap(),
+        std::fs::read(dir.join("merged").join(timeline)).unwrap(),
+        "the first failing seed, run again, draws the same timeline"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sharded_checks_merge_into_a_verdict_and_a_missing_shard_is_named() {
+    let dir = temp_dir("check-shards");
+    let file = catalog("nemesis-setnx-expire-client-crashes.json");
+    let file = file.to_str().unwrap();
+    for index in 0..2 {
+        let out = dir.join(format!("k{index}"));
+        let junit = dir.join(format!("k{index}.xml"));
+        let output = locksim(&[
+            "check",
+            file,
+            "--shard",
+            &format!("{index}/2"),
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--jobs",
+            "2",
+        ]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        assert!(stdout.contains(&format!("shard {index}/2")), "{stdout}");
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        let doc = roxmltree::Document::parse(&xml).expect("well-formed JUnit XML");
+        let case = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testcase"))
+            .unwrap();
+        assert_eq!(
+            case.attribute("classname"),
+            Some("nemesis-setnx-expire-client-crashes")
+        );
+        assert_eq!(case.attribute("name"), Some("setnx-expire"));
+    }
+    let (k0, k1) = (dir.join("k0"), dir.join("k1"));
+    let junit = dir.join("merged.xml");
+    let output = locksim(&[
+        "report",
+        k0.to_str().unwrap(),
+        k1.to_str().unwrap(),
+        "--out",
+        dir.join("merged").to_str().unwrap(),
+        "--check",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    assert_eq!(
+        doc.root_element().attribute("failures"),
+        Some("0"),
+        "expect_some (stuck on some seed) is met over both shards: {xml}"
+    );
+
+    let output = locksim(&[
+        "report",
+        k0.to_str().unwrap(),
+        "--out",
+        dir.join("partial").to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("shard(s) 1/2 missing"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_junit_lists_each_mismatch_with_its_replay_command() {
+    let dir = temp_dir("junit");
+    let text = std::fs::read_to_string(catalog("kleppmann-gc-pause.json")).unwrap();
+    let wrong = text
+        .replace("\"seeds\": \"0..19\"", "\"seeds\": \"0..1\"")
+        .replace(
+            "\"resource_safety\": \"violated\"",
+            "\"resource_safety\": \"holds\"",
+        );
+    let file = dir.join("wrong <&> \"quoted\".json");
+    std::fs::write(&file, wrong).unwrap();
+    let junit = dir.join("junit.xml");
+    let output = locksim(&[
+        "check",
+        file.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed despite <&> in the path");
+    let failure = doc
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .unwrap();
+    assert_eq!(
+        failure.attribute("message"),
+        Some("2 expectation(s) not met on 2 run(s)")
+    );
+    let text = failure.text().unwrap();
+    assert!(
+        text.contains("seed 1: resource_safety expected holds, got violated"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reproduce: locksim replay") && text.contains("wrong <&> "),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
