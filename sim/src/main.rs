@@ -41,6 +41,8 @@ enum Command {
     /// Shrink a failing seed to a minimal scripted fault schedule that breaks the same
     /// verdicts, written as a new scenario file with `expect` filled in.
     Shrink(cli::shrink::Args),
+    /// Print the JSON Schema of scenario files (docs/scenario.schema.json is its output).
+    Schema(cli::schema::Args),
     /// Serve the simulated Redis on a real TCP port (real clock), for redis-cli, client
     /// libraries and redis-benchmark.
     Serve(cli::serve::Args),
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::execute(args),
         Command::Report(args) => cli::report::execute(args),
         Command::Shrink(args) => cli::shrink::execute(args),
+        Command::Schema(args) => cli::schema::execute(args),
         Command::Serve(args) => cli::serve::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
     };

@@ -2,7 +2,7 @@
 //!
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
-//! `compare`, `check`, `report`, `shrink`, `serve`, `bench`. Their helpers: `batch` (many runs on
+//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`. Their helpers: `batch` (many runs on
 //! worker threads with a stop flag), `catalog` (which scenario files and schemes), `shard`
 //! (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what a run writes),
 //! `interrupt` (Ctrl-C).
@@ -18,6 +18,7 @@ pub mod replay;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod schema;
 pub mod schemes;
 pub mod serve;
 pub mod shard;

@@ -3,6 +3,7 @@
 //! check`, `compare` and the catalog tests ask.
 
 use model::result::{Liveness, RunResult, Safety};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
 /// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
 /// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -25,14 +26,14 @@ pub struct Expect {
     pub max_wait_ms: Option<u64>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyExpect {
     Holds,
     Violated,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LivenessExpect {
     Ok,

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `redis-N`: a master group's name (not a replica).
@@ -17,9 +18,10 @@ pub fn is_master_name(name: &str) -> bool {
 
 /// A fault as written in the scenario file, before validation (and as `locksim shrink`
 /// writes one back: absent fields are left out).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
+    #[schemars(schema_with = "crate::scenario::schema::fault_kind_schema")]
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -49,9 +51,12 @@ pub struct FaultSpec {
     pub after_ms: Option<u64>,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize)]
+/// `on`: the event whose `nth` occurrence (on `node`, for `command_sent` of `command`) fires
+/// the fault `after_ms` later.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriggerSpec {
+    #[schemars(schema_with = "crate::scenario::schema::trigger_event_schema")]
     pub event: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,

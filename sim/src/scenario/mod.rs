@@ -8,11 +8,13 @@ pub mod expect;
 pub mod faults;
 pub mod nemesis;
 pub mod range;
+pub mod schema;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use model::locks::SchemeSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -51,7 +53,7 @@ pub struct Scenario {
 }
 
 /// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Topology {
     /// Independent masters `redis-1..N` (Redlock uses them all).
@@ -65,6 +67,7 @@ pub struct Topology {
     /// Sentinel's `failover-timeout` (default 180 s, as sentinel.conf).
     pub sentinel_failover_timeout_ms: u64,
     /// `off` (no AOF) | `no` | `everysec` | `always`.
+    #[schemars(schema_with = "schema::appendfsync_schema")]
     pub appendfsync: String,
     /// A crashed Redis stays unavailable this long after its restart is due (antirez's delayed restart).
     pub restart_delay_ms: u64,
@@ -89,7 +92,7 @@ impl Default for Topology {
 }
 
 /// `network` (default one-way latency 1–5 ms on every link).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Network {
     pub latency_ms: MsRange,
@@ -109,7 +112,7 @@ impl Default for Network {
 /// doing the whole workload, sharing one lock object where the scheme's source shares state
 /// between threads (seed 003's one clientId per instance, Redisson's one client UUID); each
 /// thread is its own lock owner (`client-1/t2`) for the checkers.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Clients {
     pub count: u32,
@@ -138,16 +141,19 @@ impl Default for Clients {
 }
 
 /// `resource`: the protected counter (the seeds' stock). With `fencing` it rejects stale tokens.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Resource {
     pub fencing: bool,
 }
 
-/// The file as written, before validation.
-#[derive(Deserialize)]
+/// A locksim scenario: a topology, a workload through one lock scheme (or several), the faults
+/// to inject and the verdicts to expect (docs/scenarios.md). The file as written, before
+/// validation.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ScenarioFile {
+#[schemars(title = "locksim scenario")]
+pub(crate) struct ScenarioFile {
     /// The JSON Schema an editor completes the file from (`docs/scenario.schema.json`); the
     /// run ignores it.
     #[serde(default, rename = "$schema")]
@@ -159,7 +165,9 @@ struct ScenarioFile {
     source: String,
     #[serde(default)]
     seed: u64,
+    /// The seeds `check`, `sweep` and `compare` use (default 0..19).
     #[serde(default)]
+    #[schemars(schema_with = "schema::seeds_schema")]
     seeds: Option<String>,
     #[serde(default = "default_duration_ms")]
     duration_ms: u64,
@@ -167,9 +175,13 @@ struct ScenarioFile {
     topology: Topology,
     #[serde(default)]
     network: Network,
+    /// The lock scheme the clients use (or `schemes`).
     #[serde(default)]
+    #[schemars(with = "Option<schema::SchemeSchema>")]
     scheme: Option<Value>,
+    /// Several schemes: the scenario runs once per scheme (rows of `compare`).
     #[serde(default)]
+    #[schemars(with = "Option<Vec<schema::SchemeSchema>>")]
     schemes: Option<Vec<Value>>,
     #[serde(default)]
     clients: Clients,
@@ -177,12 +189,18 @@ struct ScenarioFile {
     resource: Resource,
     #[serde(default)]
     faults: Vec<FaultSpec>,
+    /// Random faults drawn from the seed.
     #[serde(default)]
+    #[schemars(with = "Option<schema::NemesisSchema>")]
     nemesis: Option<Value>,
+    /// Verdicts every seed of `seeds` must give.
     #[serde(default)]
     expect: Expect,
+    /// Verdicts at least one seed of `seeds` must give (random-nemesis hunts).
     #[serde(default)]
     expect_some: Expect,
+    /// How long the lock may go ungranted while live clients want it, once every fault has
+    /// healed (default 2 × max(lease, longest hold) + 1 s).
     #[serde(default)]
     liveness_window_ms: Option<u64>,
 }
