@@ -1,8 +1,9 @@
 //! The multi-run commands end to end: `check` reports a wrong expectation, `compare` writes its
 //! three files, `sweep` names the failing seed and its replay command, `replay` writes events.txt.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use locksim::cli::catalog::{load_all, scenario_files};
@@ -10,17 +11,7 @@ use locksim::cli::check::{CheckOptions, check};
 use locksim::cli::compare::{CompareOptions, compare};
 use locksim::scenario::range::SeedRange;
 
-fn catalog(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
-}
-
-/// A fresh temporary folder for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{catalog, locksim, temp_dir};
 
 /// The GC-pause scenario with a wrong expectation: the resource is said to stay safe.
 fn wrong_expectation(dir: &Path) -> PathBuf {
@@ -35,13 +26,6 @@ fn wrong_expectation(dir: &Path) -> PathBuf {
     let path = dir.join("wrong.json");
     std::fs::write(&path, wrong).unwrap();
     path
-}
-
-fn locksim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args(args)
-        .output()
-        .expect("the locksim binary runs")
 }
 
 #[test]

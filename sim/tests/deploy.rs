@@ -3,12 +3,12 @@
 //! the merge Job's command give one complete report; the shard count in the arguments is the
 //! Job's `completions`. (Their schema is checked by `kubernetes-validate` in .ci/run.)
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
+use common::repo;
 
 fn manifest(name: &str) -> String {
     std::fs::read_to_string(repo().join("deploy/kubernetes").join(name)).unwrap()

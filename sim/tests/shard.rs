@@ -2,9 +2,10 @@
 //! the same runs with the same trace hashes and the same summary; a missing shard is named;
 //! `check --junit` writes well-formed JUnit XML.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use locksim::cli::catalog::load_all;
@@ -13,23 +14,7 @@ use locksim::cli::report::merge;
 use locksim::cli::shard::Shard;
 use locksim::scenario::range::SeedRange;
 
-fn catalog(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn locksim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args(args)
-        .output()
-        .expect("the locksim binary runs")
-}
+use common::{catalog, locksim, temp_dir};
 
 /// (scenario, scheme spec, seed) → trace hash, from results.jsonl files.
 fn hashes(files: &[PathBuf]) -> BTreeMap<(String, String, u64), String> {

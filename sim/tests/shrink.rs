@@ -1,7 +1,8 @@
 //! `locksim shrink`: a random-nemesis failure becomes a small scripted scenario that breaks the
 //! same verdicts on its own and passes `locksim check`.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -10,16 +11,7 @@ use locksim::cli::check::{CheckOptions, check};
 use locksim::cli::shrink::{DEFAULT_MAX_RUNS, shrink};
 use locksim::scenario::Scenario;
 
-fn catalog(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{catalog, temp_dir};
 
 #[test]
 fn a_nemesis_lock_out_shrinks_to_a_few_scripted_crashes_that_check_passes() {

@@ -16,7 +16,7 @@ use reports::summary::{CellStats, fmt_ms};
 use crate::cli::artifacts::path_component;
 use crate::cli::batch::{Job, progress_bar, run_jobs};
 use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
-use crate::cli::results::Line;
+use crate::cli::results::{Line, read_lines};
 use crate::cli::shard::Shard;
 use crate::cli::{interrupt, shrink};
 use crate::scenario::Scenario;
@@ -132,22 +132,14 @@ pub struct SweepReport {
     pub unreadable_lines: u64,
 }
 
-/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable.
+/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable (none
+/// when there is no file yet).
 pub fn read_results(path: &Path) -> Result<(Vec<RunResult>, u64), String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
-    };
-    let mut results = Vec::new();
-    let mut bad = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str::<RunResult>(line) {
-            Ok(r) => results.push(r),
-            Err(_) => bad += 1,
-        }
+    if !path.exists() {
+        return Ok((Vec::new(), 0));
     }
-    Ok((results, bad))
+    let (lines, bad) = read_lines(path)?;
+    Ok((lines.into_iter().map(|l| l.result).collect(), bad))
 }
 
 /// Runs the seeds of `opts` not yet in `DIR/results.jsonl`, appending each as it finishes.
