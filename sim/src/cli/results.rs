@@ -1,6 +1,6 @@
 //! What `sweep`, `compare` and `check --out` leave in their folder for `locksim report`:
 //! `results.jsonl` (one run a line) and `run.json` (what was asked: the shard, the seed
-//! policy, how many runs were planned and done).
+//! policy, how many runs were planned and done; a sweep's describes its last invocation).
 
 use std::path::Path;
 
@@ -36,7 +36,7 @@ pub struct StoredLine {
 /// `run.json`: one command's batch (or one shard of it).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
-    /// `compare` or `check`.
+    /// `sweep`, `compare` or `check`.
     pub command: String,
     pub shard: Option<Shard>,
     /// Which seeds each scenario ran (`compare`'s policy in words).

@@ -13,10 +13,10 @@ use std::sync::atomic::AtomicBool;
 use model::result::RunResult;
 use reports::summary::{CellStats, fmt_ms};
 
-use crate::cli::artifacts::path_component;
+use crate::cli::artifacts::{path_component, write_file};
 use crate::cli::batch::{Job, progress_bar, run_jobs};
 use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
-use crate::cli::results::{Line, read_lines};
+use crate::cli::results::{Line, MANIFEST, Manifest, read_lines};
 use crate::cli::shard::Shard;
 use crate::cli::{interrupt, shrink};
 use crate::scenario::Scenario;
@@ -237,6 +237,21 @@ pub fn sweep(
     if let Some(e) = write_error {
         return Err(e);
     }
+    let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
+    // What this invocation asked, for `locksim report` (which shards are there).
+    let manifest = Manifest {
+        command: "sweep".into(),
+        shard: opts.shard,
+        seed_policy: format!("seeds {}", opts.seeds),
+        runs_planned: wanted.len() as u64,
+        runs_done: done.len() as u64,
+        interrupted,
+        errors: errors.clone(),
+    };
+    write_file(
+        &opts.dir.join(MANIFEST),
+        serde_json::to_string_pretty(&manifest).expect("manifests serialise") + "\n",
+    )?;
     // Results in scheme order, then seed order.
     let mut results: Vec<RunResult> = done.into_values().collect();
     results.sort_by_key(|r| {
@@ -255,7 +270,7 @@ pub fn sweep(
         already_done,
         wall_s: start.elapsed().as_secs_f64(),
         jobs: opts.jobs,
-        interrupted: stop.load(std::sync::atomic::Ordering::SeqCst),
+        interrupted,
         errors,
         unreadable_lines,
     })
