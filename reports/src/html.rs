@@ -64,6 +64,8 @@ dl.scenarios dt { font-weight: 700; margin-top: 10px; }
 dl.scenarios dd { margin: 2px 0 0 18px; }
 code { background: #f3f3f3; padding: 0 3px; border-radius: 3px; font-size: 12.5px; }
 ul.mismatches li { margin: 2px 0; }
+table.incidents { border-collapse: collapse; width: 100%; font-size: 12.5px; margin: 10px 0; }
+table.incidents th, table.incidents td { border-bottom: 1px solid #e0e0e0; padding: 5px 6px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 footer { margin-top: 30px; color: #777; font-size: 12.5px; }
 "#,
     );
@@ -317,6 +319,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         out.push_str("</dd>\n");
     }
     out.push_str("</dl>\n");
+    out.push_str(&crate::incidents::html(s));
 
     out.push_str("<h2 id=\"expectations\">Expectations</h2>\n");
     if mismatches == 0 {
@@ -380,6 +383,7 @@ pub(crate) mod tests {
             stats,
             mismatches,
             timeline: timeline.map(String::from),
+            expect_broken_seeds: None,
         };
         let all: Vec<_> = a.iter().chain(&c).cloned().collect();
         Summary {
@@ -394,6 +398,7 @@ pub(crate) mod tests {
                     description: "a pause".into(),
                     source: "Kleppmann 2016".into(),
                     seeds: "0..9".into(),
+                    incident: None,
                 },
                 ScenarioInfo {
                     name: "base<line>".into(),
@@ -401,6 +406,7 @@ pub(crate) mod tests {
                     description: "no faults".into(),
                     source: String::new(),
                     seeds: "0..9".into(),
+                    incident: None,
                 },
             ],
             schemes: vec!["set-nx-px-lua".into(), "fencing".into()],

@@ -99,6 +99,11 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         }
         out.push('\n');
     }
+    let incidents = crate::incidents::markdown(s);
+    if !incidents.is_empty() {
+        out.push('\n');
+        out.push_str(&incidents);
+    }
     let _ = writeln!(out, "\n## Expectations\n");
     if mismatches == 0 {
         let _ = writeln!(

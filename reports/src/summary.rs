@@ -104,6 +104,7 @@ pub fn is_violating(r: &RunResult) -> bool {
         || r.verdicts.resource_safety == Safety::Violated
         || r.verdicts.liveness == Liveness::Stuck
         || r.lost_fifo_order()
+        || r.counts.stolen_extensions > 0
 }
 
 fn outcome_of(r: &RunResult) -> Outcome {
@@ -115,6 +116,9 @@ fn outcome_of(r: &RunResult) -> Outcome {
         Outcome::Stuck
     } else if r.lost_fifo_order() {
         Outcome::Unfair
+    } else if r.counts.stolen_extensions > 0 {
+        // An extension of a lock the client no longer held: it believed it held it.
+        Outcome::Overlap
     } else {
         Outcome::Ok
     }
@@ -275,6 +279,9 @@ pub struct ScenarioInfo {
     pub source: String,
     /// The seeds this report ran, `A..B` (both ends included).
     pub seeds: String,
+    /// The reported failure it reproduces (`scenarios/incidents/`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub incident: Option<crate::incidents::Incident>,
 }
 
 /// One cell of the matrix as the report shows it.
@@ -291,6 +298,10 @@ pub struct Cell {
     /// The command that reproduces the first failing seed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub replay: Option<String>,
+    /// For incident scenarios: the seeds on which a property the scenario's `expect` names is
+    /// broken (the incidents section's verdict).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expect_broken_seeds: Option<Vec<u64>>,
 }
 
 /// Per scheme over the whole report (all its cells pooled): what the charts plot.
@@ -500,6 +511,7 @@ pub(crate) mod tests {
             mismatches: vec![],
             timeline: Some("runs/s/x/seed-2/timeline.svg".into()),
             replay: None,
+            expect_broken_seeds: None,
         };
         let json = serde_json::to_value(&cell).unwrap();
         assert_eq!(json["seeds_run"], 1);

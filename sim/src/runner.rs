@@ -70,6 +70,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         clients: scenario.owner_names(),
         end_us,
         liveness_window_ms: scenario.liveness_window_ms(scheme),
+        masters: scenario.master_names(),
     };
     let mut report = check_all(&events, &ctx);
     if scenario.judges_fairness() {

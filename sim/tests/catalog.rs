@@ -8,7 +8,7 @@ use locksim::runner::{default_jobs, run_parallel};
 use locksim::scenario::Scenario;
 use locksim::scenario::expect::mismatches;
 
-/// Every scenario file of the catalog, subfolders included (`scenarios/shrunk/`).
+/// Every scenario file of the catalog, subfolders included (`incidents/`, `shrunk/`), sorted by path.
 fn catalog() -> Vec<PathBuf> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"));
     let mut files = Vec::new();

@@ -147,6 +147,7 @@ mod tests {
     }
     fn ctx(end_ms: u64) -> CheckContext {
         CheckContext {
+            masters: vec!["redis-1".into()],
             clients: vec!["a".into(), "b".into()],
             end_us: end_ms * 1000,
             liveness_window_ms: 3000,

@@ -137,6 +137,13 @@ pub struct Release {
     pub detail: String,
 }
 
+/// The library's own answer to an extension of the lease (`clients.extend`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extension {
+    pub ok: bool,
+    pub detail: String,
+}
+
 /// A lock client algorithm. One instance per client (per lock object in the source's terms).
 #[async_trait(?Send)]
 pub trait LockScheme {
@@ -153,6 +160,24 @@ pub trait LockScheme {
     /// state: every thread builds its own instance.
     fn share(&self) -> Option<Box<dyn LockScheme>> {
         None
+    }
+
+    /// Whether the library followed (with these parameters) has an operation that extends a
+    /// held lock's lease, which `clients.extend` calls. Schemes without one make a scenario
+    /// that asks for extensions an error naming `clients.extend`.
+    fn can_extend(&self) -> bool {
+        false
+    }
+
+    /// Extends the lease of what the last successful `acquire` got, exactly as the library's
+    /// extend operation does, including what it answers when the lock is no longer the
+    /// client's. Only called when `can_extend`.
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let _ = env;
+        Extension {
+            ok: false,
+            detail: "this scheme has no extend operation".into(),
+        }
     }
 }
 

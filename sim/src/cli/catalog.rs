@@ -1,5 +1,5 @@
 //! Which scenario files a command works on (`compare`/`check` take files and folders; a folder
-//! means every `*.json` in it and its subfolders; nothing means `scenarios/`), which schemes
+//! means every `*.json` in it and in its subfolders; nothing means `scenarios/`), which schemes
 //! of a scenario, and the command that replays one seed.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use crate::scenario::Scenario;
 pub const DEFAULT_CATALOG: &str = "scenarios";
 
 /// Expands files and folders into scenario files: a folder gives the `*.json` files in it and
-/// its subfolders, sorted by path. Errors name the path.
+/// in its subfolders (`scenarios/incidents/`), sorted by path. Errors name the path.
 pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let defaults = [PathBuf::from(DEFAULT_CATALOG)];
     let paths = if paths.is_empty() {

@@ -32,7 +32,7 @@ use crate::cli::shard::Shard;
 use crate::runner::RunOutput;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
-use crate::scenario::expect::mismatches;
+use crate::scenario::expect::{broken, mismatches};
 use crate::scenario::range::SeedRange;
 
 #[derive(clap::Args)]
@@ -334,6 +334,12 @@ pub fn report(
                 mismatches: found.iter().map(|m| m.to_string()).collect(),
                 timeline: None,
                 replay: None,
+                expect_broken_seeds: scenario.incident.is_some().then(|| {
+                    rs.iter()
+                        .filter(|r| broken(&scenario.expect, r))
+                        .map(|r| r.seed)
+                        .collect()
+                }),
             };
             if let Some(seed) = cell.stats.first_failing_seed {
                 let output = first_failing(si, k, seed)?;
@@ -372,6 +378,7 @@ pub fn report(
                 description: s.description.clone(),
                 source: s.source.clone(),
                 seeds: seeds_for(s).to_string(),
+                incident: s.incident.clone(),
             })
             .collect(),
         schemes,

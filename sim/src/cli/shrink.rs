@@ -294,8 +294,12 @@ pub fn shrink(
     );
     map.insert(
         "expect".into(),
-        serde_json::to_value(Expect::of_run(&last.result, judges_fairness))
-            .expect("expectations serialise"),
+        serde_json::to_value(Expect::of_run(
+            &last.result,
+            judges_fairness,
+            scenario.clients.extend.is_some(),
+        ))
+        .expect("expectations serialise"),
     );
     if let Some(Value::String(schema)) = map.get("$schema") {
         let from = Path::new(&scenario.path).parent().unwrap_or(Path::new(""));
@@ -659,6 +663,7 @@ const FIELD_ORDER: &[&str] = &[
     "resource_safety",
     "liveness",
     "fairness",
+    "extension_safety",
 ];
 
 /// Pretty JSON with object fields in [`FIELD_ORDER`], two-space indents, short arrays of

@@ -22,6 +22,7 @@ use expect::Expect;
 use faults::{Fault, FaultSpec};
 use nemesis::NemesisSpec;
 use range::{MsRange, SeedRange};
+use reports::incidents::Incident;
 
 /// A validated scenario, ready to run.
 #[derive(Clone, Debug)]
@@ -50,6 +51,8 @@ pub struct Scenario {
     /// How long the lock may go ungranted while live clients want it, once every fault has
     /// healed (see `liveness_window_ms()` for the default).
     pub liveness_window_ms: Option<u64>,
+    /// A reported real-world failure this scenario reproduces (`scenarios/incidents/`).
+    pub incident: Option<Incident>,
 }
 
 /// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
@@ -74,6 +77,14 @@ pub struct Topology {
     /// `min-replicas-to-write` (with `min-replicas-max-lag` 10 s): a master refuses writes with
     /// fewer good replicas.
     pub min_replicas_to_write: u32,
+    /// `min-replicas-max-lag`: a replica counts as good for `min_replicas_to_write` if it
+    /// acknowledged within this (default 10 000, redis.conf's 10 s).
+    pub min_replicas_max_lag_ms: u64,
+    /// How a master sends TTLs down its replication stream: `absolute` (Redis 7.0: `SET ...
+    /// PXAT`, `PEXPIREAT`; redis/redis PR 8474) or `relative` (Redis 6.2: `SET ... PX ms`,
+    /// `PEXPIRE`, each replica counting from its own clock when it applies them).
+    #[schemars(schema_with = "schema::ttl_propagation_schema")]
+    pub ttl_propagation: String,
 }
 
 impl Default for Topology {
@@ -87,6 +98,8 @@ impl Default for Topology {
             appendfsync: "off".into(),
             restart_delay_ms: 0,
             min_replicas_to_write: 0,
+            min_replicas_max_lag_ms: 10_000,
+            ttl_propagation: "absolute".into(),
         }
     }
 }
@@ -124,6 +137,21 @@ pub struct Clients {
     pub command_timeout_ms: u64,
     /// Worker threads per client process (default 1).
     pub threads: u32,
+    /// Lease extension during the hold, through the scheme's own extend operation.
+    pub extend: Option<Extend>,
+}
+
+/// `clients.extend`: `{ "every_ms": N }` extends every N ms of the hold (a heartbeat: redbeat's
+/// tick, a job extending as it goes), `{ "before_write": true }` once, after the hold and just
+/// before writing. A client whose extension fails skips its write (the library told it the lock
+/// is lost) and releases.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Extend {
+    #[serde(default)]
+    pub every_ms: Option<u64>,
+    #[serde(default)]
+    pub before_write: bool,
 }
 
 impl Default for Clients {
@@ -136,6 +164,7 @@ impl Default for Clients {
             acquire_timeout_ms: 5000,
             command_timeout_ms: 500,
             threads: 1,
+            extend: None,
         }
     }
 }
@@ -203,6 +232,8 @@ pub(crate) struct ScenarioFile {
     /// healed (default 2 × max(lease, longest hold) + 1 s).
     #[serde(default)]
     liveness_window_ms: Option<u64>,
+    #[serde(default)]
+    incident: Option<Incident>,
 }
 
 fn default_duration_ms() -> u64 {
@@ -381,6 +412,18 @@ impl ScenarioFile {
         if t.sentinel_failover_timeout_ms == 0 {
             return Err("topology.sentinel_failover_timeout_ms: must be greater than 0".into());
         }
+        if t.min_replicas_max_lag_ms == 0 || !t.min_replicas_max_lag_ms.is_multiple_of(1000) {
+            return Err(format!(
+                "topology.min_replicas_max_lag_ms: Redis takes min-replicas-max-lag in whole seconds: give a positive multiple of 1000, got {}",
+                t.min_replicas_max_lag_ms
+            ));
+        }
+        if !["absolute", "relative"].contains(&t.ttl_propagation.as_str()) {
+            return Err(format!(
+                "topology.ttl_propagation: \"{}\" is not one of absolute (Redis 7.0), relative (Redis 6.2)",
+                t.ttl_propagation
+            ));
+        }
         if t.min_replicas_to_write > t.replicas {
             return Err(format!(
                 "topology.min_replicas_to_write: {} is more than the {} replicas per master: no write could ever succeed",
@@ -423,6 +466,36 @@ impl ScenarioFile {
                         .collect::<Result<_, _>>()?
                 }
             };
+        if let Some(extend) = c.extend {
+            match (extend.every_ms, extend.before_write) {
+                (Some(0), _) => {
+                    return Err("clients.extend.every_ms: must be greater than 0".into());
+                }
+                (Some(_), true) | (None, false) => {
+                    return Err(
+                        "clients.extend: give exactly one of every_ms (extend every N ms of the hold) and before_write: true"
+                            .into(),
+                    );
+                }
+                _ => {}
+            }
+            for (i, spec) in schemes.iter().enumerate() {
+                let field = if self.schemes.is_some() {
+                    format!("schemes[{i}]")
+                } else {
+                    "scheme".to_string()
+                };
+                if !spec.build(&field)?.can_extend() {
+                    return Err(format!(
+                        "clients.extend: {field} ({}) has no extend operation (schemes with one: redlock presets leandromoreira/redlock-rb and redsync, set-nx-px-lua presets redis-py with ttl_ms and redbeat@*)",
+                        spec.label()
+                    ));
+                }
+            }
+        }
+        if let Some(incident) = &self.incident {
+            incident.validate()?;
+        }
         let nodes: BTreeSet<String> = node_names(&self.topology, &self.clients)
             .into_iter()
             .collect();
@@ -461,6 +534,7 @@ impl ScenarioFile {
             expect: self.expect,
             expect_some: self.expect_some,
             liveness_window_ms: self.liveness_window_ms,
+            incident: self.incident,
         };
         scenario.validate_liveness_phase()?;
         Ok(scenario)
@@ -654,5 +728,45 @@ mod tests {
             short.starts_with("n.json: duration_ms: 10000 ms leaves no time for random faults"),
             "{short}"
         );
+    }
+
+    #[test]
+    fn extensions_incidents_and_ttl_propagation_are_validated() {
+        let parse = |json: &str| Scenario::parse(json, "x.json");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "extend": { "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("clients.extend: scheme (set-nx-px-lua) has no extend operation"),
+            "{err}"
+        );
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "clients": { "extend": { "every_ms": 100, "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("clients.extend: give exactly one of"), "{err}");
+        let ok = parse(
+            r#"{ "name": "m", "schemes": ["redlock", { "name": "redlock", "preset": "redsync@4.0.3" }],
+                 "clients": { "extend": { "every_ms": 100 } } }"#,
+        )
+        .unwrap();
+        assert_eq!(ok.clients.extend.and_then(|e| e.every_ms), Some(100));
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "ttl_propagation": "6.2" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.ttl_propagation"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "min_replicas_max_lag_ms": 1500 } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.min_replicas_max_lag_ms"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "incident": { "case": "c", "library": "l",
+                 "version": "1", "role": "broken", "link": "https://x", "mechanism": "m" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("incident.role"), "{err}");
     }
 }

@@ -160,6 +160,11 @@ pub fn appendfsync_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "enum": ["off", "no", "everysec", "always"], "default": "off" })
 }
 
+/// `topology.ttl_propagation`.
+pub fn ttl_propagation_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "enum": ["absolute", "relative"], "default": "absolute" })
+}
+
 impl JsonSchema for MsRange {
     fn schema_name() -> Cow<'static, str> {
         "MsRange".into()
