@@ -129,3 +129,99 @@ fn the_schema_rejects_what_the_loader_rejects() {
         );
     }
 }
+
+/// The fields of the matrix and the incidents: `"schemes": "all"`, `lease_ms`, the Redlock
+/// topology fields, `clients.extend`, `incident`, `matrix`, `expect_by_scheme`, the newer
+/// expectations, node placeholders and the lock-key trigger events — accepted by both, and
+/// their bad values rejected by both.
+#[test]
+fn the_schema_covers_the_matrix_and_incident_fields() {
+    let validator = validator();
+    let valid = json!({
+        "name": "m", "seeds": "0..1", "schemes": "all", "lease_ms": 2000,
+        "topology": { "replicas": 1, "sentinels": 3, "redlock_masters": 5, "replica_lag_ms": 50,
+                      "ttl_propagation": "relative", "min_replicas_max_lag_ms": 1000 },
+        "clients": { "count": 2 },
+        "faults": [
+            { "kind": "pause", "node": "{holder}", "duration_ms": 5,
+              "on": { "event": "lock_granted" } },
+            { "kind": "partition", "duration_ms": 5, "on": { "event": "acquired" },
+              "groups": [["{holder}", "{holder_masters}"], ["{rest}"]] },
+            { "kind": "crash", "node": "{holder_master}", "restart_after_ms": 0,
+              "on": { "event": "lock_written", "node": "redis-1" } }
+        ],
+        "nemesis": { "pause": { "every_ms": [100, 200], "duration_ms": 50, "nodes": ["{clients}"] } },
+        "matrix": { "column": "pause", "family": "pauses" },
+        "incident": { "case": "c", "library": "l", "version": "1", "role": "failing",
+                      "link": "https://example.org", "mechanism": "m" },
+        "expect": { "starved_over_ms": 100, "max_wait_ms": 5000, "extension_safety": "holds" },
+        "expect_by_scheme": { "set": { "liveness": "ok" } },
+        "expect_some_by_scheme": { "set": { "mutual_exclusion": "violated" } }
+    });
+    let extending = json!({
+        "name": "e", "scheme": { "name": "redlock", "preset": "redsync" },
+        "clients": { "extend": { "every_ms": 500 } }
+    });
+    for file in [&valid, &extending] {
+        let errors: Vec<String> = validator.iter_errors(file).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        Scenario::parse(&file.to_string(), "valid.json").unwrap();
+    }
+    let mut bad_extend = extending.clone();
+    bad_extend["clients"]["extend"] = json!({ "every_sec": 1 });
+    assert!(
+        !validator.is_valid(&bad_extend),
+        "the schema accepts a bad extend"
+    );
+    assert!(Scenario::parse(&bad_extend.to_string(), "bad.json").is_err());
+    for (what, path, value) in [
+        (
+            "schemes other than a list or all",
+            "/schemes",
+            json!("most"),
+        ),
+        (
+            "ttl_propagation",
+            "/topology/ttl_propagation",
+            json!("sideways"),
+        ),
+        ("placeholder", "/faults/0/node", json!("{holdr}")),
+        (
+            "group placeholder",
+            "/faults/1/groups/1/0",
+            json!("{everyone}"),
+        ),
+        (
+            "nemesis node group",
+            "/nemesis/pause/nodes/0",
+            json!("{servers}"),
+        ),
+        ("incident role", "/incident/role", json!("broken")),
+        (
+            "matrix field",
+            "/matrix",
+            json!({ "column": "c", "family": "f", "row": 1 }),
+        ),
+        (
+            "per-scheme verdict",
+            "/expect_by_scheme/set/liveness",
+            json!("fine"),
+        ),
+        (
+            "extension verdict",
+            "/expect/extension_safety",
+            json!("sometimes"),
+        ),
+    ] {
+        let mut file = valid.clone();
+        *file.pointer_mut(path).unwrap() = value;
+        assert!(
+            !validator.is_valid(&file),
+            "the schema accepts a bad {what}"
+        );
+        assert!(
+            Scenario::parse(&file.to_string(), "bad.json").is_err(),
+            "the loader accepts a bad {what}"
+        );
+    }
+}

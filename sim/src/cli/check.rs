@@ -1,8 +1,10 @@
 //! `locksim check [DIR|FILE...]`: the catalog regression. Runs every scenario over its seeds
-//! (every scheme it lists) and compares the verdicts with its `expect` / `expect_some`.
-//! `--junit FILE` writes the same as JUnit XML. With `--shard I/N` it runs and judges one
-//! shard (`expect` only: `expect_some` needs every seed); `--out DIR` keeps its results for
-//! `locksim report --check`, which judges both over all shards.
+//! (every scheme it lists) and compares the verdicts with its `expect` / `expect_some` (and
+//! per row `expect_by_scheme` / `expect_some_by_scheme`). `--junit FILE` writes the same as
+//! JUnit XML. With `--shard I/N` it runs and judges one shard (`expect` only: `expect_some`
+//! needs every seed); `--out DIR` keeps its results for `locksim report --check`, which
+//! judges both over all shards. `--record` writes what it observed into the `"schemes": "all"`
+//! files instead (`cli::record`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -48,6 +50,10 @@ pub struct Args {
     /// Write the verdicts as JUnit XML to FILE (one testcase per scenario × scheme).
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// Write the observed verdicts of each `"schemes": "all"` scenario into its file as
+    /// `expect_by_scheme` / `expect_some_by_scheme` (review them with `git diff`).
+    #[arg(long)]
+    record: bool,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -59,15 +65,36 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
     };
+    if args.record && seeds.is_some() {
+        return Err("--record: records on each scenario's own seeds; leave out --seeds".into());
+    }
+    if args.record && (opts.shard.is_some() || args.out.is_some() || args.junit.is_some()) {
+        return Err(
+            "--record: records every seed of each scenario into its file; leave out --shard, --out and --junit".into(),
+        );
+    }
     interrupt::install();
     let report = check(&scenarios, &opts, interrupt::flag());
+    if args.record {
+        if report.interrupted || !report.errors.is_empty() {
+            print!("{}", report.render());
+            return Err("--record: nothing written (the check did not finish cleanly)".into());
+        }
+        for line in super::record::record(&scenarios, &report.results)? {
+            println!("{line}");
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     if let Some(dir) = &args.out {
         write_batch(
             dir,
-            report.results.iter().map(|(si, k, result)| Line {
-                result,
-                scheme_spec: scheme_spec_json(&scenarios[*si], *k),
-                scenario_file: &scenarios[*si].path,
+            report.results.iter().flat_map(|(&(si, k), rs)| {
+                let scenario = &scenarios[si];
+                rs.iter().map(move |result| Line {
+                    result,
+                    scheme_spec: scheme_spec_json(scenario, k),
+                    scenario_file: &scenario.path,
+                })
             }),
             &report.manifest(&opts),
         )?;
@@ -101,8 +128,8 @@ pub struct CheckReport {
     /// Every scenario × scheme judged: (scenario, scheme label, runs, its mismatches as a
     /// range of `mismatches`), in catalog order.
     pub cases: Vec<(String, String, u64, std::ops::Range<usize>)>,
-    /// Every result, in catalog, scheme and seed order: (scenario index, scheme index, result).
-    pub results: Vec<(usize, usize, RunResult)>,
+    /// Every run's result by (scenario index, scheme index), in seed order.
+    pub results: BTreeMap<(usize, usize), Vec<RunResult>>,
     /// The runs planned (this shard's, with `--shard`).
     pub planned: u64,
     pub shard: Option<Shard>,
@@ -212,10 +239,6 @@ impl CheckReport {
     }
 }
 
-fn expects_nothing(e: &Expect) -> bool {
-    *e == Expect::default()
-}
-
 pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool) -> CheckReport {
     let work: Vec<_> = every_run(scenarios, |s| opts.seeds.unwrap_or(s.seeds))
         .into_iter()
@@ -252,23 +275,24 @@ pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool
     let interrupted = stop.load(Ordering::SeqCst);
     let mut found = Vec::new();
     let mut cases = Vec::new();
-    let mut all = Vec::new();
+    for rs in results.values_mut() {
+        rs.sort_by_key(|r| r.seed);
+    }
     for (si, scenario) in scenarios.iter().enumerate() {
         for (scheme, label) in scheme_labels(scenario).into_iter().enumerate() {
-            let Some(mut rs) = results.remove(&(si, scheme)) else {
+            let Some(rs) = results.get(&(si, scheme)) else {
                 continue;
             };
-            rs.sort_by_key(|r| r.seed);
+            let (expect, expect_some) = scenario.expectations(scheme);
             // `expect_some` needs every seed: an interrupted or sharded check judges only
             // `expect`.
-            let none = Expect::default();
             let expect_some = if interrupted || opts.shard.is_some() {
-                &none
+                Expect::default()
             } else {
-                &scenario.expect_some
+                expect_some
             };
             let before = found.len();
-            for m in mismatches(&scenario.expect, expect_some, &rs) {
+            for m in mismatches(&expect, &expect_some, rs) {
                 let replay = m.seed.map(|seed| replay_command(scenario, scheme, seed));
                 found.push((m, replay));
             }
@@ -278,7 +302,6 @@ pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool
                 rs.len() as u64,
                 before..found.len(),
             ));
-            all.extend(rs.into_iter().map(|r| (si, scheme, r)));
         }
     }
     CheckReport {
@@ -289,11 +312,11 @@ pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool
         interrupted,
         without_expectations: scenarios
             .iter()
-            .filter(|s| expects_nothing(&s.expect) && expects_nothing(&s.expect_some))
+            .filter(|s| !s.expects_anything())
             .map(|s| s.name.clone())
             .collect(),
         cases,
-        results: all,
+        results,
         planned,
         shard: opts.shard,
     }

@@ -11,8 +11,8 @@ use model::locks::{ParamKind, SCHEMES, declared_params};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde_json::{Map, Value, json};
 
-use crate::scenario::faults::{FAULT_KINDS, TRIGGER_EVENTS};
-use crate::scenario::nemesis::{KINDS, kind_fields};
+use crate::scenario::faults::{FAULT_KINDS, TRIGGER_EVENTS, placeholder};
+use crate::scenario::nemesis::{KINDS, NODE_GROUPS, kind_fields};
 use crate::scenario::range::MsRange;
 
 /// The schema of a scenario file, as `locksim schema` prints it.
@@ -27,7 +27,7 @@ fn enum_of(names: impl IntoIterator<Item = impl Into<String>>) -> Value {
     Value::Array(names.into_iter().map(|n| Value::String(n.into())).collect())
 }
 
-/// `scheme` (and each item of `schemes`): an id, or `{ "name": id, ...its parameters }`.
+/// `scheme` (and each item of a `schemes` list): an id, or `{ "name": id, ...its parameters }`.
 pub struct SchemeSchema;
 
 impl JsonSchema for SchemeSchema {
@@ -67,6 +67,26 @@ impl JsonSchema for SchemeSchema {
     }
 }
 
+/// `schemes`: a list of schemes, or `"all"` (every row of `locksim schemes` but `script`).
+pub struct SchemesSchema;
+
+impl JsonSchema for SchemesSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "Schemes".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let scheme = generator.subschema_for::<SchemeSchema>().to_value();
+        json_schema!({
+            "description": "Several schemes, the scenario running once per scheme (rows of `compare`): a list, or \"all\" for every row of `locksim schemes` but `script` (a column of the comparison matrix).",
+            "anyOf": [
+                { "const": "all" },
+                { "type": "array", "items": scheme, "minItems": 1 }
+            ]
+        })
+    }
+}
+
 fn param_schema(kind: &ParamKind) -> Value {
     match kind {
         ParamKind::Integer { min, default } => {
@@ -98,7 +118,10 @@ impl JsonSchema for NemesisSchema {
         let field = |name: &str| match name {
             "every_ms" => ms.clone(),
             "duration_ms" | "extra_ms" => ms.clone(),
-            "nodes" => json!({ "type": "array", "items": { "type": "string" } }),
+            "nodes" => json!({
+                "type": "array",
+                "items": { "anyOf": [node_name(), { "enum": enum_of(NODE_GROUPS.iter().copied()) }] }
+            }),
             "delta_ms" => pair(json!({ "type": "integer" })),
             "rate" => pair(json!({ "type": "number", "exclusiveMinimum": 0, "maximum": 100 })),
             other => unreachable!("nemesis field {other}"),
@@ -153,6 +176,37 @@ pub fn fault_kind_schema(_: &mut SchemaGenerator) -> Schema {
 /// `faults[].on.event`.
 pub fn trigger_event_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "enum": enum_of(TRIGGER_EVENTS.iter().copied()) })
+}
+
+/// A node name as the scenario spells them (`redis-1`, `redis-1-replica-1`, `sentinel-2`,
+/// `client-3`, `resource`).
+fn node_name() -> Value {
+    json!({ "type": "string", "pattern": "^[a-z][a-z0-9-]*$" })
+}
+
+/// `faults[].node`, `.from`, `.to`: a node, or a placeholder for one resolved when the fault
+/// fires (`faults::placeholder`).
+pub fn fault_node_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "A node of the scenario, or a placeholder resolved when the fault fires: {holder} (the client whose event fired the trigger), {peer} (the first other client), {holder_master} (the last master holding the holder's write).",
+        "anyOf": [node_name(), { "enum": enum_of(placeholder::SINGLE.iter().copied()) }]
+    })
+}
+
+/// `faults[].groups`: lists of nodes or placeholders, group placeholders included.
+pub fn partition_groups_schema(_: &mut SchemaGenerator) -> Schema {
+    let placeholders = placeholder::SINGLE
+        .iter()
+        .chain(placeholder::GROUP)
+        .copied();
+    json_schema!({
+        "description": "The sides of the partition: nodes, or placeholders: {holder}, {peer}, {holder_master}, {holder_masters} (every master holding the holder's write), {rest} (every node the other groups do not name), {masters}, {first_majority} and {last_majority} (two bare majorities sharing one master).",
+        "type": "array",
+        "items": {
+            "type": "array",
+            "items": { "anyOf": [node_name(), { "enum": enum_of(placeholders) }] }
+        }
+    })
 }
 
 /// `topology.appendfsync`.
