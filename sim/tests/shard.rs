@@ -43,11 +43,18 @@ fn summary_without_wall_time(dir: &Path) -> serde_json::Value {
 #[test]
 fn three_shards_merged_are_the_unsharded_comparison_hash_for_hash() {
     let dir = temp_dir("shards");
+    // A matrix file too: its `"schemes": "all"` rows are told apart by their scheme spec. In
+    // the order `compare scenarios/` runs them (a folder's files before its subfolders), which
+    // the merge restores from the results.
     let scenarios = load_all(&[
         catalog("kleppmann-gc-pause.json"),
         catalog("nemesis-setnx-expire-client-crashes.json"),
+        catalog("matrix/08-holder-crash.json"),
     ])
     .unwrap();
+    let rows = scenarios[2].schemes.len() as u64;
+    assert!(rows > 20, "every row of locksim schemes");
+    let runs = 40 + rows * 10;
     let opts = |out: PathBuf, shard: Option<Shard>| CompareOptions {
         seeds: None,
         seeds_per_scenario: 0,
@@ -69,7 +76,7 @@ fn three_shards_merged_are_the_unsharded_comparison_hash_for_hash() {
         sizes.push(finished.planned);
         shard_dirs.push(out);
     }
-    assert_eq!(sizes.iter().sum::<u64>(), 40, "every run in one shard");
+    assert_eq!(sizes.iter().sum::<u64>(), runs, "every run in one shard");
     assert!(sizes.iter().all(|&n| n > 0), "{sizes:?}");
 
     let whole = hashes(&[dir.join("whole/results.jsonl")]);
@@ -79,7 +86,7 @@ fn three_shards_merged_are_the_unsharded_comparison_hash_for_hash() {
             .map(|d| d.join("results.jsonl"))
             .collect::<Vec<_>>(),
     );
-    assert_eq!(whole.len(), 40);
+    assert_eq!(whole.len() as u64, runs);
     assert_eq!(whole, sharded);
 
     // The merge finds the scenarios from the results and writes the same report.
@@ -216,5 +223,76 @@ fn check_junit_lists_each_mismatch_with_its_replay_command() {
         text.contains("reproduce: locksim replay") && text.contains("wrong <&> "),
         "{text}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `"schemes": "all"` file checked in two shards: one JUnit testcase per row it ran, and
+/// the merged verdict over both shards judges every row's `expect_by_scheme` /
+/// `expect_some_by_scheme`.
+#[test]
+fn a_matrix_file_checks_in_shards_with_one_testcase_per_row() {
+    let dir = temp_dir("matrix-shards");
+    let file = catalog("matrix/10-random-client-crashes.json");
+    let rows = load_all(std::slice::from_ref(&file)).unwrap()[0]
+        .schemes
+        .len();
+    let file = file.to_str().unwrap();
+    let testcases = |xml: &str| -> Vec<(String, String)> {
+        let doc = roxmltree::Document::parse(xml).expect("well-formed JUnit XML");
+        doc.descendants()
+            .filter(|n| n.has_tag_name("testcase"))
+            .map(|n| {
+                (
+                    n.attribute("classname").unwrap().to_string(),
+                    n.attribute("name").unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let mut outs = Vec::new();
+    for index in 0..2 {
+        let out = dir.join(format!("k{index}"));
+        let junit = dir.join(format!("k{index}.xml"));
+        let output = locksim(&[
+            "check",
+            file,
+            "--shard",
+            &format!("{index}/2"),
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--jobs",
+            "2",
+        ]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        let cases = testcases(&std::fs::read_to_string(&junit).unwrap());
+        assert!(!cases.is_empty() && cases.len() <= rows, "{cases:?}");
+        assert!(
+            cases
+                .iter()
+                .all(|(c, _)| c == "matrix-random-client-crashes")
+        );
+        outs.push(out);
+    }
+    let junit = dir.join("merged.xml");
+    let output = locksim(&[
+        "report",
+        outs[0].to_str().unwrap(),
+        outs[1].to_str().unwrap(),
+        "--out",
+        dir.join("merged").to_str().unwrap(),
+        "--check",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let cases = testcases(&xml);
+    assert_eq!(cases.len(), rows, "one testcase per row: {cases:?}");
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    assert_eq!(doc.root_element().attribute("failures"), Some("0"), "{xml}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -62,6 +62,24 @@ pub fn json_files_under(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Stri
     Ok(())
 }
 
+/// Sorts scenario files as `json_files_under` lists a folder: at each level the files (by
+/// name) before the subfolders (by name) — so that `report` orders the scenarios it finds in
+/// results as the unsharded `compare` of that folder did.
+pub fn sort_as_folder_walk(files: &mut [PathBuf]) {
+    files.sort_by_cached_key(|path| {
+        let parts: Vec<_> = path
+            .components()
+            .map(|c| c.as_os_str().to_owned())
+            .collect();
+        let last = parts.len().saturating_sub(1);
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| (i != last, part))
+            .collect::<Vec<_>>()
+    });
+}
+
 /// Loads every file; two scenarios may not share a name (their results would mix).
 pub fn load_all(files: &[PathBuf]) -> Result<Vec<Arc<Scenario>>, String> {
     let mut by_name: BTreeMap<String, String> = BTreeMap::new();
@@ -182,6 +200,19 @@ mod tests {
         assert_eq!(
             found,
             ["a.json", "b.json", "m/d.json", "m/y/e.json", "z/c.json"]
+        );
+        let mut shuffled: Vec<PathBuf> = ["z/c.json", "m/y/e.json", "b.json", "m/d.json", "a.json"]
+            .iter()
+            .map(|f| dir.join(f))
+            .collect();
+        sort_as_folder_walk(&mut shuffled);
+        let sorted: Vec<String> = shuffled
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            sorted, found,
+            "report orders the files it finds as the walk did"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

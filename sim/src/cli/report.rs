@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use model::result::RunResult;
 
-use crate::cli::catalog::{load_all, scenario_files, scheme_spec_json};
+use crate::cli::catalog::{load_all, scenario_files, scheme_spec_json, sort_as_folder_walk};
 use crate::cli::compare::{ReportInput, report, summary_text};
 use crate::cli::results::{MANIFEST, Manifest, RESULTS, StoredLine, read_lines, read_manifest};
 use crate::runner::run;
@@ -106,7 +106,9 @@ pub fn merge(inputs: &[PathBuf], scenario_paths: &[PathBuf]) -> Result<Merged, S
             })?;
             files.insert(PathBuf::from(named));
         }
-        load_all(&files.into_iter().collect::<Vec<_>>())?
+        let mut files: Vec<PathBuf> = files.into_iter().collect();
+        sort_as_folder_walk(&mut files);
+        load_all(&files)?
     } else {
         load_all(&scenario_files(scenario_paths)?)?
     };
