@@ -57,6 +57,66 @@ fn a_nemesis_lock_out_shrinks_to_a_few_scripted_crashes_that_check_passes() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// One row of a `"schemes": "all"` matrix file shrinks into a file of that one scheme: the
+/// other rows' expectations, the matrix column and the nemesis's node groups are gone, and the
+/// result passes `check` on its own.
+#[test]
+fn a_matrix_row_shrinks_into_a_one_scheme_file() {
+    let dir = temp_dir("shrink-matrix");
+    let original =
+        Arc::new(Scenario::load(&catalog("matrix/15-random-redis-crashes.json")).unwrap());
+    let row = original
+        .schemes
+        .iter()
+        .position(|s| s.label() == "incr-semaphore")
+        .unwrap();
+    let out = dir.join("row.json");
+    let shrunk = shrink(&original, row, 0, Some(out.clone()), DEFAULT_MAX_RUNS).unwrap();
+    assert_eq!(shrunk.target, vec!["liveness"]);
+    assert!(
+        shrunk.faults_after < shrunk.nemesis_before,
+        "{}",
+        shrunk.render()
+    );
+
+    let text = std::fs::read_to_string(&out).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for gone in [
+        "schemes",
+        "expect_by_scheme",
+        "expect_some_by_scheme",
+        "matrix",
+        "nemesis",
+    ] {
+        assert!(file.get(gone).is_none(), "{gone} in {text}");
+    }
+    assert_eq!(file["scheme"]["name"], "incr-semaphore");
+    assert_eq!(
+        file["lease_ms"],
+        original.lease_ms.unwrap(),
+        "the row's lease judges it"
+    );
+    let written = Scenario::load(&out).unwrap();
+    assert_eq!(written.schemes.len(), 1);
+    assert!(
+        written.source.contains("--scheme incr-semaphore"),
+        "{}",
+        written.source
+    );
+    let report = check(
+        &load_all(std::slice::from_ref(&out)).unwrap(),
+        &CheckOptions {
+            seeds: None,
+            jobs: 1,
+            shard: None,
+            progress: false,
+        },
+        &AtomicBool::new(false),
+    );
+    assert!(report.passed(), "{}", report.render());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_seed_that_breaks_nothing_is_a_clear_error() {
     let dir = temp_dir("shrink-nothing");

@@ -162,7 +162,7 @@ pub fn shrink(
     let start = std::time::Instant::now();
     let label = scenario.schemes[scheme].label();
     let original = run(scenario, scheme, seed)?;
-    let judges_fairness = scenario.judges_fairness();
+    let judges_fairness = scenario.for_scheme(scheme).judges_fairness();
     let target = broken_verdicts(&original.result, judges_fairness);
     if target.is_empty() {
         return Err(format!(
@@ -195,7 +195,19 @@ pub fn shrink(
         })
         .collect();
     let mut base = file.clone();
-    for field in ["nemesis", "schemes", "expect", "expect_some", "faults"] {
+    // One scheme row, judged by its own run: no other row's expectations, and no matrix
+    // column or incident (the shrunk file is neither).
+    for field in [
+        "nemesis",
+        "schemes",
+        "expect",
+        "expect_some",
+        "expect_by_scheme",
+        "expect_some_by_scheme",
+        "faults",
+        "matrix",
+        "incident",
+    ] {
         base.remove(field);
     }
     base.insert("scheme".into(), scheme_spec_json(scenario, scheme));
@@ -654,6 +666,7 @@ const FIELD_ORDER: &[&str] = &[
     "network",
     "scheme",
     "schemes",
+    "lease_ms",
     "clients",
     "resource",
     "faults",
