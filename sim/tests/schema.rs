@@ -58,6 +58,14 @@ fn every_catalog_file_names_the_schema_and_is_valid_under_it() {
     }
 }
 
+fn rejected_by_both(validator: &jsonschema::Validator, file: &Value, what: &str) {
+    assert!(!validator.is_valid(file), "the schema accepts a bad {what}");
+    assert!(
+        Scenario::parse(&file.to_string(), "bad.json").is_err(),
+        "the loader accepts a bad {what}"
+    );
+}
+
 /// What the loader rejects, the schema rejects too (so an editor flags it as it is typed).
 #[test]
 fn the_schema_rejects_what_the_loader_rejects() {
@@ -119,14 +127,7 @@ fn the_schema_rejects_what_the_loader_rejects() {
             broken("/nemesis", json!({ "pause": { "every_ms": 5 } })),
         ),
     ] {
-        assert!(
-            !validator.is_valid(&file),
-            "the schema accepts a bad {what}"
-        );
-        assert!(
-            Scenario::parse(&file.to_string(), "bad.json").is_err(),
-            "the loader accepts a bad {what}"
-        );
+        rejected_by_both(&validator, &file, what);
     }
 }
 
@@ -169,11 +170,7 @@ fn the_schema_covers_the_matrix_and_incident_fields() {
     }
     let mut bad_extend = extending.clone();
     bad_extend["clients"]["extend"] = json!({ "every_sec": 1 });
-    assert!(
-        !validator.is_valid(&bad_extend),
-        "the schema accepts a bad extend"
-    );
-    assert!(Scenario::parse(&bad_extend.to_string(), "bad.json").is_err());
+    rejected_by_both(&validator, &bad_extend, "extend");
     for (what, path, value) in [
         (
             "schemes other than a list or all",
@@ -215,13 +212,6 @@ fn the_schema_covers_the_matrix_and_incident_fields() {
     ] {
         let mut file = valid.clone();
         *file.pointer_mut(path).unwrap() = value;
-        assert!(
-            !validator.is_valid(&file),
-            "the schema accepts a bad {what}"
-        );
-        assert!(
-            Scenario::parse(&file.to_string(), "bad.json").is_err(),
-            "the loader accepts a bad {what}"
-        );
+        rejected_by_both(&validator, &file, what);
     }
 }

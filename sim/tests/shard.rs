@@ -112,63 +112,98 @@ fn three_shards_merged_are_the_unsharded_comparison_hash_for_hash() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn sharded_checks_merge_into_a_verdict_and_a_missing_shard_is_named() {
-    let dir = temp_dir("check-shards");
-    let file = catalog("nemesis-setnx-expire-client-crashes.json");
-    let file = file.to_str().unwrap();
-    for index in 0..2 {
-        let out = dir.join(format!("k{index}"));
-        let junit = dir.join(format!("k{index}.xml"));
-        let output = locksim(&[
-            "check",
-            file,
-            "--shard",
-            &format!("{index}/2"),
-            "--out",
-            out.to_str().unwrap(),
-            "--junit",
-            junit.to_str().unwrap(),
-            "--jobs",
-            "2",
-        ]);
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "{stdout}");
-        assert!(stdout.contains(&format!("shard {index}/2")), "{stdout}");
-        let xml = std::fs::read_to_string(&junit).unwrap();
-        let doc = roxmltree::Document::parse(&xml).expect("well-formed JUnit XML");
-        let case = doc
-            .descendants()
-            .find(|n| n.has_tag_name("testcase"))
-            .unwrap();
-        assert_eq!(
-            case.attribute("classname"),
-            Some("nemesis-setnx-expire-client-crashes")
-        );
-        assert_eq!(case.attribute("name"), Some("setnx-expire"));
-    }
-    let (k0, k1) = (dir.join("k0"), dir.join("k1"));
+/// `locksim check FILE --shard I/2 --out DIR/kI --junit DIR/kI.xml` for both shards: each
+/// shard's folder, stdout and JUnit testcases (classname, name).
+fn check_two_shards(dir: &Path, file: &str) -> Vec<(PathBuf, String, Vec<(String, String)>)> {
+    (0..2)
+        .map(|index| {
+            let out = dir.join(format!("k{index}"));
+            let junit = dir.join(format!("k{index}.xml"));
+            let output = locksim(&[
+                "check",
+                file,
+                "--shard",
+                &format!("{index}/2"),
+                "--out",
+                out.to_str().unwrap(),
+                "--junit",
+                junit.to_str().unwrap(),
+                "--jobs",
+                "2",
+            ]);
+            let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+            assert!(output.status.success(), "{stdout}");
+            let cases = testcases(&std::fs::read_to_string(&junit).unwrap()).0;
+            (out, stdout, cases)
+        })
+        .collect()
+}
+
+/// `locksim report SHARDS... --check --junit`: its exit status, stdout and JUnit XML.
+fn report_check(dir: &Path, shards: &[&Path]) -> (bool, String, String) {
     let junit = dir.join("merged.xml");
-    let output = locksim(&[
-        "report",
-        k0.to_str().unwrap(),
-        k1.to_str().unwrap(),
+    let mut args = vec!["report".to_string()];
+    args.extend(shards.iter().map(|d| d.display().to_string()));
+    for arg in [
         "--out",
         dir.join("merged").to_str().unwrap(),
         "--check",
         "--junit",
-        junit.to_str().unwrap(),
-    ]);
-    assert!(
+    ] {
+        args.push(arg.to_string());
+    }
+    args.push(junit.display().to_string());
+    let output = locksim(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let xml = std::fs::read_to_string(&junit).unwrap_or_default();
+    (
         output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    let xml = std::fs::read_to_string(&junit).unwrap();
-    let doc = roxmltree::Document::parse(&xml).unwrap();
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        xml,
+    )
+}
+
+/// A JUnit file's testcases (classname, name) and its `failures` count.
+fn testcases(xml: &str) -> (Vec<(String, String)>, String) {
+    let doc = roxmltree::Document::parse(xml).expect("well-formed JUnit XML");
+    let cases = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .map(|n| {
+            (
+                n.attribute("classname").unwrap().to_string(),
+                n.attribute("name").unwrap().to_string(),
+            )
+        })
+        .collect();
+    let failures = doc
+        .root_element()
+        .attribute("failures")
+        .unwrap_or("")
+        .to_string();
+    (cases, failures)
+}
+
+#[test]
+fn sharded_checks_merge_into_a_verdict_and_a_missing_shard_is_named() {
+    let dir = temp_dir("check-shards");
+    let file = catalog("nemesis-setnx-expire-client-crashes.json");
+    let shards = check_two_shards(&dir, file.to_str().unwrap());
+    for (index, (_, stdout, cases)) in shards.iter().enumerate() {
+        assert!(stdout.contains(&format!("shard {index}/2")), "{stdout}");
+        assert_eq!(
+            cases,
+            &[(
+                "nemesis-setnx-expire-client-crashes".to_string(),
+                "setnx-expire".to_string()
+            )]
+        );
+    }
+    let (k0, k1) = (&shards[0].0, &shards[1].0);
+    let (passed, stdout, xml) = report_check(&dir, &[k0, k1]);
+    assert!(passed, "{stdout}");
     assert_eq!(
-        doc.root_element().attribute("failures"),
-        Some("0"),
+        testcases(&xml).1,
+        "0",
         "expect_some (stuck on some seed) is met over both shards: {xml}"
     );
 
@@ -236,63 +271,19 @@ fn a_matrix_file_checks_in_shards_with_one_testcase_per_row() {
     let rows = load_all(std::slice::from_ref(&file)).unwrap()[0]
         .schemes
         .len();
-    let file = file.to_str().unwrap();
-    let testcases = |xml: &str| -> Vec<(String, String)> {
-        let doc = roxmltree::Document::parse(xml).expect("well-formed JUnit XML");
-        doc.descendants()
-            .filter(|n| n.has_tag_name("testcase"))
-            .map(|n| {
-                (
-                    n.attribute("classname").unwrap().to_string(),
-                    n.attribute("name").unwrap().to_string(),
-                )
-            })
-            .collect()
-    };
-    let mut outs = Vec::new();
-    for index in 0..2 {
-        let out = dir.join(format!("k{index}"));
-        let junit = dir.join(format!("k{index}.xml"));
-        let output = locksim(&[
-            "check",
-            file,
-            "--shard",
-            &format!("{index}/2"),
-            "--out",
-            out.to_str().unwrap(),
-            "--junit",
-            junit.to_str().unwrap(),
-            "--jobs",
-            "2",
-        ]);
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "{stdout}");
-        let cases = testcases(&std::fs::read_to_string(&junit).unwrap());
+    let shards = check_two_shards(&dir, file.to_str().unwrap());
+    for (_, _, cases) in &shards {
         assert!(!cases.is_empty() && cases.len() <= rows, "{cases:?}");
         assert!(
             cases
                 .iter()
                 .all(|(c, _)| c == "matrix-random-client-crashes")
         );
-        outs.push(out);
     }
-    let junit = dir.join("merged.xml");
-    let output = locksim(&[
-        "report",
-        outs[0].to_str().unwrap(),
-        outs[1].to_str().unwrap(),
-        "--out",
-        dir.join("merged").to_str().unwrap(),
-        "--check",
-        "--junit",
-        junit.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}");
-    let xml = std::fs::read_to_string(&junit).unwrap();
-    let cases = testcases(&xml);
+    let (passed, stdout, xml) = report_check(&dir, &[&shards[0].0, &shards[1].0]);
+    assert!(passed, "{stdout}");
+    let (cases, failures) = testcases(&xml);
     assert_eq!(cases.len(), rows, "one testcase per row: {cases:?}");
-    let doc = roxmltree::Document::parse(&xml).unwrap();
-    assert_eq!(doc.root_element().attribute("failures"), Some("0"), "{xml}");
+    assert_eq!(failures, "0", "{xml}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -12,6 +13,21 @@ use locksim::cli::shrink::{DEFAULT_MAX_RUNS, shrink};
 use locksim::scenario::Scenario;
 
 use common::{catalog, temp_dir};
+
+/// `locksim check` on the shrunk file alone meets its `expect`.
+fn check_passes(file: &Path) {
+    let report = check(
+        &load_all(&[file.to_path_buf()]).unwrap(),
+        &CheckOptions {
+            seeds: None,
+            jobs: 1,
+            shard: None,
+            progress: false,
+        },
+        &AtomicBool::new(false),
+    );
+    assert!(report.passed(), "{}", report.render());
+}
 
 #[test]
 fn a_nemesis_lock_out_shrinks_to_a_few_scripted_crashes_that_check_passes() {
@@ -43,17 +59,7 @@ fn a_nemesis_lock_out_shrinks_to_a_few_scripted_crashes_that_check_passes() {
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains(r#""liveness": "stuck""#), "{text}");
 
-    let report = check(
-        &load_all(std::slice::from_ref(&out)).unwrap(),
-        &CheckOptions {
-            seeds: None,
-            jobs: 1,
-            shard: None,
-            progress: false,
-        },
-        &AtomicBool::new(false),
-    );
-    assert!(report.passed(), "{}", report.render());
+    check_passes(&out);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -103,17 +109,7 @@ fn a_matrix_row_shrinks_into_a_one_scheme_file() {
         "{}",
         written.source
     );
-    let report = check(
-        &load_all(std::slice::from_ref(&out)).unwrap(),
-        &CheckOptions {
-            seeds: None,
-            jobs: 1,
-            shard: None,
-            progress: false,
-        },
-        &AtomicBool::new(false),
-    );
-    assert!(report.passed(), "{}", report.render());
+    check_passes(&out);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
