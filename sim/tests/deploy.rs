@@ -129,9 +129,20 @@ fn the_indexed_job_and_the_merge_give_one_complete_report() {
         &std::fs::read_to_string(results.join("report/summary.json")).unwrap(),
     )
     .unwrap();
+    let shrunk = std::fs::read_dir(repo().join("scenarios/shrunk"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count();
     assert_eq!(
-        summary["runs"], 3,
-        "one seed of each of the three scenarios: {stdout}"
+        summary["runs"],
+        1 + shrunk as u64,
+        "one seed of each scenario (each shrunk one has one scheme): {stdout}"
     );
     assert_eq!(summary["interrupted"], false);
     assert!(results.join("report/junit.xml").is_file());
