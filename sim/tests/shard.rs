@@ -112,9 +112,12 @@ fn three_shards_merged_are_the_unsharded_comparison_hash_for_hash() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A JUnit testcase: (classname, name).
+type Testcase = (String, String);
+
 /// `locksim check FILE --shard I/2 --out DIR/kI --junit DIR/kI.xml` for both shards: each
-/// shard's folder, stdout and JUnit testcases (classname, name).
-fn check_two_shards(dir: &Path, file: &str) -> Vec<(PathBuf, String, Vec<(String, String)>)> {
+/// shard's folder, stdout and JUnit testcases.
+fn check_two_shards(dir: &Path, file: &str) -> Vec<(PathBuf, String, Vec<Testcase>)> {
     (0..2)
         .map(|index| {
             let out = dir.join(format!("k{index}"));
@@ -162,8 +165,8 @@ fn report_check(dir: &Path, shards: &[&Path]) -> (bool, String, String) {
     )
 }
 
-/// A JUnit file's testcases (classname, name) and its `failures` count.
-fn testcases(xml: &str) -> (Vec<(String, String)>, String) {
+/// A JUnit file's testcases and its `failures` count.
+fn testcases(xml: &str) -> (Vec<Testcase>, String) {
     let doc = roxmltree::Document::parse(xml).expect("well-formed JUnit XML");
     let cases = doc
         .descendants()
