@@ -11,13 +11,14 @@ use model::check::{CheckContext, check_all};
 use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
-use crate::faults::nemesis::random_nemesis;
+use crate::faults::nemesis::{NemesisLog, random_nemesis};
 use crate::faults::schedule::{fire_now, scripted_nemesis, start_initial};
 use crate::nodes::client::client_node;
 use crate::nodes::redis::redis_node;
 use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
+use crate::scenario::faults::Fault;
 use crate::world::procs::node_ip;
 use crate::world::{FaultHook, World};
 
@@ -25,6 +26,8 @@ use crate::world::{FaultHook, World};
 pub struct RunOutput {
     pub result: RunResult,
     pub events: Vec<Event>,
+    /// The faults the random nemesis injected, as drawn (empty without a `nemesis`).
+    pub nemesis_faults: Vec<Fault>,
 }
 
 /// Runs one seed on a fresh OS thread: std's `HashMap` seeds and madsim's thread-locals follow
@@ -58,7 +61,9 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         ..Duration::from_millis(latency.max) + Duration::from_micros(1);
     let runtime = Runtime::with_seed_and_config(seed, config);
     let world_scenario = scenario.clone();
-    let (events, end_us) = runtime.block_on(simulate(world_scenario, scheme_index, seed));
+    let log = NemesisLog::default();
+    let (events, end_us) =
+        runtime.block_on(simulate(world_scenario, scheme_index, seed, log.clone()));
     drop(runtime);
     let wall_ms = wall_start.elapsed().as_millis() as u64;
 
@@ -94,7 +99,12 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         max_wait_ms_by_client: report.max_wait_ms_by_client,
         violations: report.violations,
     };
-    RunOutput { result, events }
+    let nemesis_faults = std::mem::take(&mut *log.lock().expect("never poisoned"));
+    RunOutput {
+        result,
+        events,
+        nemesis_faults,
+    }
 }
 
 pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
@@ -114,7 +124,12 @@ where
 }
 
 /// The simulation proper; returns the history and the true time the run ended.
-async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (Vec<Event>, u64) {
+async fn simulate(
+    scenario: Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+    nemesis_log: NemesisLog,
+) -> (Vec<Event>, u64) {
     let handle = Handle::current();
     let world = World::new(
         scenario.clone(),
@@ -165,7 +180,7 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
     nemesis_node.spawn(scripted_nemesis(world.clone(), fired));
     if let Some(spec) = scenario.nemesis.clone() {
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);
-        nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms));
+        nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms, nemesis_log));
     }
     for name in scenario.client_names() {
         add_node(&handle, &world, &name, client_node);
