@@ -355,7 +355,7 @@ impl State {
                 let link = self.link(node);
                 let valid = match &reply {
                     Reply::Status(s) => s.starts_with("PONG"),
-                    Reply::Error(e) => e.starts_with("LOADING") || e.starts_with("MASTERDOWN"),
+                    Reply::Error(e) => e.starts_with(b"LOADING") || e.starts_with(b"MASTERDOWN"),
                     _ => false,
                 };
                 if valid {
@@ -1235,7 +1235,7 @@ impl State {
                 },
                 _ => Reply::error("ERR Unknown sentinel subcommand"),
             },
-            other => Reply::Error(format!("ERR unknown command '{other}'")),
+            other => Reply::error(format!("ERR unknown command '{other}'")),
         }
     }
 }

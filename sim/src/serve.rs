@@ -144,6 +144,7 @@ struct Conn {
 fn server_loop(inbox: Receiver<ToServer>) {
     let mut server = RedisServer::new(ServerConfig {
         seed: now_ms() as u64,
+        ..ServerConfig::default()
     });
     let mut conns: BTreeMap<ClientId, Conn> = BTreeMap::new();
     let mut next_expire = Instant::now() + EXPIRE_PERIOD;
@@ -217,7 +218,8 @@ fn run(
     let outcome = server.execute(client, now_ms(), argv);
     server.take_propagated();
     match outcome {
-        Outcome::Reply(reply) => send(conns, client, &reply),
+        Outcome::Reply(reply) | Outcome::Close(reply) => send(conns, client, &reply),
+        Outcome::Blocked => {}
         Outcome::Wait {
             numreplicas,
             timeout_ms,

@@ -174,7 +174,7 @@ fn wait(lock: &RedissonLock) -> String {
 
 fn exception(reply: Result<Reply, super::CallError>) -> Result<Reply, String> {
     match reply {
-        Ok(Reply::Error(e)) => Err(e),
+        Ok(Reply::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
         Ok(reply) => Ok(reply),
         Err(e) => Err(e.to_string()),
     }

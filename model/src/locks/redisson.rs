@@ -424,7 +424,7 @@ pub(crate) async fn synced_eval(
     args: &[&str],
 ) -> Result<Reply, String> {
     let reply = match eval(env, 0, script, keys, args).await {
-        Ok(Reply::Error(e)) => return Err(e),
+        Ok(Reply::Error(e)) => return Err(String::from_utf8_lossy(&e).into_owned()),
         Ok(reply) => reply,
         Err(e) => return Err(e.to_string()),
     };

@@ -494,7 +494,7 @@ async fn eval_cached(
     let mut cmd = argv(&["EVALSHA", &sha, "1", key]);
     cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
     match env.call(server, cmd).await? {
-        Reply::Error(e) if e.starts_with("NOSCRIPT") => {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
             let mut cmd = argv(&["EVAL", script, "1", key]);
             cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
             env.call(server, cmd).await

@@ -304,7 +304,7 @@ fn compile(script: &str) -> Result<(), String> {
         script.as_bytes().to_vec(),
     ];
     match server.execute(client, 0, &argv) {
-        Outcome::Reply(Reply::Error(e)) => Err(e),
+        Outcome::Reply(Reply::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
         _ => Ok(()),
     }
 }
