@@ -32,6 +32,7 @@ pub mod runner;
 pub mod scenario;
 pub mod sentinel;
 pub mod serve;
+pub mod serve_host;
 pub mod signal;
 pub mod sweep;
 pub mod world;

@@ -1,276 +1,286 @@
-//! `locksim serve`: the simulated Redis (`model::redis::RedisServer`) behind a real
-//! `std::net::TcpListener`, on the real clock, for redis-cli, client libraries and benchmarks.
+//! `locksim serve`: the simulated Redis (`model::redis::RedisServer`) behind a real TCP port, on
+//! the real clock, for redis-cli, client libraries and benchmarks.
 //!
-//! Plain threads, no madsim: one thread owns the server (its Lua state is `!Send`) and runs
-//! active expiry every 100 ms; each connection has a reader thread (RESP parsing) and a writer
-//! thread, talking to the server thread over channels. A protocol error gets `-ERR Protocol
-//! error: ...` and closes that connection only. WAIT is answered as a master without replicas
-//! does: at once when no acknowledgement is needed, otherwise 0 after the timeout.
+//! Outside the simulation: a tokio runtime (the real one; `--cfg madsim` only switches madsim's
+//! own types) does the networking, one task per connection, so idle connections cost a few
+//! kilobytes and no thread. Each read is parsed on the connection's task and sent as one batch to
+//! the server thread (`serve_host.rs`), which answers with one buffer, written at once on a
+//! `TCP_NODELAY` socket: pipelined commands cost one write per batch, as in Redis
+//! (`networking.c` `writeToClient`). Like `redis-server`: `maxclients` (10000) is enforced with
+//! its `-ERR max number of clients reached`, the open-files limit is raised for it
+//! (`adjustOpenFilesLimit`), an `accept` failing for lack of descriptors waits instead of
+//! spinning, and SIGINT/SIGTERM stop the server cleanly.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::time::Duration;
 
 use bytes::BytesMut;
-use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, ServerConfig};
+use model::redis::{ClientAddr, RequestParser, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::unbounded_channel;
 
-/// Active expiry period (hz 10).
-const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+use crate::serve_host::{self, ConnKey, Event, Out};
 
-/// What a connection writer sends: bytes, or the end of the connection.
-enum Out {
-    Bytes(Vec<u8>),
-    Close,
+/// What `locksim serve` is started with.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub bind: String,
+    pub port: u16,
+    pub requirepass: Option<String>,
+    pub maxclients: u64,
+    pub lua_time_limit_ms: u64,
+    pub lua_memory_limit_bytes: usize,
 }
 
-/// Messages to the server thread.
-enum ToServer {
-    Connect {
-        out: Sender<Out>,
-        id: Sender<ClientId>,
-    },
-    Command {
-        client: ClientId,
-        argv: Vec<Vec<u8>>,
-    },
-    ProtocolError {
-        client: ClientId,
-        reply: Reply,
-    },
-    Disconnect {
-        client: ClientId,
-    },
-}
-
-/// Serves forever on an already bound listener.
-pub fn serve_listener(listener: TcpListener) -> io::Result<()> {
-    let (to_server, inbox) = mpsc::channel();
-    thread::Builder::new()
-        .name("redis-server".into())
-        .spawn(move || server_loop(inbox))?;
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let to_server = to_server.clone();
-        thread::Builder::new()
-            .name("redis-conn".into())
-            .spawn(move || connection(stream, to_server))?;
+impl Default for ServeOptions {
+    fn default() -> Self {
+        let config = ServerConfig::default();
+        ServeOptions {
+            bind: "127.0.0.1".to_string(),
+            port: 6379,
+            requirepass: None,
+            maxclients: config.maxclients,
+            lua_time_limit_ms: config.lua_time_limit_ms,
+            lua_memory_limit_bytes: config.lua_memory_limit_bytes,
+        }
     }
-    Ok(())
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+/// Descriptors Redis keeps for itself (`CONFIG_MIN_RESERVED_FDS`).
+const RESERVED_FDS: u64 = 32;
 
-/// A client connection: a writer thread drains `Out`, this thread reads and parses.
-fn connection(stream: TcpStream, to_server: Sender<ToServer>) {
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
+/// `adjustOpenFilesLimit`: raises the soft `RLIMIT_NOFILE` to `maxclients + 32` (up to the
+/// hard limit) and returns the number of clients the limit allows.
+fn adjust_open_files_limit(maxclients: u64) -> u64 {
+    let wanted = maxclients + RESERVED_FDS;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
     };
-    let (out_tx, out_rx) = mpsc::channel::<Out>();
-    let (id_tx, id_rx) = mpsc::channel();
-    if to_server
-        .send(ToServer::Connect {
-            out: out_tx,
-            id: id_tx,
-        })
-        .is_err()
-    {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return maxclients;
+        }
+        if limit.rlim_cur < wanted {
+            let raised = libc::rlimit {
+                rlim_cur: wanted.min(limit.rlim_max),
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit.rlim_cur = raised.rlim_cur;
+            }
+        }
+    }
+    if limit.rlim_cur < wanted {
+        let allowed = limit.rlim_cur.saturating_sub(RESERVED_FDS).max(1);
+        eprintln!(
+            "locksim serve: the open files limit ({}) allows {allowed} clients, not maxclients {maxclients}",
+            limit.rlim_cur
+        );
+        allowed
+    } else {
+        maxclients
+    }
+}
+
+/// Serves on `listener` until SIGINT or SIGTERM.
+pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Result<()> {
+    let maxclients = adjust_open_files_limit(options.maxclients);
+    let port = listener.local_addr()?.port();
+    let config = ServerConfig {
+        seed: serve_seed(),
+        port,
+        maxclients,
+        requirepass: options.requirepass.clone().map(String::into_bytes),
+        lua_time_limit_ms: options.lua_time_limit_ms,
+        lua_memory_limit_bytes: options.lua_memory_limit_bytes,
+        ..ServerConfig::default()
+    };
+    let (to_server, inbox) = mpsc::channel();
+    let server_thread = std::thread::Builder::new()
+        .name("redis-server".into())
+        .spawn(move || serve_host::run(config, inbox))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async move {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let shared = Arc::new(Shared {
+            to_server,
+            clients: AtomicUsize::new(0),
+            next_key: AtomicU64::new(1),
+            maxclients: maxclients as usize,
+        });
+        tokio::select! {
+            result = accept_loop(listener, shared) => result,
+            signal = stop_signal() => {
+                eprintln!("locksim serve: {signal}, shutting down");
+                Ok(())
+            }
+        }
+    });
+    // Dropping the runtime closes every connection; the server thread ends with its inbox.
+    drop(runtime);
+    let _ = server_thread.join();
+    result
+}
+
+/// The active expiry's hash seed: any value will do outside the simulation.
+fn serve_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+struct Shared {
+    to_server: Sender<Event>,
+    clients: AtomicUsize,
+    next_key: AtomicU64,
+    maxclients: usize,
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) if is_fd_exhaustion(&e) => {
+                // Out of descriptors: the connection stays in the backlog; try again later
+                // rather than spin on the ready listener.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if shared.clients.load(Ordering::Relaxed) >= shared.maxclients {
+            tokio::spawn(reject(stream));
+            continue;
+        }
+        shared.clients.fetch_add(1, Ordering::Relaxed);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            connection(stream, peer, &shared).await;
+            shared.clients.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+fn is_fd_exhaustion(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// `acceptCommonHandler` past `maxclients`.
+async fn reject(mut stream: TcpStream) {
+    let _ = stream
+        .write_all(b"-ERR max number of clients reached\r\n")
+        .await;
+}
+
+/// One connection: parses what it reads into batches for the server thread and writes what the
+/// server answers.
+async fn connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let _ = stream.set_nodelay(true);
+    let local = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let key: ConnKey = shared.next_key.fetch_add(1, Ordering::Relaxed);
+    let (out_tx, mut out_rx) = unbounded_channel();
+    let connected = shared.to_server.send(Event::Connect {
+        key,
+        addr: ClientAddr {
+            peer: peer.to_string(),
+            local,
+        },
+        out: out_tx,
+    });
+    if connected.is_err() {
         return;
     }
-    let Ok(client) = id_rx.recv() else { return };
-    let writer_thread = thread::spawn(move || {
-        for msg in out_rx {
-            match msg {
-                Out::Bytes(bytes) => {
-                    if writer.write_all(&bytes).is_err() {
+    let (mut reader, mut writer) = stream.into_split();
+    let mut parser = RequestParser::new();
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut reading = true;
+    loop {
+        tokio::select! {
+            out = out_rx.recv() => match out {
+                Some(Out::Bytes(bytes)) => {
+                    if writer.write_all(&bytes).await.is_err() {
                         break;
                     }
                 }
-                Out::Close => break,
-            }
-        }
-        let _ = writer.shutdown(Shutdown::Both);
-    });
-    read_requests(stream, client, &to_server);
-    let _ = to_server.send(ToServer::Disconnect { client });
-    let _ = writer_thread.join();
-}
-
-fn read_requests(mut stream: TcpStream, client: ClientId, to_server: &Sender<ToServer>) {
-    let mut parser = RequestParser::new();
-    let mut buf = BytesMut::new();
-    let mut chunk = vec![0u8; 16 * 1024];
-    loop {
-        let n = match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        loop {
-            match parser.parse(&mut buf) {
-                Ok(Some(argv)) => {
-                    if to_server.send(ToServer::Command { client, argv }).is_err() {
-                        return;
+                Some(Out::Close) | None => break,
+            },
+            read = reader.read_buf(&mut buf), if reading => {
+                match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let mut commands = Vec::new();
+                let mut error = None;
+                loop {
+                    match parser.parse(&mut buf) {
+                        Ok(Some(argv)) => commands.push(argv),
+                        Ok(None) => break,
+                        Err(e) => {
+                            // networking.c: the commands before it run, then the error, then
+                            // the connection closes.
+                            error = Some(e.reply());
+                            reading = false;
+                            break;
+                        }
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = to_server.send(ToServer::ProtocolError {
-                        client,
-                        reply: e.reply(),
-                    });
-                    return;
+                if (!commands.is_empty() || error.is_some())
+                    && shared
+                        .to_server
+                        .send(Event::Commands { key, commands, error })
+                        .is_err()
+                {
+                    break;
                 }
             }
         }
     }
-}
-
-/// A connected client as the server thread sees it.
-struct Conn {
-    out: Sender<Out>,
-    /// Set while a WAIT blocks the client: when it answers. `None` = forever.
-    blocked_until: Option<Option<Instant>>,
-    /// Commands that arrived while blocked, run in order once unblocked.
-    queued: VecDeque<Vec<Vec<u8>>>,
-}
-
-fn server_loop(inbox: Receiver<ToServer>) {
-    let mut server = RedisServer::new(ServerConfig {
-        seed: now_ms() as u64,
-        ..ServerConfig::default()
-    });
-    let mut conns: BTreeMap<ClientId, Conn> = BTreeMap::new();
-    let mut next_expire = Instant::now() + EXPIRE_PERIOD;
-    loop {
-        let wake = conns
-            .values()
-            .filter_map(|c| c.blocked_until.flatten())
-            .fold(next_expire, Instant::min);
-        let msg = inbox.recv_timeout(wake.saturating_duration_since(Instant::now()));
-        match msg {
-            Ok(ToServer::Connect { out, id }) => {
-                let client = server.connect();
-                conns.insert(
-                    client,
-                    Conn {
-                        out,
-                        blocked_until: None,
-                        queued: VecDeque::new(),
-                    },
-                );
-                let _ = id.send(client);
-            }
-            Ok(ToServer::Command { client, argv }) => {
-                if let Some(conn) = conns.get_mut(&client) {
-                    if conn.blocked_until.is_some() {
-                        conn.queued.push_back(argv);
-                    } else {
-                        run(&mut server, &mut conns, client, &argv);
-                    }
-                }
-            }
-            Ok(ToServer::ProtocolError { client, reply }) => {
-                if let Some(conn) = conns.get(&client) {
-                    let _ = conn.out.send(Out::Bytes(reply.encode()));
-                    let _ = conn.out.send(Out::Close);
-                }
-            }
-            Ok(ToServer::Disconnect { client }) => {
-                if let Some(conn) = conns.remove(&client) {
-                    let _ = conn.out.send(Out::Close);
-                }
-                server.disconnect(client);
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        let now = Instant::now();
-        if now >= next_expire {
-            server.active_expire_cycle(now_ms());
-            server.take_propagated();
-            next_expire = now + EXPIRE_PERIOD;
-        }
-        let expired: Vec<ClientId> = conns
-            .iter()
-            .filter(|(_, c)| c.blocked_until.flatten().is_some_and(|t| t <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for client in expired {
-            unblock(&mut server, &mut conns, client, Reply::Integer(0));
-        }
-    }
-}
-
-/// Runs one command and delivers its reply and any pubsub messages.
-fn run(
-    server: &mut RedisServer,
-    conns: &mut BTreeMap<ClientId, Conn>,
-    client: ClientId,
-    argv: &[Vec<u8>],
-) {
-    let outcome = server.execute(client, now_ms(), argv);
-    server.take_propagated();
-    match outcome {
-        Outcome::Reply(reply) | Outcome::Close(reply) => send(conns, client, &reply),
-        Outcome::Blocked => {}
-        Outcome::Wait {
-            numreplicas,
-            timeout_ms,
-        } => {
-            if numreplicas <= 0 {
-                send(conns, client, &Reply::Integer(0));
-            } else if let Some(conn) = conns.get_mut(&client) {
-                let deadline = (timeout_ms > 0)
-                    .then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
-                conn.blocked_until = Some(deadline);
-            }
-        }
-    }
-    for (to, push) in server.take_pushes() {
-        send(conns, to, &push);
-    }
-}
-
-fn unblock(
-    server: &mut RedisServer,
-    conns: &mut BTreeMap<ClientId, Conn>,
-    client: ClientId,
-    reply: Reply,
-) {
-    let Some(conn) = conns.get_mut(&client) else {
-        return;
-    };
-    conn.blocked_until = None;
-    send(conns, client, &reply);
-    while let Some(argv) = conns.get_mut(&client).and_then(|c| c.queued.pop_front()) {
-        run(server, conns, client, &argv);
-        if conns.get(&client).is_none_or(|c| c.blocked_until.is_some()) {
-            break;
-        }
-    }
-}
-
-fn send(conns: &BTreeMap<ClientId, Conn>, client: ClientId, reply: &Reply) {
-    if let Some(conn) = conns.get(&client) {
-        let _ = conn.out.send(Out::Bytes(reply.encode()));
-    }
+    let _ = writer.shutdown().await;
+    let _ = shared.to_server.send(Event::Disconnect { key });
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
+
     use super::*;
 
     fn start() -> u16 {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
-        thread::spawn(move || serve_listener(listener));
+        std::thread::spawn(move || serve(listener, ServeOptions::default()));
         port
     }
 
@@ -307,16 +317,19 @@ mod tests {
         let mut good = connect(port);
         let mut bad = connect(port);
         roundtrip(&mut good, b"SET k v PX 100000\r\n", b"+OK\r\n");
-        bad.write_all(b"*1\r\nx\r\n").unwrap();
+        bad.write_all(b"PING\r\n*1\r\nx\r\n").unwrap();
         let mut got = Vec::new();
         bad.read_to_end(&mut got).unwrap();
-        assert_eq!(got, b"-ERR Protocol error: expected '$', got 'x'\r\n");
+        assert_eq!(
+            got,
+            b"+PONG\r\n-ERR Protocol error: expected '$', got 'x'\r\n"
+        );
         roundtrip(&mut good, b"*1\r\n$4\r\nPING\r\n", b"+PONG\r\n");
         roundtrip(&mut good, b"GET k\r\n", b"$1\r\nv\r\n");
     }
 
     #[test]
-    fn pipelining_pubsub_wait_and_expiry() {
+    fn pipelining_pubsub_wait_blocking_and_expiry() {
         let port = start();
         let mut a = connect(port);
         let mut b = connect(port);
@@ -338,8 +351,18 @@ mod tests {
         let started = Instant::now();
         roundtrip(&mut a, b"WAIT 1 200\r\nPING\r\n", b":0\r\n+PONG\r\n");
         assert!(started.elapsed() >= Duration::from_millis(200));
+        let mut c = connect(port);
+        c.write_all(b"BLPOP q 0\r\nPING\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        roundtrip(&mut a, b"RPUSH q x\r\n", b":1\r\n");
+        assert_eq!(read_n(&mut c, 25), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n+PONG\r\n");
+        roundtrip(&mut c, b"BRPOP q 0.1\r\n", b"*-1\r\n");
         roundtrip(&mut a, b"SET e v PX 50\r\nDBSIZE\r\n", b"+OK\r\n:1\r\n");
-        thread::sleep(Duration::from_millis(400));
+        std::thread::sleep(Duration::from_millis(400));
         roundtrip(&mut a, b"DBSIZE\r\n", b":0\r\n");
+        roundtrip(&mut a, b"QUIT\r\n", b"+OK\r\n");
+        let mut rest = Vec::new();
+        let _ = a.read_to_end(&mut rest);
+        assert!(rest.is_empty());
     }
 }
