@@ -296,13 +296,22 @@ impl Drop for LuaEngine {
 }
 
 /// The count hook (`luaMaskCountHook`): every 100,000 instructions a checkpoint; once a stop is
-/// decided it fires at every instruction and raises the stop's error, so `pcall` cannot catch it
-/// for long (Redis switches to a line hook for the same reason).
-fn count_hook(run: &RunState, main_state: *mut ffi::lua_State) -> mlua::Result<mlua::VmState> {
+/// decided it fires at every instruction and raises the stop's error in the user's code, so
+/// `pcall` cannot catch it for long (Redis switches to a line hook for the same reason). Our own
+/// Lua (the `pcall` wrapper, the runner around the script) is left alone: the error must reach
+/// the script's error handler, not escape it.
+fn count_hook(
+    run: &RunState,
+    main_state: *mut ffi::lua_State,
+    debug: &mlua::debug::Debug,
+) -> mlua::Result<mlua::VmState> {
     if !run.running.get() {
         return Ok(mlua::VmState::Continue);
     }
     if let Some(stop) = run.stopped() {
+        if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+            return Ok(mlua::VmState::Continue);
+        }
         return Err(mlua::Error::RuntimeError(stop.message));
     }
     run.instructions
@@ -313,6 +322,138 @@ fn count_hook(run: &RunState, main_state: *mut ffi::lua_State) -> mlua::Result<m
             tighten_hook(main_state);
             Err(mlua::Error::RuntimeError(stop.message))
         }
+    }
+}
+
+/// How a string or table function's C work is estimated from its arguments, before it runs.
+#[derive(Clone, Copy)]
+enum Cost {
+    /// `string.rep(s, n)`: `#s * n`.
+    Repeat,
+    /// The size of the first argument (`sub`, `upper`, `find`, ...).
+    First,
+    /// The sizes of all arguments (`format`).
+    AllArguments,
+    /// The number of arguments (`char`).
+    ArgumentCount,
+    /// `gsub(s, pattern, repl)`: `#s * (1 + #repl)`.
+    Substitute,
+    /// 8 bytes per element of the table (`concat`, `sort`).
+    TableLength,
+}
+
+/// The C functions of the sandbox that work in proportion to their arguments.
+const CHARGED: &[(&std::ffi::CStr, &std::ffi::CStr, Cost)] = &[
+    (c"string", c"rep", Cost::Repeat),
+    (c"string", c"format", Cost::AllArguments),
+    (c"string", c"char", Cost::ArgumentCount),
+    (c"string", c"gsub", Cost::Substitute),
+    (c"string", c"byte", Cost::First),
+    (c"string", c"find", Cost::First),
+    (c"string", c"gmatch", Cost::First),
+    (c"string", c"lower", Cost::First),
+    (c"string", c"match", Cost::First),
+    (c"string", c"reverse", Cost::First),
+    (c"string", c"sub", Cost::First),
+    (c"string", c"upper", Cost::First),
+    (c"table", c"concat", Cost::TableLength),
+    (c"table", c"sort", Cost::TableLength),
+];
+
+/// Replaces each function of `CHARGED` by a C closure that charges its cost to the running
+/// script, then calls the original in the same C frame: argument errors keep Redis's texts and
+/// locations (`bad argument #1 to 'rep'` at the user's line).
+///
+/// # Safety
+/// `run` must stay valid as long as the Lua state.
+unsafe fn charge_c_functions(lua: &Lua, run: *const RunState) -> mlua::Result<()> {
+    // SAFETY: plain Lua C API on the state mlua hands us; stack balanced.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            for (lib, name, cost) in CHARGED {
+                ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, lib.as_ptr());
+                ffi::lua_getfield(state, -1, name.as_ptr());
+                let original = ffi::lua_tocfunction(state, -1);
+                ffi::lua_pop(state, 1);
+                let Some(original) = original else {
+                    ffi::lua_pop(state, 1);
+                    continue;
+                };
+                ffi::lua_pushlightuserdata(state, run as *mut std::ffi::c_void);
+                ffi::lua_pushinteger(state, *cost as ffi::lua_Integer);
+                ffi::lua_pushlightuserdata(state, original as *mut std::ffi::c_void);
+                ffi::lua_pushcclosure(state, charged_trampoline, 3);
+                ffi::lua_setfield(state, -2, name.as_ptr());
+                ffi::lua_pop(state, 1);
+            }
+        })
+    }
+}
+
+/// The size of argument `i` as the string functions see it (numbers become short strings).
+unsafe fn argument_size(state: *mut ffi::lua_State, i: c_int) -> u64 {
+    // SAFETY: reads a stack slot of the running C function.
+    unsafe {
+        match ffi::lua_type(state, i) {
+            ffi::LUA_TSTRING => ffi::lua_objlen(state, i) as u64,
+            ffi::LUA_TNUMBER => 8,
+            _ => 0,
+        }
+    }
+}
+
+/// Upvalues: the run state, the `Cost`, the original function.
+unsafe extern "C-unwind" fn charged_trampoline(state: *mut ffi::lua_State) -> c_int {
+    const COSTS: [Cost; 6] = [
+        Cost::Repeat,
+        Cost::First,
+        Cost::AllArguments,
+        Cost::ArgumentCount,
+        Cost::Substitute,
+        Cost::TableLength,
+    ];
+    // SAFETY: the upvalues are those `charge_c_functions` set; `run` outlives the state; no Rust
+    // value with a destructor is alive when `lua_error` long-jumps out.
+    unsafe {
+        let run = ffi::lua_touserdata(state, ffi::lua_upvalueindex(1)) as *const RunState;
+        let kind = ffi::lua_tointeger(state, ffi::lua_upvalueindex(2)) as usize;
+        let original: ffi::lua_CFunction =
+            std::mem::transmute(ffi::lua_touserdata(state, ffi::lua_upvalueindex(3)));
+        let nargs = ffi::lua_gettop(state);
+        let cost = match COSTS.get(kind).copied().unwrap_or(Cost::First) {
+            Cost::Repeat => {
+                let n = ffi::lua_tonumber(state, 2);
+                let n = if n.is_finite() && n > 0.0 {
+                    n.min(1e18) as u64
+                } else {
+                    0
+                };
+                argument_size(state, 1).saturating_mul(n)
+            }
+            Cost::First => argument_size(state, 1),
+            Cost::AllArguments => (1..=nargs).map(|i| argument_size(state, i)).sum(),
+            Cost::ArgumentCount => nargs as u64,
+            Cost::Substitute => argument_size(state, 1).saturating_mul(1 + argument_size(state, 3)),
+            Cost::TableLength => {
+                if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
+                    ffi::lua_objlen(state, 1) as u64 * 8
+                } else {
+                    0
+                }
+            }
+        };
+        let stopped = match (*run).charge(cost) {
+            Some(stop) => {
+                ffi::lua_pushlstring(state, stop.message.as_ptr().cast(), stop.message.len());
+                true
+            }
+            None => false,
+        };
+        if stopped {
+            tighten_hook((*run).main_state());
+            ffi::lua_error(state)
+        }
+        original(state)
     }
 }
 
@@ -351,6 +492,14 @@ impl LuaEngine {
             LuaOptions::default(),
         )?;
         lua.set_memory_limit(memory_limit_bytes)?;
+        let mut main_state = std::ptr::null_mut();
+        // SAFETY: only reads the state pointer of the main thread.
+        unsafe {
+            lua.exec_raw::<()>((), |state| main_state = state)?;
+        }
+        let run = Rc::new(RunState::new(monitor, wrote, main_state));
+        // SAFETY: the libraries are loaded; `run` lives in the engine as long as the state.
+        unsafe { charge_c_functions(&lua, Rc::as_ptr(&run))? };
         let prims = lua.create_table()?;
         let protocol = Rc::new(Cell::new(Protocol::Resp2));
         let resp = protocol.clone();
@@ -411,17 +560,11 @@ impl LuaEngine {
             .load(PRELUDE)
             .set_name(PRELUDE_NAME)
             .call(prims.clone())?;
-        let mut main_state = std::ptr::null_mut();
-        // SAFETY: only reads the state pointer of the main thread.
-        unsafe {
-            lua.exec_raw::<()>((), |state| main_state = state)?;
-        }
-        let run = Rc::new(RunState::new(monitor, wrote));
         let hook_run = run.clone();
         let hook_state = main_state;
         lua.set_global_hook(
             mlua::HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECKPOINT as u32),
-            move |_, _| count_hook(&hook_run, hook_state),
+            move |_, debug| count_hook(&hook_run, hook_state, debug),
         )?;
         let runner: Function = lua
             .load("local f, h = ... return xpcall(f, h)")

@@ -1,9 +1,9 @@
-//! The bookkeeping of a running script: instructions and bytes allocated (its deterministic
-//! cost), the write flag, and the stop decided at a checkpoint. The Lua state's allocator is
-//! wrapped (`lua_setallocf`) so every allocation is counted and every
-//! [`ALLOCATION_CHECKPOINT_BYTES`] is a checkpoint: C functions (`string.rep`, `..`) run few
-//! instructions but may allocate gigabytes. mlua's own allocator underneath enforces the heap
-//! limit (`Lua::set_memory_limit`).
+//! The bookkeeping of a running script: instructions, bytes allocated and bytes produced by C
+//! functions (its deterministic cost), the write flag, and the stop decided at a checkpoint. The
+//! Lua state's allocator is wrapped (`lua_setallocf`) so every allocation is counted; C work
+//! crossing each [`WORK_PER_CHECKPOINT`] is a checkpoint: C functions run few instructions but
+//! may handle gigabytes. mlua's own allocator underneath enforces the heap limit
+//! (`Lua::set_memory_limit`).
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -12,7 +12,7 @@ use std::rc::Rc;
 use mlua::ffi;
 
 use super::script_limits::{
-    ALLOCATION_CHECKPOINT_BYTES, ScriptMonitor, ScriptProgress, ScriptVerdict,
+    ALLOCATED_BYTES_PER_UNIT, ScriptMonitor, ScriptProgress, ScriptVerdict, WORK_PER_CHECKPOINT,
 };
 
 /// Why a script was stopped, and the error text it ends with (`CODE message`).
@@ -28,23 +28,36 @@ pub struct RunState {
     pub running: Cell<bool>,
     pub instructions: Cell<u64>,
     pub allocated_bytes: Cell<u64>,
-    next_allocation_checkpoint: Cell<u64>,
+    pub produced_bytes: Cell<u64>,
+    /// The C work (in units) at which the next checkpoint happens.
+    next_checkpoint: Cell<u64>,
     /// `SCRIPT_WRITE_DIRTY`, set by the server when a script runs a write command.
     pub wrote: Rc<Cell<bool>>,
     pub stop: RefCell<Option<Stop>>,
+    /// Bytes allocated when the stop was decided: growth beyond a small grace then fails.
+    stop_allocated: Cell<u64>,
     pub monitor: Rc<RefCell<Box<dyn ScriptMonitor>>>,
+    /// The Lua state's main thread, whose count hook is tightened after a stop.
+    main_state: *mut ffi::lua_State,
 }
 
 impl RunState {
-    pub fn new(monitor: Rc<RefCell<Box<dyn ScriptMonitor>>>, wrote: Rc<Cell<bool>>) -> RunState {
+    pub fn new(
+        monitor: Rc<RefCell<Box<dyn ScriptMonitor>>>,
+        wrote: Rc<Cell<bool>>,
+        main_state: *mut ffi::lua_State,
+    ) -> RunState {
         RunState {
             running: Cell::new(false),
             instructions: Cell::new(0),
             allocated_bytes: Cell::new(0),
-            next_allocation_checkpoint: Cell::new(ALLOCATION_CHECKPOINT_BYTES),
+            produced_bytes: Cell::new(0),
+            next_checkpoint: Cell::new(WORK_PER_CHECKPOINT),
             wrote,
             stop: RefCell::new(None),
+            stop_allocated: Cell::new(0),
             monitor,
+            main_state,
         }
     }
 
@@ -52,8 +65,8 @@ impl RunState {
     pub fn start(&self) {
         self.instructions.set(0);
         self.allocated_bytes.set(0);
-        self.next_allocation_checkpoint
-            .set(ALLOCATION_CHECKPOINT_BYTES);
+        self.produced_bytes.set(0);
+        self.next_checkpoint.set(WORK_PER_CHECKPOINT);
         self.wrote.set(false);
         *self.stop.borrow_mut() = None;
         self.running.set(true);
@@ -66,8 +79,42 @@ impl RunState {
         ScriptProgress {
             instructions: self.instructions.get(),
             allocated_bytes: self.allocated_bytes.get(),
+            produced_bytes: self.produced_bytes.get(),
             wrote: self.wrote.get(),
         }
+    }
+
+    /// C work so far, in work units.
+    fn c_work(&self) -> u64 {
+        self.produced_bytes
+            .get()
+            .saturating_add(self.allocated_bytes.get() / ALLOCATED_BYTES_PER_UNIT)
+    }
+
+    /// A checkpoint if the C work crossed the next threshold.
+    pub fn after_c_work(&self) -> Option<Stop> {
+        let work = self.c_work();
+        if work < self.next_checkpoint.get() {
+            return self.stopped();
+        }
+        self.next_checkpoint
+            .set(work.saturating_add(WORK_PER_CHECKPOINT));
+        self.checkpoint()
+    }
+
+    /// A C function is about to produce or scan `bytes`: charged first, so a huge request is
+    /// stopped before it runs.
+    pub fn charge(&self, bytes: u64) -> Option<Stop> {
+        if !self.running.get() {
+            return None;
+        }
+        self.produced_bytes
+            .set(self.produced_bytes.get().saturating_add(bytes));
+        self.after_c_work()
+    }
+
+    pub fn main_state(&self) -> *mut ffi::lua_State {
+        self.main_state
     }
 
     pub fn stopped(&self) -> Option<Stop> {
@@ -93,6 +140,7 @@ impl RunState {
             },
         };
         *self.stop.borrow_mut() = Some(stop.clone());
+        self.stop_allocated.set(self.allocated_bytes.get());
         Some(stop)
     }
 }
@@ -133,8 +181,12 @@ pub unsafe fn uninstall(state: *mut ffi::lua_State, alloc: &CountingAlloc) {
     unsafe { ffi::lua_setallocf(state, alloc.inner, alloc.inner_ud) };
 }
 
-/// `lua_Alloc`: delegates, then counts growth; past a stop, growth fails (Lua raises its
-/// `not enough memory` error), so a C function cannot go on allocating after the decision.
+/// Growth allowed after a stop, so the stop's error (and its location) can still be built.
+const STOP_GRACE_BYTES: u64 = 1 << 20;
+
+/// `lua_Alloc`: delegates, then counts growth; past a stop (and its grace), growth fails (Lua
+/// raises its `not enough memory` error), so a C function cannot go on allocating after the
+/// decision.
 unsafe extern "C" fn counting_alloc(
     ud: *mut c_void,
     ptr: *mut c_void,
@@ -149,19 +201,19 @@ unsafe extern "C" fn counting_alloc(
         nsize.saturating_sub(osize)
     } as u64;
     let run = &alloc.run;
-    if growth > 0 && run.running.get() && run.stop.try_borrow().is_ok_and(|s| s.is_some()) {
+    if growth > 0
+        && run.running.get()
+        && run.stop.try_borrow().is_ok_and(|s| s.is_some())
+        && run.allocated_bytes.get() > run.stop_allocated.get() + STOP_GRACE_BYTES
+    {
         return std::ptr::null_mut();
     }
     // SAFETY: the inner allocator is mlua's, called with its own user data.
     let out = unsafe { (alloc.inner)(alloc.inner_ud, ptr, osize, nsize) };
     if growth > 0 && !out.is_null() && run.running.get() {
-        let total = run.allocated_bytes.get().saturating_add(growth);
-        run.allocated_bytes.set(total);
-        if total >= run.next_allocation_checkpoint.get() {
-            run.next_allocation_checkpoint
-                .set(total.saturating_add(ALLOCATION_CHECKPOINT_BYTES));
-            run.checkpoint();
-        }
+        run.allocated_bytes
+            .set(run.allocated_bytes.get().saturating_add(growth));
+        run.after_c_work();
     }
     out
 }

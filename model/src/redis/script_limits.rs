@@ -5,9 +5,12 @@
 //! other clients with `-BUSY` and obeys `SCRIPT KILL` unless the script has already written. The
 //! model does not own a clock, so the host decides at each checkpoint through a
 //! [`ScriptMonitor`]: `locksim serve` on the real clock, the simulation with the deterministic
-//! [`ScriptBudget`]. Work done inside C functions (`string.rep`, `..`, `table.concat`) is counted
-//! too, as the bytes Lua allocates, and the allocator is also a checkpoint (every
-//! [`ALLOCATION_CHECKPOINT_BYTES`]), so a script looping on C work cannot run unchecked.
+//! [`ScriptBudget`]. Work done inside C functions is counted too: the bytes the string and table
+//! functions will produce (`string.rep`, `table.concat`, ..., charged before they run) and the
+//! bytes Lua allocates (`..`, table growth), and these are checkpoints too (every
+//! [`WORK_PER_CHECKPOINT`] units), so a script looping on C work cannot run unchecked. A single
+//! C call that neither allocates nor produces (a pathological `string.find` pattern) cannot be
+//! interrupted, in Redis either.
 //!
 //! Memory: Lua's heap is limited (`ServerConfig::lua_memory_limit_bytes`); an allocation past the
 //! limit fails inside Lua, which raises its `not enough memory` error: the script ends with
@@ -16,9 +19,13 @@
 /// `luaMaskCountHook` runs every 100,000 instructions (`lua_sethook(..., LUA_MASKCOUNT, 100000)`).
 pub const INSTRUCTIONS_PER_CHECKPOINT: u64 = 100_000;
 
-/// The allocator asks the monitor again after this many bytes allocated since the last
-/// checkpoint (a C function allocating gigabytes runs few instructions).
-pub const ALLOCATION_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
+/// C work (allocated and produced bytes, in work units) between two checkpoints: a C function
+/// handling gigabytes runs few instructions.
+pub const WORK_PER_CHECKPOINT: u64 = 16 * 1024 * 1024;
+
+/// Allocated bytes per work unit: allocation is cheap next to the byte-by-byte work of the
+/// string functions, and the heap limit, not the budget, should stop a script that only grows.
+pub const ALLOCATED_BYTES_PER_UNIT: u64 = 8;
 
 /// What the running script has done so far, as the monitor sees it at a checkpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -27,15 +34,20 @@ pub struct ScriptProgress {
     pub instructions: u64,
     /// Bytes Lua allocated since the script started (freed memory is not subtracted).
     pub allocated_bytes: u64,
+    /// Bytes the string and table functions were asked to produce or scan (`string.rep`,
+    /// `string.format`, `table.concat`, ...), charged before they run.
+    pub produced_bytes: u64,
     /// A write command ran (`SCRIPT_WRITE_DIRTY`): Redis refuses SCRIPT KILL from now on.
     pub wrote: bool,
 }
 
 impl ScriptProgress {
-    /// The deterministic cost of the script so far: one unit per instruction and per byte
-    /// allocated.
+    /// The deterministic cost of the script so far: one unit per instruction, per byte produced
+    /// by a C function and per [`ALLOCATED_BYTES_PER_UNIT`] bytes allocated.
     pub fn work(&self) -> u64 {
-        self.instructions.saturating_add(self.allocated_bytes)
+        self.instructions
+            .saturating_add(self.produced_bytes)
+            .saturating_add(self.allocated_bytes / ALLOCATED_BYTES_PER_UNIT)
     }
 }
 
@@ -45,7 +57,8 @@ pub enum ScriptVerdict {
     Continue,
     /// Stop the script as `SCRIPT KILL` does: `ERR Script killed by user with SCRIPT KILL...`.
     Kill,
-    /// Stop the script with this error text (`CODE message`).
+    /// Stop the script with this message (raised as a Lua error: the reply is
+    /// `ERR <message> script: <sha>, on <source>:<line>.`).
     Abort(String),
 }
 
@@ -54,7 +67,7 @@ pub trait ScriptMonitor {
     /// A script starts (EVAL, EVALSHA, from a client or inside EXEC).
     fn start(&mut self) {}
     /// A checkpoint: every [`INSTRUCTIONS_PER_CHECKPOINT`] instructions and every
-    /// [`ALLOCATION_CHECKPOINT_BYTES`] allocated.
+    /// [`WORK_PER_CHECKPOINT`] units of C work.
     fn check(&mut self, progress: &ScriptProgress) -> ScriptVerdict;
 }
 
@@ -70,11 +83,21 @@ pub struct ScriptBudget {
     pub work: u64,
 }
 
-/// 200 million units: about one to two seconds of CPU on a current machine.
+/// 200 million units: about a second of CPU on a current machine (200 million instructions, or
+/// `string.rep` producing 200 MB, or 1.6 GB allocated).
 pub const DEFAULT_SCRIPT_WORK: u64 = 200_000_000;
 
 /// The error of a script that used up its budget after writing.
-pub const BUDGET_EXCEEDED_AFTER_WRITE: &str = "ERR Script exceeded the simulated lua-time-limit after it wrote (Redis would refuse SCRIPT KILL with UNKILLABLE and answer BUSY until SHUTDOWN NOSAVE); stopped, its writes kept";
+pub const BUDGET_EXCEEDED_AFTER_WRITE: &str = "Script exceeded the simulated lua-time-limit after it wrote (Redis would refuse SCRIPT KILL with UNKILLABLE and answer BUSY until SHUTDOWN NOSAVE); stopped, its writes kept";
+
+/// Whether an error reply is one of a script stopped for running away: killed at the time limit
+/// or the budget, or out of Lua memory. Retrying it does the same work again.
+pub fn is_runaway_script_error(text: &[u8]) -> bool {
+    text.starts_with(b"ERR Script killed by user with SCRIPT KILL...")
+        || text.starts_with(format!("ERR {BUDGET_EXCEEDED_AFTER_WRITE}").as_bytes())
+        || (text.starts_with(b"ERR Error running script ")
+            && text.ends_with(b", not enough memory"))
+}
 
 impl Default for ScriptBudget {
     fn default() -> Self {
@@ -105,11 +128,12 @@ mod tests {
         let mut budget = ScriptBudget { work: 1000 };
         let mut p = ScriptProgress {
             instructions: 600,
-            allocated_bytes: 400,
+            allocated_bytes: 800,
+            produced_bytes: 300,
             wrote: false,
         };
         assert_eq!(budget.check(&p), ScriptVerdict::Continue);
-        p.allocated_bytes += 1;
+        p.produced_bytes += 1;
         assert_eq!(budget.check(&p), ScriptVerdict::Kill);
         p.wrote = true;
         assert!(matches!(budget.check(&p), ScriptVerdict::Abort(_)));
