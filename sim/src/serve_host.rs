@@ -58,7 +58,10 @@ fn now_ms() -> i64 {
 
 /// A connection as this thread sees it.
 struct Conn {
+    /// The model's client, once connected (a connection accepted during a busy script waits
+    /// for it).
     client: Option<ClientId>,
+    addr: ClientAddr,
     out: UnboundedSender<Out>,
     /// Replies of the batch being processed, sent in one write.
     pending: Vec<u8>,
@@ -80,9 +83,10 @@ struct Host {
     inbox: Receiver<Event>,
     conns: BTreeMap<ConnKey, Conn>,
     by_client: BTreeMap<ClientId, ConnKey>,
-    /// Events that arrived while a script was busy and must wait for it (connects,
-    /// disconnects).
+    /// Disconnects that arrived while a script was busy.
     after_script: Vec<Event>,
+    /// Connections accepted but not yet known to the model.
+    unconnected: Vec<ConnKey>,
     /// The connection whose script is running (`protectClient`).
     running: Option<ConnKey>,
     lua_time_limit: Duration,
@@ -95,6 +99,27 @@ struct Host {
 }
 
 impl Host {
+    /// A new connection: answered at once (even `-BUSY`), known to the model at the next
+    /// opportunity (`connect_pending`).
+    fn register(&mut self, key: ConnKey, addr: ClientAddr, out: UnboundedSender<Out>) {
+        self.conns.insert(
+            key,
+            Conn {
+                client: None,
+                addr,
+                out,
+                pending: Vec::new(),
+                queued: VecDeque::new(),
+                error: None,
+                wait_until: None,
+                blocked: false,
+                deferred: false,
+                closing: false,
+            },
+        );
+        self.unconnected.push(key);
+    }
+
     fn send_pending(&mut self, key: ConnKey) {
         if let Some(conn) = self.conns.get_mut(&key)
             && !conn.pending.is_empty()
@@ -148,6 +173,7 @@ impl ScriptMonitor for BusyMonitor {
                     commands,
                     error,
                 } => self.busy_commands(&mut host, key, commands, error, progress),
+                Event::Connect { key, addr, out } => host.register(key, addr, out),
                 other => host.after_script.push(other),
             }
         }
@@ -248,6 +274,7 @@ pub fn run(config: ServerConfig, inbox: Receiver<Event>) {
         conns: BTreeMap::new(),
         by_client: BTreeMap::new(),
         after_script: Vec::new(),
+        unconnected: Vec::new(),
         running: None,
         lua_time_limit,
         dirty: BTreeSet::new(),
@@ -333,23 +360,8 @@ fn wake_time(host: &Host, server: &RedisServer, next_expire: Instant) -> Instant
 fn handle(host: &Rc<RefCell<Host>>, server: &mut RedisServer, event: Event) {
     match event {
         Event::Connect { key, addr, out } => {
-            let client = server.connect_from(addr, now_ms());
-            let mut h = host.borrow_mut();
-            h.by_client.insert(client, key);
-            h.conns.insert(
-                key,
-                Conn {
-                    client: Some(client),
-                    out,
-                    pending: Vec::new(),
-                    queued: VecDeque::new(),
-                    error: None,
-                    wait_until: None,
-                    blocked: false,
-                    deferred: false,
-                    closing: false,
-                },
-            );
+            host.borrow_mut().register(key, addr, out);
+            connect_pending(host, server);
         }
         Event::Commands {
             key,
@@ -500,12 +512,34 @@ fn deliver(host: &Rc<RefCell<Host>>, server: &mut RedisServer) {
     }
 }
 
+/// Makes the model know the connections accepted since (`CLIENT LIST`, `HELLO`'s id), and runs
+/// what they sent meanwhile.
+fn connect_pending(host: &Rc<RefCell<Host>>, server: &mut RedisServer) {
+    let keys = std::mem::take(&mut host.borrow_mut().unconnected);
+    for key in keys {
+        let addr = match host.borrow().conns.get(&key) {
+            Some(conn) => conn.addr.clone(),
+            None => continue,
+        };
+        let client = server.connect_from(addr, now_ms());
+        {
+            let mut h = host.borrow_mut();
+            h.by_client.insert(client, key);
+            if let Some(conn) = h.conns.get_mut(&key) {
+                conn.client = Some(client);
+            }
+        }
+        resume(host, server, key);
+    }
+}
+
 /// Connects and disconnects that arrived while a script was busy, and the connections whose
 /// commands waited for it.
 fn handle_after_script(host: &Rc<RefCell<Host>>, server: &mut RedisServer) {
     if !std::mem::take(&mut host.borrow_mut().busy_happened) {
         return;
     }
+    connect_pending(host, server);
     let events = std::mem::take(&mut host.borrow_mut().after_script);
     for event in events {
         handle(host, server, event);
