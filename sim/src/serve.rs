@@ -11,8 +11,11 @@
 //! (`adjustOpenFilesLimit`), an `accept` failing for lack of descriptors waits instead of
 //! spinning, and SIGINT/SIGTERM stop the server cleanly.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -22,9 +25,9 @@ use bytes::BytesMut;
 use model::redis::{ClientAddr, RequestParser, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc::unbounded_channel;
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use crate::serve_host::{self, ConnKey, Event, Out};
+use crate::serve_host::{self, ConnKey, Event, Out, Outbox};
 
 /// What `locksim serve` is started with.
 #[derive(Clone, Debug)]
@@ -103,21 +106,26 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
         ..ServerConfig::default()
     };
     let (to_server, inbox) = mpsc::channel();
+    let outbox = Arc::new(Outbox::default());
+    let server_outbox = outbox.clone();
     let server_thread = std::thread::Builder::new()
         .name("redis-server".into())
-        .spawn(move || serve_host::run(config, inbox))?;
+        .spawn(move || serve_host::run(config, inbox, server_outbox))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = runtime.block_on(async move {
+    let local = tokio::task::LocalSet::new();
+    let result = local.block_on(&runtime, async move {
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
-        let shared = Arc::new(Shared {
+        let shared = Rc::new(Shared {
             to_server,
             clients: AtomicUsize::new(0),
             next_key: AtomicU64::new(1),
             maxclients: maxclients as usize,
+            mailboxes: RefCell::new(HashMap::new()),
         });
+        tokio::task::spawn_local(dispatch(outbox, shared.clone()));
         tokio::select! {
             result = accept_loop(listener, shared) => result,
             signal = stop_signal() => {
@@ -126,6 +134,7 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
             }
         }
     });
+    drop(local);
     // Dropping the runtime closes every connection; the server thread ends with its inbox.
     drop(runtime);
     let _ = server_thread.join();
@@ -153,14 +162,30 @@ async fn stop_signal() -> &'static str {
     }
 }
 
+/// What the networking thread's tasks share.
 struct Shared {
     to_server: Sender<Event>,
     clients: AtomicUsize,
     next_key: AtomicU64,
     maxclients: usize,
+    /// Each connection task's mailbox, for `dispatch`.
+    mailboxes: RefCell<HashMap<ConnKey, UnboundedSender<Out>>>,
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+/// Takes what the server thread shipped and hands it to the connection tasks (all on this
+/// thread: no further wake-up crosses threads).
+async fn dispatch(outbox: Arc<Outbox>, shared: Rc<Shared>) {
+    loop {
+        outbox.ready.notified().await;
+        for (key, out) in outbox.take() {
+            if let Some(mailbox) = shared.mailboxes.borrow().get(&key) {
+                let _ = mailbox.send(out);
+            }
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) -> io::Result<()> {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -173,12 +198,12 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> io::Result<(
             Err(_) => continue,
         };
         if shared.clients.load(Ordering::Relaxed) >= shared.maxclients {
-            tokio::spawn(reject(stream));
+            tokio::task::spawn_local(reject(stream));
             continue;
         }
         shared.clients.fetch_add(1, Ordering::Relaxed);
         let shared = shared.clone();
-        tokio::spawn(async move {
+        tokio::task::spawn_local(async move {
             connection(stream, peer, &shared).await;
             shared.clients.fetch_sub(1, Ordering::Relaxed);
         });
@@ -209,15 +234,16 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         .unwrap_or_default();
     let key: ConnKey = shared.next_key.fetch_add(1, Ordering::Relaxed);
     let (out_tx, mut out_rx) = unbounded_channel();
+    shared.mailboxes.borrow_mut().insert(key, out_tx);
     let connected = shared.to_server.send(Event::Connect {
         key,
         addr: ClientAddr {
             peer: peer.to_string(),
             local,
         },
-        out: out_tx,
     });
     if connected.is_err() {
+        shared.mailboxes.borrow_mut().remove(&key);
         return;
     }
     let (mut reader, mut writer) = stream.into_split();
@@ -266,6 +292,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         }
     }
     let _ = writer.shutdown().await;
+    shared.mailboxes.borrow_mut().remove(&key);
     let _ = shared.to_server.send(Event::Disconnect { key });
 }
 

@@ -10,13 +10,14 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use model::redis::{
     ClientAddr, ClientId, Outcome, Protocol, RedisServer, Reply, ScriptMonitor, ScriptProgress,
     ScriptVerdict, ServerConfig,
 };
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::Notify;
 
 /// Active expiry period (hz 10).
 const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
@@ -31,12 +32,39 @@ pub enum Out {
     Close,
 }
 
+/// From the server thread to the connections: everything for them since the last wake-up, so
+/// the networking thread is woken once per round of commands, not once per connection.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    queue: Mutex<Vec<(ConnKey, Out)>>,
+    pub ready: Notify,
+}
+
+impl Outbox {
+    /// What arrived since the last call.
+    pub fn take(&self) -> Vec<(ConnKey, Out)> {
+        self.queue
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
+    }
+
+    fn ship(&self, mut items: Vec<(ConnKey, Out)>) {
+        if items.is_empty() {
+            return;
+        }
+        if let Ok(mut q) = self.queue.lock() {
+            q.append(&mut items);
+        }
+        self.ready.notify_one();
+    }
+}
+
 /// From the connections to the server thread.
 pub enum Event {
     Connect {
         key: ConnKey,
         addr: ClientAddr,
-        out: UnboundedSender<Out>,
     },
     /// Commands parsed from one read, in order; a protocol error ends the connection after them.
     Commands {
@@ -62,7 +90,6 @@ struct Conn {
     /// for it).
     client: Option<ClientId>,
     addr: ClientAddr,
-    out: UnboundedSender<Out>,
     /// Replies of the batch being processed, sent in one write.
     pending: Vec<u8>,
     /// While blocked (BLPOP, WAIT) or deferred by a busy script: its next commands, in order.
@@ -96,18 +123,20 @@ struct Host {
     waits: BTreeSet<ConnKey>,
     /// A busy script deferred something: look for it once the script is over.
     busy_happened: bool,
+    outbox: Arc<Outbox>,
+    /// What goes to the connections at the next `ship`.
+    outgoing: Vec<(ConnKey, Out)>,
 }
 
 impl Host {
     /// A new connection: answered at once (even `-BUSY`), known to the model at the next
     /// opportunity (`connect_pending`).
-    fn register(&mut self, key: ConnKey, addr: ClientAddr, out: UnboundedSender<Out>) {
+    fn register(&mut self, key: ConnKey, addr: ClientAddr) {
         self.conns.insert(
             key,
             Conn {
                 client: None,
                 addr,
-                out,
                 pending: Vec::new(),
                 queued: VecDeque::new(),
                 error: None,
@@ -125,8 +154,18 @@ impl Host {
             && !conn.pending.is_empty()
         {
             let bytes = std::mem::take(&mut conn.pending);
-            let _ = conn.out.send(Out::Bytes(bytes));
+            self.outgoing.push((key, Out::Bytes(bytes)));
         }
+    }
+
+    fn close(&mut self, key: ConnKey) {
+        self.outgoing.push((key, Out::Close));
+    }
+
+    /// Hands everything to the networking thread, waking it once.
+    fn ship(&mut self) {
+        let items = std::mem::take(&mut self.outgoing);
+        self.outbox.ship(items);
     }
 
     fn append(&mut self, key: ConnKey, reply: &Reply, protocol: Protocol) {
@@ -173,7 +212,7 @@ impl ScriptMonitor for BusyMonitor {
                     commands,
                     error,
                 } => self.busy_commands(&mut host, key, commands, error, progress),
-                Event::Connect { key, addr, out } => host.register(key, addr, out),
+                Event::Connect { key, addr } => host.register(key, addr),
                 other => host.after_script.push(other),
             }
         }
@@ -259,14 +298,15 @@ impl BusyMonitor {
         }
         let close = conn.closing;
         host.send_pending(key);
-        if close && let Some(conn) = host.conns.get(&key) {
-            let _ = conn.out.send(Out::Close);
+        if close {
+            host.close(key);
         }
+        host.ship();
     }
 }
 
 /// The server thread: runs until every sender of `inbox` is gone.
-pub fn run(config: ServerConfig, inbox: Receiver<Event>) {
+pub fn run(config: ServerConfig, inbox: Receiver<Event>, outbox: Arc<Outbox>) {
     let lua_time_limit = Duration::from_millis(config.lua_time_limit_ms);
     let mut server = RedisServer::new(config);
     let host = Rc::new(RefCell::new(Host {
@@ -280,6 +320,8 @@ pub fn run(config: ServerConfig, inbox: Receiver<Event>) {
         dirty: BTreeSet::new(),
         waits: BTreeSet::new(),
         busy_happened: false,
+        outbox,
+        outgoing: Vec::new(),
     }));
     server.set_script_monitor(Box::new(BusyMonitor {
         host: host.clone(),
@@ -359,8 +401,8 @@ fn wake_time(host: &Host, server: &RedisServer, next_expire: Instant) -> Instant
 
 fn handle(host: &Rc<RefCell<Host>>, server: &mut RedisServer, event: Event) {
     match event {
-        Event::Connect { key, addr, out } => {
-            host.borrow_mut().register(key, addr, out);
+        Event::Connect { key, addr } => {
+            host.borrow_mut().register(key, addr);
             connect_pending(host, server);
         }
         Event::Commands {
@@ -414,9 +456,7 @@ fn resume(host: &Rc<RefCell<Host>>, server: &mut RedisServer, key: ConnKey) {
                         error.encode_with(protocol, &mut conn.pending);
                         conn.closing = true;
                         h.send_pending(key);
-                        if let Some(conn) = h.conns.get(&key) {
-                            let _ = conn.out.send(Out::Close);
-                        }
+                        h.close(key);
                     }
                     return;
                 }
@@ -465,9 +505,7 @@ fn resume(host: &Rc<RefCell<Host>>, server: &mut RedisServer, key: ConnKey) {
                 conn.closing = true;
             }
             h.send_pending(key);
-            if let Some(conn) = h.conns.get(&key) {
-                let _ = conn.out.send(Out::Close);
-            }
+            h.close(key);
             return;
         }
     }
@@ -503,7 +541,7 @@ fn deliver(host: &Rc<RefCell<Host>>, server: &mut RedisServer) {
             {
                 conn.client = None;
                 conn.closing = true;
-                let _ = conn.out.send(Out::Close);
+                h.close(key);
             }
         }
     }
@@ -563,4 +601,5 @@ fn flush_all(host: &Rc<RefCell<Host>>) {
     for key in keys {
         h.send_pending(key);
     }
+    h.ship();
 }
