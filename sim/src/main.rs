@@ -133,6 +133,9 @@ enum Command {
         /// "not enough memory" error.
         #[arg(long, default_value_t = 1024)]
         lua_memory_limit_mb: usize,
+        /// Also listen on this Unix socket path (`unixsocket`).
+        #[arg(long)]
+        unixsocket: Option<PathBuf>,
     },
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench {
@@ -344,6 +347,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
             maxclients,
             lua_time_limit,
             lua_memory_limit_mb,
+            unixsocket,
         } => {
             let listener = std::net::TcpListener::bind((bind.as_str(), port))
                 .map_err(|e| format!("serve: cannot listen on {bind}:{port}: {e}"))?;
@@ -358,6 +362,7 @@ fn execute(command: Command) -> Result<ExitCode, String> {
                 maxclients,
                 lua_time_limit_ms: lua_time_limit,
                 lua_memory_limit_bytes: lua_memory_limit_mb.saturating_mul(1 << 20),
+                unixsocket,
             };
             locksim::serve::serve(listener, options).map_err(|e| format!("serve: {e}"))?;
             Ok(ExitCode::SUCCESS)

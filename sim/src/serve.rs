@@ -14,7 +14,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,8 +22,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use model::redis::{ClientAddr, RequestParser, ServerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::serve_host::{self, ConnKey, Event, Out, Outbox};
@@ -38,6 +37,8 @@ pub struct ServeOptions {
     pub maxclients: u64,
     pub lua_time_limit_ms: u64,
     pub lua_memory_limit_bytes: usize,
+    /// Also listen on this Unix socket (`unixsocket`).
+    pub unixsocket: Option<std::path::PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -50,6 +51,7 @@ impl Default for ServeOptions {
             maxclients: config.maxclients,
             lua_time_limit_ms: config.lua_time_limit_ms,
             lua_memory_limit_bytes: config.lua_memory_limit_bytes,
+            unixsocket: None,
         }
     }
 }
@@ -115,9 +117,20 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
+    let unixsocket = options.unixsocket.clone();
     let result = local.block_on(&runtime, async move {
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
+        let unix = match &unixsocket {
+            Some(path) => {
+                let _ = std::fs::remove_file(path);
+                Some((
+                    UnixListener::bind(path)?,
+                    path.to_string_lossy().into_owned(),
+                ))
+            }
+            None => None,
+        };
         let shared = Rc::new(Shared {
             to_server,
             clients: AtomicUsize::new(0),
@@ -126,6 +139,11 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
             mailboxes: RefCell::new(HashMap::new()),
         });
         tokio::task::spawn_local(dispatch(outbox, shared.clone()));
+        if let Some((listener, path)) = unix {
+            tokio::task::spawn_local(unix_accept_loop(listener, path, shared.clone()));
+        }
+        // What tools waiting for a redis-server to come up look for in its output.
+        eprintln!("locksim serve: Ready to accept connections");
         tokio::select! {
             result = accept_loop(listener, shared) => result,
             signal = stop_signal() => {
@@ -135,6 +153,9 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
         }
     });
     drop(local);
+    if let Some(path) = &options.unixsocket {
+        let _ = std::fs::remove_file(path);
+    }
     // Dropping the runtime closes every connection; the server thread ends with its inbox.
     drop(runtime);
     let _ = server_thread.join();
@@ -204,7 +225,48 @@ async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) -> io::Result<()
         shared.clients.fetch_add(1, Ordering::Relaxed);
         let shared = shared.clone();
         tokio::task::spawn_local(async move {
-            connection(stream, peer, &shared).await;
+            let _ = stream.set_nodelay(true);
+            let addr = ClientAddr {
+                peer: peer.to_string(),
+                local: stream
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+            };
+            let (reader, writer) = stream.into_split();
+            connection(reader, writer, addr, &shared).await;
+            shared.clients.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Connections on the Unix socket (`addr=<path>:0`, as Redis prints them).
+async fn unix_accept_loop(listener: UnixListener, path: String, shared: Rc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) if is_fd_exhaustion(&e) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if shared.clients.load(Ordering::Relaxed) >= shared.maxclients {
+            let (_, mut writer) = stream.into_split();
+            let _ = writer
+                .write_all(b"-ERR max number of clients reached\r\n")
+                .await;
+            continue;
+        }
+        shared.clients.fetch_add(1, Ordering::Relaxed);
+        let (shared, path) = (shared.clone(), path.clone());
+        tokio::task::spawn_local(async move {
+            let addr = ClientAddr {
+                peer: format!("{path}:0"),
+                local: format!("{path}:0"),
+            };
+            let (reader, writer) = stream.into_split();
+            connection(reader, writer, addr, &shared).await;
             shared.clients.fetch_sub(1, Ordering::Relaxed);
         });
     }
@@ -226,27 +288,19 @@ async fn reject(mut stream: TcpStream) {
 
 /// One connection: parses what it reads into batches for the server thread and writes what the
 /// server answers.
-async fn connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    let _ = stream.set_nodelay(true);
-    let local = stream
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+async fn connection<R, W>(mut reader: R, mut writer: W, addr: ClientAddr, shared: &Shared)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let key: ConnKey = shared.next_key.fetch_add(1, Ordering::Relaxed);
     let (out_tx, mut out_rx) = unbounded_channel();
     shared.mailboxes.borrow_mut().insert(key, out_tx);
-    let connected = shared.to_server.send(Event::Connect {
-        key,
-        addr: ClientAddr {
-            peer: peer.to_string(),
-            local,
-        },
-    });
+    let connected = shared.to_server.send(Event::Connect { key, addr });
     if connected.is_err() {
         shared.mailboxes.borrow_mut().remove(&key);
         return;
     }
-    let (mut reader, mut writer) = stream.into_split();
     let mut parser = RequestParser::new();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut reading = true;
