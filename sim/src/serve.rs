@@ -1,32 +1,26 @@
 //! `locksim serve`: the simulated Redis (`model::redis::RedisServer`) behind a real TCP port, on
 //! the real clock, for redis-cli, client libraries and benchmarks.
 //!
-//! Outside the simulation: a tokio runtime (the real one; `--cfg madsim` only switches madsim's
-//! own types) does the networking, one task per connection, so idle connections cost a few
-//! kilobytes and no thread. Each read is parsed on the connection's task and sent as one batch to
-//! the server thread (`serve_host.rs`), which answers with one buffer, written at once on a
-//! `TCP_NODELAY` socket: pipelined commands cost one write per batch, as in Redis
-//! (`networking.c` `writeToClient`). Like `redis-server`: `maxclients` (10000) is enforced with
-//! its `-ERR max number of clients reached`, the open-files limit is raised for it
-//! (`adjustOpenFilesLimit`), an `accept` failing for lack of descriptors waits instead of
-//! spinning, and SIGINT/SIGTERM stop the server cleanly.
+//! Like `redis-server`, one thread does everything: a tokio runtime (the real one; `--cfg madsim`
+//! only switches madsim's own types) runs one task per connection, so idle connections cost a
+//! few kilobytes and no thread; a task parses what it reads, runs the commands in the model
+//! (`serve_host.rs`) and writes all their replies at once on a `TCP_NODELAY` socket: pipelined
+//! commands cost one write per batch (`networking.c` `writeToClient`). Like `redis-server` too:
+//! `maxclients` (10000) is enforced with its `-ERR max number of clients reached`, the open-files
+//! limit is raised for it (`adjustOpenFilesLimit`), an `accept` failing for lack of descriptors
+//! waits instead of spinning, a script past `lua-time-limit` leaves the others `-BUSY` and
+//! yields to `SCRIPT KILL`, and SIGINT/SIGTERM stop the server cleanly.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
-use model::redis::{ClientAddr, RequestParser, ServerConfig};
+use model::redis::{ClientAddr, RedisServer, ServerConfig};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixListener};
-use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
-use crate::serve_host::{self, ConnKey, Event, Out, Outbox};
+use crate::serve_host::{Conn, ConnState, Host, now_ms};
 
 /// What `locksim serve` is started with.
 #[derive(Clone, Debug)]
@@ -107,12 +101,6 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
         lua_memory_limit_bytes: options.lua_memory_limit_bytes,
         ..ServerConfig::default()
     };
-    let (to_server, inbox) = mpsc::channel();
-    let outbox = Arc::new(Outbox::default());
-    let server_outbox = outbox.clone();
-    let server_thread = std::thread::Builder::new()
-        .name("redis-server".into())
-        .spawn(move || serve_host::run(config, inbox, server_outbox))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -121,44 +109,38 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
     let result = local.block_on(&runtime, async move {
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
-        let unix = match &unixsocket {
-            Some(path) => {
-                let _ = std::fs::remove_file(path);
-                Some((
-                    UnixListener::bind(path)?,
-                    path.to_string_lossy().into_owned(),
-                ))
-            }
-            None => None,
-        };
-        let shared = Rc::new(Shared {
-            to_server,
-            clients: AtomicUsize::new(0),
-            next_key: AtomicU64::new(1),
-            maxclients: maxclients as usize,
-            mailboxes: RefCell::new(HashMap::new()),
-        });
-        tokio::task::spawn_local(dispatch(outbox, shared.clone()));
-        if let Some((listener, path)) = unix {
-            tokio::task::spawn_local(unix_accept_loop(listener, path, shared.clone()));
+        let host = Host::new(
+            RedisServer::new(config),
+            maxclients as usize,
+            Duration::from_millis(options.lua_time_limit_ms),
+        );
+        host.listeners
+            .borrow_mut()
+            .push((listener.as_raw_fd(), false));
+        if let Some(path) = &unixsocket {
+            let _ = std::fs::remove_file(path);
+            let unix = UnixListener::bind(path)?;
+            host.listeners.borrow_mut().push((unix.as_raw_fd(), true));
+            let label = path.to_string_lossy().into_owned();
+            tokio::task::spawn_local(unix_accept_loop(unix, label, host.clone()));
         }
+        tokio::task::spawn_local(timers(host.clone()));
         // What tools waiting for a redis-server to come up look for in its output.
         eprintln!("locksim serve: Ready to accept connections");
         tokio::select! {
-            result = accept_loop(listener, shared) => result,
+            result = accept_loop(listener, host) => result,
             signal = stop_signal() => {
                 eprintln!("locksim serve: {signal}, shutting down");
                 Ok(())
             }
         }
     });
+    // Dropping the tasks closes every connection.
     drop(local);
+    drop(runtime);
     if let Some(path) = &options.unixsocket {
         let _ = std::fs::remove_file(path);
     }
-    // Dropping the runtime closes every connection; the server thread ends with its inbox.
-    drop(runtime);
-    let _ = server_thread.join();
     result
 }
 
@@ -183,30 +165,30 @@ async fn stop_signal() -> &'static str {
     }
 }
 
-/// What the networking thread's tasks share.
-struct Shared {
-    to_server: Sender<Event>,
-    clients: AtomicUsize,
-    next_key: AtomicU64,
-    maxclients: usize,
-    /// Each connection task's mailbox, for `dispatch`.
-    mailboxes: RefCell<HashMap<ConnKey, UnboundedSender<Out>>>,
-}
-
-/// Takes what the server thread shipped and hands it to the connection tasks (all on this
-/// thread: no further wake-up crosses threads).
-async fn dispatch(outbox: Arc<Outbox>, shared: Rc<Shared>) {
+/// Active expiry every 100 ms (`serverCron`, hz 10) and blocked clients' timeouts.
+async fn timers(host: Rc<Host>) {
+    const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+    let mut next_expire = Instant::now() + EXPIRE_PERIOD;
     loop {
-        outbox.ready.notified().await;
-        for (key, out) in outbox.take() {
-            if let Some(mailbox) = shared.mailboxes.borrow().get(&key) {
-                let _ = mailbox.send(out);
-            }
+        let wake = host
+            .next_block_deadline()
+            .map_or(next_expire, |d| d.min(next_expire));
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = host.timers.notified() => {}
         }
+        if Instant::now() >= next_expire {
+            let mut server = host.server.borrow_mut();
+            server.active_expire_cycle(now_ms());
+            server.take_propagated();
+            next_expire = Instant::now() + EXPIRE_PERIOD;
+        }
+        host.server.borrow_mut().expire_blocked(now_ms());
+        host.deliver();
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) -> io::Result<()> {
+async fn accept_loop(listener: TcpListener, host: Rc<Host>) -> io::Result<()> {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -218,30 +200,28 @@ async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) -> io::Result<()
             }
             Err(_) => continue,
         };
-        if shared.clients.load(Ordering::Relaxed) >= shared.maxclients {
+        if host.clients.get() >= host.maxclients {
             tokio::task::spawn_local(reject(stream));
             continue;
         }
-        shared.clients.fetch_add(1, Ordering::Relaxed);
-        let shared = shared.clone();
-        tokio::task::spawn_local(async move {
-            let _ = stream.set_nodelay(true);
-            let addr = ClientAddr {
-                peer: peer.to_string(),
-                local: stream
-                    .local_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_default(),
-            };
-            let (reader, writer) = stream.into_split();
-            connection(reader, writer, addr, &shared).await;
-            shared.clients.fetch_sub(1, Ordering::Relaxed);
-        });
+        let _ = stream.set_nodelay(true);
+        let addr = ClientAddr {
+            peer: peer.to_string(),
+            local: stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+        };
+        let conn = Conn::new(addr, stream.as_raw_fd());
+        host.clients.set(host.clients.get() + 1);
+        host.connect(&conn);
+        let (reader, writer) = stream.into_split();
+        tokio::task::spawn_local(connection(host.clone(), conn, reader, writer));
     }
 }
 
 /// Connections on the Unix socket (`addr=<path>:0`, as Redis prints them).
-async fn unix_accept_loop(listener: UnixListener, path: String, shared: Rc<Shared>) {
+async fn unix_accept_loop(listener: UnixListener, path: String, host: Rc<Host>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -251,24 +231,22 @@ async fn unix_accept_loop(listener: UnixListener, path: String, shared: Rc<Share
             }
             Err(_) => continue,
         };
-        if shared.clients.load(Ordering::Relaxed) >= shared.maxclients {
+        if host.clients.get() >= host.maxclients {
             let (_, mut writer) = stream.into_split();
             let _ = writer
                 .write_all(b"-ERR max number of clients reached\r\n")
                 .await;
             continue;
         }
-        shared.clients.fetch_add(1, Ordering::Relaxed);
-        let (shared, path) = (shared.clone(), path.clone());
-        tokio::task::spawn_local(async move {
-            let addr = ClientAddr {
-                peer: format!("{path}:0"),
-                local: format!("{path}:0"),
-            };
-            let (reader, writer) = stream.into_split();
-            connection(reader, writer, addr, &shared).await;
-            shared.clients.fetch_sub(1, Ordering::Relaxed);
-        });
+        let addr = ClientAddr {
+            peer: format!("{path}:0"),
+            local: format!("{path}:0"),
+        };
+        let conn = Conn::new(addr, stream.as_raw_fd());
+        host.clients.set(host.clients.get() + 1);
+        host.connect(&conn);
+        let (reader, writer) = stream.into_split();
+        tokio::task::spawn_local(connection(host.clone(), conn, reader, writer));
     }
 }
 
@@ -286,68 +264,102 @@ async fn reject(mut stream: TcpStream) {
         .await;
 }
 
-/// One connection: parses what it reads into batches for the server thread and writes what the
-/// server answers.
-async fn connection<R, W>(mut reader: R, mut writer: W, addr: ClientAddr, shared: &Shared)
+/// Gives tasks to the connections a busy script's monitor accepted.
+fn adopt_accepted(host: &Rc<Host>) {
+    let accepted = std::mem::take(&mut *host.accepted.borrow_mut());
+    for entry in accepted {
+        host.connect(&entry.conn);
+        let fd = entry.conn.fd;
+        if entry.unix {
+            // SAFETY: `fd` is the connected socket the monitor accepted, owned by nobody else.
+            let std = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+            if let Ok(stream) = UnixStream::from_std(std) {
+                let (reader, writer) = stream.into_split();
+                tokio::task::spawn_local(connection(host.clone(), entry.conn, reader, writer));
+            }
+        } else {
+            // SAFETY: as above.
+            let std = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+            let _ = std.set_nodelay(true);
+            if let Ok(stream) = TcpStream::from_std(std) {
+                let (reader, writer) = stream.into_split();
+                tokio::task::spawn_local(connection(host.clone(), entry.conn, reader, writer));
+            }
+        }
+    }
+}
+
+/// One connection: reads, runs, writes, until either side closes it.
+async fn connection<R, W>(host: Rc<Host>, conn: Rc<Conn>, mut reader: R, mut writer: W)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let key: ConnKey = shared.next_key.fetch_add(1, Ordering::Relaxed);
-    let (out_tx, mut out_rx) = unbounded_channel();
-    shared.mailboxes.borrow_mut().insert(key, out_tx);
-    let connected = shared.to_server.send(Event::Connect { key, addr });
-    if connected.is_err() {
-        shared.mailboxes.borrow_mut().remove(&key);
-        return;
-    }
-    let mut parser = RequestParser::new();
-    let mut buf = BytesMut::with_capacity(16 * 1024);
-    let mut reading = true;
+    let mut chunk = bytes::BytesMut::with_capacity(16 * 1024);
     loop {
+        host.run_queued(&conn);
+        if !host.accepted.borrow().is_empty() {
+            adopt_accepted(&host);
+        }
+        let output = std::mem::take(&mut conn.io.borrow_mut().output);
+        if !output.is_empty() {
+            conn.io.borrow_mut().writing = true;
+            let written = writer.write_all(&output).await;
+            conn.io.borrow_mut().writing = false;
+            if written.is_err() {
+                break;
+            }
+            continue;
+        }
+        let (state, closing, runnable) = {
+            let io = conn.io.borrow();
+            (
+                io.state,
+                io.closing,
+                io.state == ConnState::Ready
+                    && (!io.queued.is_empty() || io.protocol_error.is_some()),
+            )
+        };
+        if closing {
+            break;
+        }
+        if runnable {
+            continue;
+        }
+        let wait_until = match state {
+            ConnState::Waiting(Some(at)) => Some(at),
+            _ => None,
+        };
         tokio::select! {
-            out = out_rx.recv() => match out {
-                Some(Out::Bytes(bytes)) => {
-                    if writer.write_all(&bytes).await.is_err() {
-                        break;
-                    }
-                }
-                Some(Out::Close) | None => break,
-            },
-            read = reader.read_buf(&mut buf), if reading => {
+            read = reader.read_buf(&mut chunk) => {
                 match read {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let mut commands = Vec::new();
-                let mut error = None;
-                loop {
-                    match parser.parse(&mut buf) {
-                        Ok(Some(argv)) => commands.push(argv),
-                        Ok(None) => break,
-                        Err(e) => {
-                            // networking.c: the commands before it run, then the error, then
-                            // the connection closes.
-                            error = Some(e.reply());
-                            reading = false;
-                            break;
-                        }
+                    Ok(_) => {
+                        conn.io.borrow_mut().input.extend_from_slice(&chunk);
+                        chunk.clear();
+                        conn.parse_input();
                     }
                 }
-                if (!commands.is_empty() || error.is_some())
-                    && shared
-                        .to_server
-                        .send(Event::Commands { key, commands, error })
-                        .is_err()
-                {
-                    break;
-                }
+            }
+            _ = conn.wake.notified() => {}
+            _ = sleep_until(wait_until), if wait_until.is_some() => {
+                // WAIT's timeout: no replica acknowledged.
+                let mut io = conn.io.borrow_mut();
+                io.state = ConnState::Ready;
+                io.output.extend_from_slice(b":0\r\n");
             }
         }
     }
     let _ = writer.shutdown().await;
-    shared.mailboxes.borrow_mut().remove(&key);
-    let _ = shared.to_server.send(Event::Disconnect { key });
+    host.disconnect(&conn);
+    host.clients.set(host.clients.get().saturating_sub(1));
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

@@ -1,185 +1,299 @@
-//! The thread of `locksim serve` that owns the simulated Redis (`RedisServer`, whose Lua state
-//! is `!Send`): it takes batches of parsed commands from the connections (see `serve.rs`), runs
-//! them in arrival order as Redis's single thread does, and sends each connection one buffer of
-//! replies per batch. Around the model it does what `redis-server`'s event loop does: active
-//! expiry every 100 ms (`serverCron`), blocked clients (BLPOP, WAIT) and their timeouts, and,
-//! while a script runs past `lua-time-limit`, answers everyone else `-BUSY` and obeys
-//! `SCRIPT KILL` (`script.c` `scriptInterrupt` → `processEventsWhileBlocked`).
+//! The state `locksim serve`'s connection tasks share on its one thread, as `redis-server`'s
+//! event loop does: the simulated Redis (`RedisServer`), the connections, what one command
+//! delivers to others (pub/sub messages, answers to blocked clients, CLIENT KILL), and, while a
+//! script runs past `lua-time-limit`, the service Redis gives everyone else meanwhile
+//! (`script.c` `scriptInterrupt` → `processEventsWhileBlocked`): the thread is inside the
+//! script, so the monitor reads and writes the connections' sockets itself (they are
+//! non-blocking; the tasks owning them are suspended), answers `-BUSY`, obeys `SCRIPT KILL`, and
+//! accepts new connections, which get their task once the script is over.
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::rc::Rc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::RawFd;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use bytes::BytesMut;
 use model::redis::{
-    ClientAddr, ClientId, Outcome, Protocol, RedisServer, Reply, ScriptMonitor, ScriptProgress,
-    ScriptVerdict, ServerConfig,
+    ClientAddr, ClientId, Outcome, Protocol, RedisServer, Reply, RequestParser, ScriptMonitor,
+    ScriptProgress, ScriptVerdict,
 };
 use tokio::sync::Notify;
 
-/// Active expiry period (hz 10).
-const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
-
-/// The I/O side's name for a connection (the model's `ClientId` is assigned on `Connect`).
-pub type ConnKey = u64;
-
-/// What a connection's writer receives: reply bytes, or the order to close.
-#[derive(Debug)]
-pub enum Out {
-    Bytes(Vec<u8>),
-    Close,
-}
-
-/// From the server thread to the connections: everything for them since the last wake-up, so
-/// the networking thread is woken once per round of commands, not once per connection.
-#[derive(Debug, Default)]
-pub struct Outbox {
-    queue: Mutex<Vec<(ConnKey, Out)>>,
-    pub ready: Notify,
-}
-
-impl Outbox {
-    /// What arrived since the last call.
-    pub fn take(&self) -> Vec<(ConnKey, Out)> {
-        self.queue
-            .lock()
-            .map(|mut q| std::mem::take(&mut *q))
-            .unwrap_or_default()
-    }
-
-    fn ship(&self, mut items: Vec<(ConnKey, Out)>) {
-        if items.is_empty() {
-            return;
-        }
-        if let Ok(mut q) = self.queue.lock() {
-            q.append(&mut items);
-        }
-        self.ready.notify_one();
-    }
-}
-
-/// From the connections to the server thread.
-pub enum Event {
-    Connect {
-        key: ConnKey,
-        addr: ClientAddr,
-    },
-    /// Commands parsed from one read, in order; a protocol error ends the connection after them.
-    Commands {
-        key: ConnKey,
-        commands: Vec<Vec<Vec<u8>>>,
-        error: Option<Reply>,
-    },
-    Disconnect {
-        key: ConnKey,
-    },
-}
-
 /// The wall clock, Unix ms (Redis's `mstime()`).
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A connection as this thread sees it.
-struct Conn {
-    /// The model's client, once connected (a connection accepted during a busy script waits
-    /// for it).
-    client: Option<ClientId>,
-    addr: ClientAddr,
-    /// Replies of the batch being processed, sent in one write.
-    pending: Vec<u8>,
-    /// While blocked (BLPOP, WAIT) or deferred by a busy script: its next commands, in order.
-    queued: VecDeque<Vec<Vec<u8>>>,
-    /// A protocol error to answer once the queue is empty, then close.
-    error: Option<Reply>,
-    /// WAIT: when it answers 0 (`None`: never).
-    wait_until: Option<Option<Instant>>,
-    /// BLPOP/BRPOP in progress (answered by the model).
-    blocked: bool,
-    /// Commands deferred by a busy script: processed after it (an ALLOW_BUSY command arrived).
-    deferred: bool,
-    closing: bool,
+/// What a connection is doing between commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnState {
+    Ready,
+    /// BLPOP/BRPOP: answered by `deliver` (served or timed out).
+    Blocked,
+    /// WAIT with replicas to wait for: answered 0 at the deadline (`None`: never).
+    Waiting(Option<Instant>),
 }
 
-/// State shared by the loop and the busy-script monitor (which runs inside `execute`).
-struct Host {
-    inbox: Receiver<Event>,
-    conns: BTreeMap<ConnKey, Conn>,
-    by_client: BTreeMap<ClientId, ConnKey>,
-    /// Disconnects that arrived while a script was busy.
-    after_script: Vec<Event>,
-    /// Connections accepted but not yet known to the model.
-    unconnected: Vec<ConnKey>,
-    /// The connection whose script is running (`protectClient`).
-    running: Option<ConnKey>,
+/// A connection's buffers, shared by its task and the busy-script monitor.
+pub struct ConnIo {
+    pub input: BytesMut,
+    pub parser: RequestParser,
+    /// Parsed commands not run yet.
+    pub queued: VecDeque<Vec<Vec<u8>>>,
+    /// A protocol error to answer after the queued commands, then close.
+    pub protocol_error: Option<Reply>,
+    /// Replies not written yet.
+    pub output: Vec<u8>,
+    /// The task is writing: the monitor must not write to the socket meanwhile.
+    pub writing: bool,
+    pub state: ConnState,
+    /// A busy script made a command of this connection wait for it.
+    pub deferred: bool,
+    pub closing: bool,
+    /// The monitor read the end of the stream.
+    pub eof: bool,
+}
+
+/// One connection.
+pub struct Conn {
+    /// The model's client (a connection accepted during a busy script gets one afterwards).
+    pub client: Cell<Option<ClientId>>,
+    pub addr: ClientAddr,
+    pub fd: RawFd,
+    pub io: RefCell<ConnIo>,
+    /// Something for this connection's task: commands to run, replies to write, or a close.
+    pub wake: Notify,
+}
+
+impl Conn {
+    pub fn new(addr: ClientAddr, fd: RawFd) -> Rc<Conn> {
+        Rc::new(Conn {
+            client: Cell::new(None),
+            addr,
+            fd,
+            io: RefCell::new(ConnIo {
+                input: BytesMut::with_capacity(1024),
+                parser: RequestParser::new(),
+                queued: VecDeque::new(),
+                protocol_error: None,
+                output: Vec::new(),
+                writing: false,
+                state: ConnState::Ready,
+                deferred: false,
+                closing: false,
+                eof: false,
+            }),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Parses what was read; a protocol error ends the input.
+    pub fn parse_input(&self) {
+        let mut io = self.io.borrow_mut();
+        let io = &mut *io;
+        if io.protocol_error.is_some() {
+            io.input.clear();
+            return;
+        }
+        loop {
+            match io.parser.parse(&mut io.input) {
+                Ok(Some(argv)) => io.queued.push_back(argv),
+                Ok(None) => break,
+                Err(e) => {
+                    io.protocol_error = Some(e.reply());
+                    io.input.clear();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// A connection accepted by the monitor during a busy script, waiting for its task.
+pub struct Accepted {
+    pub conn: Rc<Conn>,
+    pub unix: bool,
+}
+
+/// Everything the connection tasks share.
+pub struct Host {
+    pub server: RefCell<RedisServer>,
+    pub conns: RefCell<BTreeMap<ClientId, Rc<Conn>>>,
+    pub clients: Cell<usize>,
+    pub maxclients: usize,
+    /// The listening sockets, for accepting during a busy script: (fd, is Unix).
+    pub listeners: RefCell<Vec<(RawFd, bool)>>,
+    /// The connection whose command is running (`protectClient`).
+    running: Cell<Option<ClientId>>,
+    /// Accepted during a busy script; `serve.rs` gives them tasks afterwards.
+    pub accepted: RefCell<Vec<Accepted>>,
+    /// Connections the monitor gave work to.
+    touched: RefCell<Vec<Rc<Conn>>>,
+    /// A client blocked with a deadline: the timer task looks again.
+    pub timers: Notify,
     lua_time_limit: Duration,
-    /// Connections with replies not yet sent.
-    dirty: BTreeSet<ConnKey>,
-    /// Connections blocked in WAIT.
-    waits: BTreeSet<ConnKey>,
-    /// A busy script deferred something: look for it once the script is over.
-    busy_happened: bool,
-    outbox: Arc<Outbox>,
-    /// What goes to the connections at the next `ship`.
-    outgoing: Vec<(ConnKey, Out)>,
 }
 
 impl Host {
-    /// A new connection: answered at once (even `-BUSY`), known to the model at the next
-    /// opportunity (`connect_pending`).
-    fn register(&mut self, key: ConnKey, addr: ClientAddr) {
-        self.conns.insert(
-            key,
-            Conn {
-                client: None,
-                addr,
-                pending: Vec::new(),
-                queued: VecDeque::new(),
-                error: None,
-                wait_until: None,
-                blocked: false,
-                deferred: false,
-                closing: false,
-            },
-        );
-        self.unconnected.push(key);
+    pub fn new(server: RedisServer, maxclients: usize, lua_time_limit: Duration) -> Rc<Host> {
+        let host = Rc::new(Host {
+            server: RefCell::new(server),
+            conns: RefCell::new(BTreeMap::new()),
+            clients: Cell::new(0),
+            maxclients,
+            listeners: RefCell::new(Vec::new()),
+            running: Cell::new(None),
+            accepted: RefCell::new(Vec::new()),
+            touched: RefCell::new(Vec::new()),
+            timers: Notify::new(),
+            lua_time_limit,
+        });
+        host.server
+            .borrow_mut()
+            .set_script_monitor(Box::new(BusyMonitor {
+                host: Rc::downgrade(&host),
+                started: Instant::now(),
+                killed: false,
+            }));
+        host
     }
 
-    fn send_pending(&mut self, key: ConnKey) {
-        if let Some(conn) = self.conns.get_mut(&key)
-            && !conn.pending.is_empty()
-        {
-            let bytes = std::mem::take(&mut conn.pending);
-            self.outgoing.push((key, Out::Bytes(bytes)));
+    /// A new connection known to the model.
+    pub fn connect(&self, conn: &Rc<Conn>) {
+        let client = self
+            .server
+            .borrow_mut()
+            .connect_from(conn.addr.clone(), now_ms());
+        conn.client.set(Some(client));
+        self.conns.borrow_mut().insert(client, conn.clone());
+    }
+
+    pub fn disconnect(&self, conn: &Conn) {
+        if let Some(client) = conn.client.take() {
+            self.conns.borrow_mut().remove(&client);
+            self.server.borrow_mut().disconnect(client);
         }
     }
 
-    fn close(&mut self, key: ConnKey) {
-        self.outgoing.push((key, Out::Close));
-    }
-
-    /// Hands everything to the networking thread, waking it once.
-    fn ship(&mut self) {
-        let items = std::mem::take(&mut self.outgoing);
-        self.outbox.ship(items);
-    }
-
-    fn append(&mut self, key: ConnKey, reply: &Reply, protocol: Protocol) {
-        if let Some(conn) = self.conns.get_mut(&key) {
-            reply.encode_with(protocol, &mut conn.pending);
-            self.dirty.insert(key);
+    /// Runs the connection's queued commands until it blocks, closes or has none left.
+    pub fn run_queued(&self, conn: &Rc<Conn>) {
+        loop {
+            let argv = {
+                let mut io = conn.io.borrow_mut();
+                io.deferred = false;
+                if io.state != ConnState::Ready || io.closing {
+                    return;
+                }
+                match io.queued.pop_front() {
+                    Some(argv) => argv,
+                    None => {
+                        if let Some(error) = io.protocol_error.take() {
+                            error.encode_with(Protocol::Resp2, &mut io.output);
+                            io.closing = true;
+                        }
+                        return;
+                    }
+                }
+            };
+            let Some(client) = conn.client.get() else {
+                return;
+            };
+            self.running.set(Some(client));
+            let outcome = self.server.borrow_mut().execute(client, now_ms(), &argv);
+            self.running.set(None);
+            let protocol = {
+                let mut server = self.server.borrow_mut();
+                server.take_propagated();
+                server.protocol(client)
+            };
+            {
+                let mut io = conn.io.borrow_mut();
+                match outcome {
+                    Outcome::Reply(reply) => reply.encode_with(protocol, &mut io.output),
+                    Outcome::Close(reply) => {
+                        reply.encode_with(protocol, &mut io.output);
+                        io.closing = true;
+                    }
+                    Outcome::Wait {
+                        numreplicas,
+                        timeout_ms,
+                    } => {
+                        if numreplicas <= 0 {
+                            Reply::Integer(0).encode_with(protocol, &mut io.output);
+                        } else {
+                            io.state = ConnState::Waiting((timeout_ms > 0).then(|| {
+                                Instant::now() + Duration::from_millis(timeout_ms as u64)
+                            }));
+                        }
+                    }
+                    Outcome::Blocked => {
+                        io.state = ConnState::Blocked;
+                        self.timers.notify_one();
+                    }
+                }
+            }
+            self.deliver();
+            self.after_busy();
         }
+    }
+
+    /// Pub/sub messages, answers to unblocked clients, and CLIENT KILL's victims.
+    pub fn deliver(&self) {
+        let (pushes, unblocked, killed) = {
+            let mut server = self.server.borrow_mut();
+            (
+                server.take_pushes(),
+                server.take_unblocked(),
+                server.take_killed(),
+            )
+        };
+        if pushes.is_empty() && unblocked.is_empty() && killed.is_empty() {
+            return;
+        }
+        let conns = self.conns.borrow();
+        for (client, reply) in pushes.into_iter().chain(unblocked) {
+            let Some(conn) = conns.get(&client) else {
+                continue;
+            };
+            let protocol = self.server.borrow().protocol(client);
+            let mut io = conn.io.borrow_mut();
+            reply.encode_with(protocol, &mut io.output);
+            if io.state == ConnState::Blocked && !matches!(reply, Reply::Push(_)) {
+                io.state = ConnState::Ready;
+            }
+            conn.wake.notify_one();
+        }
+        for client in killed {
+            if let Some(conn) = conns.get(&client) {
+                conn.io.borrow_mut().closing = true;
+                conn.wake.notify_one();
+            }
+        }
+    }
+
+    /// After a busy script: the connections it gave work to are woken.
+    fn after_busy(&self) {
+        let touched = std::mem::take(&mut *self.touched.borrow_mut());
+        for conn in touched {
+            conn.wake.notify_one();
+        }
+    }
+
+    /// The next time the timer task must look: the next active expiry cycle or BLPOP timeout.
+    pub fn next_block_deadline(&self) -> Option<Instant> {
+        let deadline = self.server.borrow().next_block_deadline()?;
+        let ms = (deadline - now_ms()).max(0) as u64;
+        Some(Instant::now() + Duration::from_millis(ms))
     }
 }
 
-/// The `lua-time-limit` of `locksim serve` on the real clock: past it, every checkpoint serves
-/// the other connections (`-BUSY`, `SCRIPT KILL`), as `scriptInterrupt` does.
+/// `lua-time-limit` on the real clock: past it, every checkpoint of the running script serves
+/// the other connections.
 struct BusyMonitor {
-    host: Rc<RefCell<Host>>,
+    host: Weak<Host>,
     started: Instant,
     killed: bool,
 }
@@ -194,27 +308,22 @@ impl ScriptMonitor for BusyMonitor {
     }
 
     fn check(&mut self, progress: &ScriptProgress) -> ScriptVerdict {
-        let shared = self.host.clone();
-        let Ok(mut host) = shared.try_borrow_mut() else {
+        let Some(host) = self.host.upgrade() else {
             return ScriptVerdict::Continue;
         };
         if self.started.elapsed() < host.lua_time_limit {
             return ScriptVerdict::Continue;
         }
-        host.busy_happened = true;
-        loop {
-            let Ok(event) = host.inbox.try_recv() else {
-                break;
-            };
-            match event {
-                Event::Commands {
-                    key,
-                    commands,
-                    error,
-                } => self.busy_commands(&mut host, key, commands, error, progress),
-                Event::Connect { key, addr } => host.register(key, addr),
-                other => host.after_script.push(other),
-            }
+        self.accept(&host);
+        let conns: Vec<Rc<Conn>> = host
+            .conns
+            .borrow()
+            .values()
+            .cloned()
+            .chain(host.accepted.borrow().iter().map(|a| a.conn.clone()))
+            .collect();
+        for conn in readable(&conns) {
+            self.serve(&host, &conn, progress);
         }
         if self.killed {
             ScriptVerdict::Kill
@@ -225,23 +334,66 @@ impl ScriptMonitor for BusyMonitor {
 }
 
 impl BusyMonitor {
-    /// `processCommand` during a busy script: SCRIPT KILL, QUIT and SHUTDOWN NOSAVE are obeyed;
-    /// other ALLOW_BUSY commands (AUTH, HELLO, MULTI, WATCH, ...) need the server and wait for
-    /// the script with the rest of their connection's commands; everything else gets `-BUSY`.
-    fn busy_commands(
-        &mut self,
-        host: &mut Host,
-        key: ConnKey,
-        commands: Vec<Vec<Vec<u8>>>,
-        error: Option<Reply>,
-        progress: &ScriptProgress,
-    ) {
-        let running = host.running;
-        let Some(conn) = host.conns.get_mut(&key) else {
-            return;
-        };
-        let protocol = Protocol::Resp2;
-        for argv in commands {
+    /// New connections, as `acceptCommonHandler` (maxclients included); their tasks come later.
+    fn accept(&self, host: &Host) {
+        let listeners = host.listeners.borrow().clone();
+        for (fd, unix) in listeners {
+            loop {
+                // SAFETY: accept4 on our own listening socket; the new descriptor is ours.
+                let client = unsafe {
+                    libc::accept4(
+                        fd,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                    )
+                };
+                if client < 0 {
+                    break;
+                }
+                if host.clients.get() >= host.maxclients {
+                    write_all(client, b"-ERR max number of clients reached\r\n");
+                    // SAFETY: closing the descriptor we just accepted.
+                    unsafe { libc::close(client) };
+                    continue;
+                }
+                host.clients.set(host.clients.get() + 1);
+                let addr = ClientAddr {
+                    peer: String::from("?:0"),
+                    local: String::from("?:0"),
+                };
+                host.accepted.borrow_mut().push(Accepted {
+                    conn: Conn::new(addr, client),
+                    unix,
+                });
+            }
+        }
+    }
+
+    /// `processCommand` during a busy script, for one connection's new input.
+    fn serve(&mut self, host: &Host, conn: &Rc<Conn>, progress: &ScriptProgress) {
+        let running = host.running.get();
+        let own = conn.client.get().is_some() && conn.client.get() == running;
+        {
+            let mut io = conn.io.borrow_mut();
+            match read_available(conn.fd, &mut io.input) {
+                ReadResult::Data => {}
+                ReadResult::Closed => {
+                    io.eof = true;
+                    return;
+                }
+                ReadResult::Nothing => return,
+            }
+        }
+        conn.parse_input();
+        let mut io = conn.io.borrow_mut();
+        let io = &mut *io;
+        let mut rest = VecDeque::new();
+        while let Some(argv) = io.queued.pop_front() {
+            if own || io.deferred || io.closing || io.state != ConnState::Ready {
+                rest.push_back(argv);
+                continue;
+            }
             let name = argv
                 .first()
                 .map(|a| a.to_ascii_lowercase())
@@ -250,10 +402,6 @@ impl BusyMonitor {
                 .get(1)
                 .map(|a| a.to_ascii_lowercase())
                 .unwrap_or_default();
-            if conn.deferred || conn.blocked || conn.wait_until.is_some() || running == Some(key) {
-                conn.queued.push_back(argv);
-                continue;
-            }
             let reply = match (name.as_slice(), sub.as_slice()) {
                 (b"script", b"kill") if argv.len() == 2 => {
                     if progress.wrote {
@@ -270,336 +418,97 @@ impl BusyMonitor {
                     std::process::exit(0);
                 }
                 (b"quit", _) => {
-                    conn.closing = true;
+                    io.closing = true;
                     Reply::ok()
                 }
                 (
                     b"auth" | b"hello" | b"reset" | b"multi" | b"discard" | b"watch" | b"unwatch",
                     _,
                 ) => {
-                    conn.deferred = true;
-                    conn.queued.push_back(argv);
+                    io.deferred = true;
+                    rest.push_back(argv);
                     continue;
                 }
                 _ => Reply::error(BUSY),
             };
-            reply.encode_with(protocol, &mut conn.pending);
-            if conn.closing {
-                break;
-            }
+            // Errors and +OK read the same in RESP2 and RESP3.
+            reply.encode_with(Protocol::Resp2, &mut io.output);
         }
-        if let Some(e) = error {
-            if conn.deferred || conn.blocked || conn.wait_until.is_some() {
-                conn.error = Some(e);
-            } else {
-                e.encode_with(protocol, &mut conn.pending);
-                conn.closing = true;
-            }
+        io.queued = rest;
+        if !io.writing && !io.output.is_empty() {
+            let written = write_all(conn.fd, &io.output);
+            io.output.drain(..written);
         }
-        let close = conn.closing;
-        host.send_pending(key);
-        if close {
-            host.close(key);
-        }
-        host.ship();
+        host.touched.borrow_mut().push(conn.clone());
     }
 }
 
-/// The server thread: runs until every sender of `inbox` is gone.
-pub fn run(config: ServerConfig, inbox: Receiver<Event>, outbox: Arc<Outbox>) {
-    let lua_time_limit = Duration::from_millis(config.lua_time_limit_ms);
-    let mut server = RedisServer::new(config);
-    let host = Rc::new(RefCell::new(Host {
-        inbox,
-        conns: BTreeMap::new(),
-        by_client: BTreeMap::new(),
-        after_script: Vec::new(),
-        unconnected: Vec::new(),
-        running: None,
-        lua_time_limit,
-        dirty: BTreeSet::new(),
-        waits: BTreeSet::new(),
-        busy_happened: false,
-        outbox,
-        outgoing: Vec::new(),
-    }));
-    server.set_script_monitor(Box::new(BusyMonitor {
-        host: host.clone(),
-        started: Instant::now(),
-        killed: false,
-    }));
-    let mut next_expire = Instant::now() + EXPIRE_PERIOD;
-    loop {
-        let wake = wake_time(&host.borrow(), &server, next_expire);
-        let event = host
-            .borrow()
-            .inbox
-            .recv_timeout(wake.saturating_duration_since(Instant::now()));
-        match event {
-            Ok(event) => {
-                handle(&host, &mut server, event);
-                // Whatever else is already there, before housekeeping.
-                loop {
-                    let next = host.borrow().inbox.try_recv();
-                    match next {
-                        Ok(event) => handle(&host, &mut server, event),
-                        Err(_) => break,
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        let now = Instant::now();
-        if now >= next_expire {
-            server.active_expire_cycle(now_ms());
-            server.take_propagated();
-            next_expire = now + EXPIRE_PERIOD;
-        }
-        server.expire_blocked(now_ms());
-        deliver(&host, &mut server);
-        let due: Vec<ConnKey> = {
-            let h = host.borrow();
-            h.waits
-                .iter()
-                .filter(|k| {
-                    h.conns
-                        .get(k)
-                        .is_none_or(|c| c.wait_until.flatten().is_some_and(|t| t <= now))
-                })
-                .copied()
-                .collect()
-        };
-        for key in due {
-            let mut h = host.borrow_mut();
-            h.waits.remove(&key);
-            if let Some(conn) = h.conns.get_mut(&key) {
-                conn.wait_until = None;
-                h.append(key, &Reply::Integer(0), Protocol::Resp2);
-            }
-            drop(h);
-            resume(&host, &mut server, key);
-        }
-        flush_all(&host);
-    }
-}
-
-/// When the loop must wake up: the next expiry cycle, WAIT timeout or BLPOP timeout.
-fn wake_time(host: &Host, server: &RedisServer, next_expire: Instant) -> Instant {
-    let mut wake = next_expire;
-    for key in &host.waits {
-        if let Some(Some(t)) = host.conns.get(key).and_then(|c| c.wait_until) {
-            wake = wake.min(t);
-        }
-    }
-    if let Some(deadline) = server.next_block_deadline() {
-        let ms = (deadline - now_ms()).max(0) as u64;
-        wake = wake.min(Instant::now() + Duration::from_millis(ms));
-    }
-    wake
-}
-
-fn handle(host: &Rc<RefCell<Host>>, server: &mut RedisServer, event: Event) {
-    match event {
-        Event::Connect { key, addr } => {
-            host.borrow_mut().register(key, addr);
-            connect_pending(host, server);
-        }
-        Event::Commands {
-            key,
-            commands,
-            error,
-        } => {
-            {
-                let mut h = host.borrow_mut();
-                let Some(conn) = h.conns.get_mut(&key) else {
-                    return;
-                };
-                conn.queued.extend(commands);
-                if error.is_some() {
-                    conn.error = error;
-                }
-            }
-            resume(host, server, key);
-            flush_all(host);
-        }
-        Event::Disconnect { key } => {
-            let removed = host.borrow_mut().conns.remove(&key);
-            if let Some(conn) = removed
-                && let Some(client) = conn.client
-            {
-                host.borrow_mut().by_client.remove(&client);
-                server.disconnect(client);
-            }
-        }
-    }
-}
-
-/// Runs a connection's queued commands until it blocks, closes or has none left.
-fn resume(host: &Rc<RefCell<Host>>, server: &mut RedisServer, key: ConnKey) {
-    loop {
-        let (argv, client) = {
-            let mut h = host.borrow_mut();
-            let Some(conn) = h.conns.get_mut(&key) else {
-                return;
-            };
-            conn.deferred = false;
-            if conn.blocked || conn.wait_until.is_some() || conn.closing {
-                return;
-            }
-            let Some(client) = conn.client else { return };
-            match conn.queued.pop_front() {
-                Some(argv) => (argv, client),
-                None => {
-                    if let Some(error) = conn.error.take() {
-                        let protocol = server.protocol(client);
-                        error.encode_with(protocol, &mut conn.pending);
-                        conn.closing = true;
-                        h.send_pending(key);
-                        h.close(key);
-                    }
-                    return;
-                }
-            }
-        };
-        host.borrow_mut().running = Some(key);
-        let outcome = server.execute(client, now_ms(), &argv);
-        host.borrow_mut().running = None;
-        server.take_propagated();
-        let protocol = server.protocol(client);
-        let mut close = false;
-        match outcome {
-            Outcome::Reply(reply) => host.borrow_mut().append(key, &reply, protocol),
-            Outcome::Close(reply) => {
-                host.borrow_mut().append(key, &reply, protocol);
-                close = true;
-            }
-            Outcome::Wait {
-                numreplicas,
-                timeout_ms,
-            } => {
-                if numreplicas <= 0 {
-                    host.borrow_mut().append(key, &Reply::Integer(0), protocol);
-                } else {
-                    let mut h = host.borrow_mut();
-                    if let Some(conn) = h.conns.get_mut(&key) {
-                        conn.wait_until =
-                            Some((timeout_ms > 0).then(|| {
-                                Instant::now() + Duration::from_millis(timeout_ms as u64)
-                            }));
-                        h.waits.insert(key);
-                    }
-                }
-            }
-            Outcome::Blocked => {
-                if let Some(conn) = host.borrow_mut().conns.get_mut(&key) {
-                    conn.blocked = true;
-                }
-            }
-        }
-        deliver(host, server);
-        handle_after_script(host, server);
-        if close {
-            let mut h = host.borrow_mut();
-            if let Some(conn) = h.conns.get_mut(&key) {
-                conn.closing = true;
-            }
-            h.send_pending(key);
-            h.close(key);
-            return;
-        }
-    }
-}
-
-/// Pub/sub messages, answers to unblocked clients, and CLIENT KILL's victims.
-fn deliver(host: &Rc<RefCell<Host>>, server: &mut RedisServer) {
-    let pushes = server.take_pushes();
-    let unblocked = server.take_unblocked();
-    let killed = server.take_killed();
-    let mut resumed = Vec::new();
-    {
-        let mut h = host.borrow_mut();
-        for (client, reply) in pushes {
-            if let Some(&key) = h.by_client.get(&client) {
-                let protocol = server.protocol(client);
-                h.append(key, &reply, protocol);
-            }
-        }
-        for (client, reply) in unblocked {
-            if let Some(&key) = h.by_client.get(&client) {
-                let protocol = server.protocol(client);
-                h.append(key, &reply, protocol);
-                if let Some(conn) = h.conns.get_mut(&key) {
-                    conn.blocked = false;
-                }
-                resumed.push(key);
-            }
-        }
-        for client in killed {
-            if let Some(key) = h.by_client.remove(&client)
-                && let Some(conn) = h.conns.get_mut(&key)
-            {
-                conn.client = None;
-                conn.closing = true;
-                h.close(key);
-            }
-        }
-    }
-    for key in resumed {
-        resume(host, server, key);
-    }
-}
-
-/// Makes the model know the connections accepted since (`CLIENT LIST`, `HELLO`'s id), and runs
-/// what they sent meanwhile.
-fn connect_pending(host: &Rc<RefCell<Host>>, server: &mut RedisServer) {
-    let keys = std::mem::take(&mut host.borrow_mut().unconnected);
-    for key in keys {
-        let addr = match host.borrow().conns.get(&key) {
-            Some(conn) => conn.addr.clone(),
-            None => continue,
-        };
-        let client = server.connect_from(addr, now_ms());
-        {
-            let mut h = host.borrow_mut();
-            h.by_client.insert(client, key);
-            if let Some(conn) = h.conns.get_mut(&key) {
-                conn.client = Some(client);
-            }
-        }
-        resume(host, server, key);
-    }
-}
-
-/// Connects and disconnects that arrived while a script was busy, and the connections whose
-/// commands waited for it.
-fn handle_after_script(host: &Rc<RefCell<Host>>, server: &mut RedisServer) {
-    if !std::mem::take(&mut host.borrow_mut().busy_happened) {
-        return;
-    }
-    connect_pending(host, server);
-    let events = std::mem::take(&mut host.borrow_mut().after_script);
-    for event in events {
-        handle(host, server, event);
-    }
-    let deferred: Vec<ConnKey> = host
-        .borrow()
-        .conns
+/// The connections with input waiting (`poll`, no timeout).
+fn readable(conns: &[Rc<Conn>]) -> Vec<Rc<Conn>> {
+    let candidates: Vec<&Rc<Conn>> = conns
         .iter()
-        .filter(|(_, c)| c.deferred)
-        .map(|(k, _)| *k)
+        .filter(|c| c.io.try_borrow().is_ok_and(|io| !io.eof))
         .collect();
-    for key in deferred {
-        resume(host, server, key);
+    let mut fds: Vec<libc::pollfd> = candidates
+        .iter()
+        .map(|c| libc::pollfd {
+            fd: c.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: poll over a valid array of our own descriptors, not blocking.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if ready <= 0 {
+        return Vec::new();
+    }
+    candidates
+        .into_iter()
+        .zip(&fds)
+        .filter(|(_, p)| p.revents != 0)
+        .map(|(c, _)| c.clone())
+        .collect()
+}
+
+enum ReadResult {
+    Data,
+    Nothing,
+    Closed,
+}
+
+/// Reads what is there (at most 64 KiB), without blocking.
+fn read_available(fd: RawFd, input: &mut BytesMut) -> ReadResult {
+    let mut chunk = [0u8; 16 * 1024];
+    let mut got = false;
+    for _ in 0..4 {
+        // SAFETY: read into a local buffer of the given size from our own descriptor.
+        let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+        match n {
+            0 => return ReadResult::Closed,
+            n if n < 0 => break,
+            n => {
+                input.extend_from_slice(&chunk[..n as usize]);
+                got = true;
+            }
+        }
+    }
+    if got {
+        ReadResult::Data
+    } else {
+        ReadResult::Nothing
     }
 }
 
-/// Sends every connection its batch of replies: one write each.
-fn flush_all(host: &Rc<RefCell<Host>>) {
-    let mut h = host.borrow_mut();
-    let keys = std::mem::take(&mut h.dirty);
-    for key in keys {
-        h.send_pending(key);
+/// Writes as much as the socket takes now; how many bytes.
+fn write_all(fd: RawFd, mut bytes: &[u8]) -> usize {
+    let total = bytes.len();
+    while !bytes.is_empty() {
+        // SAFETY: write from a live slice to our own descriptor.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            break;
+        }
+        bytes = &bytes[n as usize..];
     }
-    h.ship();
+    total - bytes.len()
 }
