@@ -29,7 +29,7 @@ fn serve(args: &[&str]) -> Serve {
             .local_addr()
             .unwrap()
             .port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_locksim"))
+        let child = Command::new(env!("CARGO_BIN_EXE_locksim"))
             .arg("serve")
             .args(["--port", &port.to_string()])
             .args(args)
@@ -37,17 +37,18 @@ fn serve(args: &[&str]) -> Serve {
             .stderr(Stdio::null())
             .spawn()
             .expect("locksim runs");
+        // Killed and reaped on drop, also when it does not come up.
+        let mut server = Serve { child, port };
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
+            if let Ok(Some(_)) = server.child.try_wait() {
                 break;
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Serve { child, port };
+                return server;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = child.kill();
     }
     panic!("locksim serve did not start");
 }
