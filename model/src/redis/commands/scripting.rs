@@ -142,18 +142,19 @@ pub(crate) fn script_command_flags(
     scripts: &BTreeMap<String, Vec<u8>>,
 ) -> u32 {
     let evalsha = spec.name.starts_with("evalsha");
-    if evalsha && argv[1].len() != 40 {
-        return spec.flags;
-    }
-    let sha = if evalsha {
-        String::from_utf8_lossy(&argv[1]).to_ascii_lowercase()
+    let script_flags = if evalsha {
+        if argv[1].len() != 40 {
+            return spec.flags;
+        }
+        let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+        match scripts.get(&sha) {
+            Some(body) => shebang(body),
+            None => return spec.flags,
+        }
     } else {
-        sha1_hex(&argv[1])
-    };
-    let script_flags = match scripts.get(&sha) {
-        Some(body) => shebang(body),
-        None if evalsha => return spec.flags,
-        None => shebang(&argv[1]),
+        // The body is the script: its own shebang line, if any, says (a cached copy says the
+        // same).
+        shebang(&argv[1])
     };
     match script_flags {
         Ok(Some(f)) => {
