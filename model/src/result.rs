@@ -1,6 +1,8 @@
 //! The result of one run (DESIGN.md "Result (contract)"): what `locksim run --json` prints and
 //! what sweeps, checks and reports consume.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,6 +20,13 @@ pub struct RunResult {
     pub counts: Counts,
     pub latency_ms: Latencies,
     pub throughput_per_s: f64,
+    /// The longest any lock owner waited for the lock, from its first attempt to the grant (or
+    /// to the end of its wish): starvation, which `liveness` does not judge.
+    #[serde(default)]
+    pub max_wait_ms: f64,
+    /// Each owner's longest wait (owners that never asked for the lock are absent).
+    #[serde(default)]
+    pub max_wait_ms_by_client: BTreeMap<String, f64>,
     pub violations: Vec<Violation>,
 }
 
@@ -86,6 +95,10 @@ pub struct Counts {
     pub stale_writes_rejected: u64,
     pub foreign_releases: u64,
     pub faults_injected: u64,
+    /// Extensions the library reported as successful although the client no longer held the
+    /// lock (`model::check::extension`): only runs with `clients.extend` make any.
+    #[serde(default)]
+    pub stolen_extensions: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

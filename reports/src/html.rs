@@ -64,6 +64,8 @@ dl.scenarios dt { font-weight: 700; margin-top: 10px; }
 dl.scenarios dd { margin: 2px 0 0 18px; }
 code { background: #f3f3f3; padding: 0 3px; border-radius: 3px; font-size: 12.5px; }
 ul.mismatches li { margin: 2px 0; }
+table.incidents { border-collapse: collapse; width: 100%; font-size: 12.5px; margin: 10px 0; }
+table.incidents th, table.incidents td { border-bottom: 1px solid #e0e0e0; padding: 5px 6px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 footer { margin-top: 30px; color: #777; font-size: 12.5px; }
 "#,
     );
@@ -118,7 +120,7 @@ fn cell_html(cell: &Cell) -> String {
     let s = &cell.stats;
     let mut out = String::new();
     let title = format!(
-        "{} × {}: {} of {} seeds violating; mutual exclusion holds {} / violated {}; resource holds {} / violated {}; liveness ok {} / stuck {}; {} acquisitions, {} failed; acquire p50 {} / p90 {} / p99 {} / max {} ms; {:.1} acquisitions/s",
+        "{} × {}: {} of {} seeds violating; mutual exclusion holds {} / violated {}; resource holds {} / violated {}; liveness ok {} / stuck {}; {} acquisitions, {} failed; acquire p50 {} / p90 {} / p99 {} / max {} ms; longest wait for the lock {} ms (median seed {} ms); {:.1} acquisitions/s",
         s.scheme,
         s.scenario,
         s.seeds_violating,
@@ -135,6 +137,8 @@ fn cell_html(cell: &Cell) -> String {
         fmt_ms(s.acquire_ms.p90),
         fmt_ms(s.acquire_ms.p99),
         fmt_ms(s.acquire_ms.max),
+        fmt_ms(s.max_wait_ms.max),
+        fmt_ms(s.max_wait_ms.median),
         s.throughput_per_s
     );
     let _ = write!(
@@ -173,9 +177,10 @@ fn cell_html(cell: &Cell) -> String {
     if s.acquire_ms.runs > 0 {
         let _ = write!(
             out,
-            r#"<div class="lat">acquire p50 {} · p99 {} ms</div>"#,
+            r#"<div class="lat">acquire p50 {} · p99 {} ms</div><div class="lat">longest wait {} ms</div>"#,
             fmt_ms(s.acquire_ms.p50),
-            fmt_ms(s.acquire_ms.p99)
+            fmt_ms(s.acquire_ms.p99),
+            fmt_ms(s.max_wait_ms.max)
         );
     } else {
         out.push_str(r#"<div class="lat">no acquisitions</div>"#);
@@ -274,7 +279,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         );
     }
 
-    out.push_str("<h2>Matrix</h2>\n<p>A row per lock scheme, a column per scenario. Each cell: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); which verdicts failed and how often. Hover a cell for every count.</p>\n<div class=\"legend\">");
+    out.push_str("<h2>Matrix</h2>\n<p>A row per lock scheme, a column per scenario. Each cell: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); the longest any client waited for the lock on any seed (starvation, not a liveness failure); which verdicts failed and how often. Hover a cell for every count.</p>\n<div class=\"legend\">");
     for outcome in Outcome::ALL {
         let _ = write!(
             out,
@@ -314,6 +319,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         out.push_str("</dd>\n");
     }
     out.push_str("</dl>\n");
+    out.push_str(&crate::incidents::html(s));
 
     out.push_str("<h2 id=\"expectations\">Expectations</h2>\n");
     if mismatches == 0 {
@@ -377,6 +383,7 @@ pub(crate) mod tests {
             stats,
             mismatches,
             timeline: timeline.map(String::from),
+            expect_broken_seeds: None,
         };
         let all: Vec<_> = a.iter().chain(&c).cloned().collect();
         Summary {
@@ -391,6 +398,7 @@ pub(crate) mod tests {
                     description: "a pause".into(),
                     source: "Kleppmann 2016".into(),
                     seeds: "0..9".into(),
+                    incident: None,
                 },
                 ScenarioInfo {
                     name: "base<line>".into(),
@@ -398,6 +406,7 @@ pub(crate) mod tests {
                     description: "no faults".into(),
                     source: String::new(),
                     seeds: "0..9".into(),
+                    incident: None,
                 },
             ],
             schemes: vec!["set-nx-px-lua".into(), "fencing".into()],

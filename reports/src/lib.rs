@@ -5,6 +5,7 @@
 pub mod charts;
 pub mod events;
 pub mod html;
+pub mod incidents;
 pub mod markdown;
 pub mod summary;
 pub mod text;

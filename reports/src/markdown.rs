@@ -33,13 +33,13 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
     let _ = writeln!(out, "## Matrix\n");
     let _ = writeln!(
         out,
-        "Outcome: `ok` every seed safe and live · `unfair` FIFO order lost (scenarios that judge it) · `stuck` liveness failed · `overlap` lock held twice, no update lost · `corrupted` a lost update. Latency: each seed's acquire p50/p99, median over the seeds (simulated ms).\n"
+        "Outcome: `ok` every seed safe and live · `unfair` FIFO order lost (scenarios that judge it) · `stuck` liveness failed · `overlap` lock held twice, no update lost · `corrupted` a lost update. Latency: each seed's acquire p50/p99, median over the seeds (simulated ms). Longest wait: the longest any client waited for the lock, on any seed (starvation; not a liveness failure while others get the lock).\n"
     );
     let _ = writeln!(
         out,
-        "| scenario | scheme | outcome | seeds run | violating | first failing seed | failed verdicts | acquire p50 | acquire p99 | acq/s | expectations |"
+        "| scenario | scheme | outcome | seeds run | violating | first failing seed | failed verdicts | acquire p50 | acquire p99 | longest wait | acq/s | expectations |"
     );
-    let _ = writeln!(out, "|---|---|---|--:|--:|---|---|--:|--:|--:|---|");
+    let _ = writeln!(out, "|---|---|---|--:|--:|---|---|--:|--:|--:|--:|---|");
     for sc in &s.scenarios {
         for scheme in &s.schemes {
             let Some(cell) = s.cell(&sc.name, scheme) else {
@@ -59,7 +59,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
                 cell_text(&sc.name),
                 cell_text(scheme),
                 st.outcome.as_str(),
@@ -73,6 +73,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
                 },
                 p50,
                 p99,
+                fmt_ms(st.max_wait_ms.max),
                 st.throughput_per_s,
                 if cell.mismatches.is_empty() {
                     "met".to_string()
@@ -97,6 +98,11 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
             let _ = write!(out, " — source: {}", sc.source);
         }
         out.push('\n');
+    }
+    let incidents = crate::incidents::markdown(s);
+    if !incidents.is_empty() {
+        out.push('\n');
+        out.push_str(&incidents);
     }
     let _ = writeln!(out, "\n## Expectations\n");
     if mismatches == 0 {
@@ -139,7 +145,7 @@ mod tests {
         let md = render(&s, &ChartSet::render(&s));
         assert!(md.starts_with("# locksim"));
         assert!(md.contains(
-            "| gc-pause | set-nx-px-lua | corrupted | 2 | 1 | [seed 0](runs/gc-pause/set-nx-px-lua/seed-0/timeline.svg) | exclusion ✗ 1, resource ✗ 1 | 4.5 | 518 | 10.0 | met |"
+            "| gc-pause | set-nx-px-lua | corrupted | 2 | 1 | [seed 0](runs/gc-pause/set-nx-px-lua/seed-0/timeline.svg) | exclusion ✗ 1, resource ✗ 1 | 4.5 | 518 | 1027 | 10.0 | met |"
         ), "{md}");
         assert!(md.contains("| gc-pause | fencing | overlap | 1 | 1 | seed 4 |"));
         assert!(md.contains("**1 unexpected**"));

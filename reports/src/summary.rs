@@ -104,6 +104,7 @@ pub fn is_violating(r: &RunResult) -> bool {
         || r.verdicts.resource_safety == Safety::Violated
         || r.verdicts.liveness == Liveness::Stuck
         || r.lost_fifo_order()
+        || r.counts.stolen_extensions > 0
 }
 
 fn outcome_of(r: &RunResult) -> Outcome {
@@ -115,6 +116,9 @@ fn outcome_of(r: &RunResult) -> Outcome {
         Outcome::Stuck
     } else if r.lost_fifo_order() {
         Outcome::Unfair
+    } else if r.counts.stolen_extensions > 0 {
+        // An extension of a lock the client no longer held: it believed it held it.
+        Outcome::Overlap
     } else {
         Outcome::Ok
     }
@@ -138,6 +142,27 @@ pub struct CellStats {
     pub throughput_per_s: f64,
     pub acquisitions: u64,
     pub acquire_failures: u64,
+    /// Starvation: the longest wait of any owner, per seed; `max` over the seeds and the median
+    /// seed's (see `model::check::liveness`).
+    #[serde(default)]
+    pub max_wait_ms: WaitSummary,
+}
+
+/// The longest wait for the lock across seeds: each seed's `max_wait_ms`, summarised.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitSummary {
+    pub median: f64,
+    pub max: f64,
+}
+
+impl WaitSummary {
+    pub fn from_results<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> WaitSummary {
+        let mut waits: Vec<f64> = results.into_iter().map(|r| r.max_wait_ms).collect();
+        WaitSummary {
+            max: waits.iter().copied().fold(0.0, f64::max),
+            median: median(&mut waits),
+        }
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -231,6 +256,7 @@ impl CellStats {
             },
             acquisitions: results.iter().map(|r| r.counts.acquisitions).sum(),
             acquire_failures: results.iter().map(|r| r.counts.acquire_failures).sum(),
+            max_wait_ms: WaitSummary::from_results(results),
         }
     }
 
@@ -253,6 +279,9 @@ pub struct ScenarioInfo {
     pub source: String,
     /// The seeds this report ran, `A..B` (both ends included).
     pub seeds: String,
+    /// The reported failure it reproduces (`scenarios/incidents/`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub incident: Option<crate::incidents::Incident>,
 }
 
 /// One cell of the matrix as the report shows it.
@@ -269,6 +298,10 @@ pub struct Cell {
     /// The command that reproduces the first failing seed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub replay: Option<String>,
+    /// For incident scenarios: the seeds on which a property the scenario's `expect` names is
+    /// broken (the incidents section's verdict).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expect_broken_seeds: Option<Vec<u64>>,
 }
 
 /// Per scheme over the whole report (all its cells pooled): what the charts plot.
@@ -280,6 +313,8 @@ pub struct SchemeStats {
     pub seeds_violating: u64,
     pub acquire_ms: LatencySummary,
     pub throughput_per_s: f64,
+    #[serde(default)]
+    pub max_wait_ms: WaitSummary,
 }
 
 impl SchemeStats {
@@ -303,7 +338,8 @@ impl SchemeStats {
                 .into_iter()
                 .filter(|r| is_violating(r))
                 .count() as u64,
-            acquire_ms: latency_summary(results),
+            acquire_ms: latency_summary(results.clone()),
+            max_wait_ms: WaitSummary::from_results(results.clone()),
             throughput_per_s: if runs == 0 {
                 0.0
             } else {
@@ -394,6 +430,8 @@ pub(crate) mod tests {
                 release: Quantiles::default(),
             },
             throughput_per_s: 10.0,
+            max_wait_ms: acquire.1,
+            max_wait_ms_by_client: Default::default(),
             violations: vec![],
         }
     }
@@ -425,6 +463,14 @@ pub(crate) mod tests {
         assert_eq!(c.acquire_ms.max, 50.0);
         assert_eq!(c.acquire_ms.runs, 3);
         assert_eq!(c.throughput_per_s, 10.0);
+        // Each seed's longest wait (here its p99): median of 0, 10, 30, 50 and the largest.
+        assert_eq!(
+            c.max_wait_ms,
+            WaitSummary {
+                median: 20.0,
+                max: 50.0
+            }
+        );
     }
 
     #[test]
@@ -465,6 +511,7 @@ pub(crate) mod tests {
             mismatches: vec![],
             timeline: Some("runs/s/x/seed-2/timeline.svg".into()),
             replay: None,
+            expect_broken_seeds: None,
         };
         let json = serde_json::to_value(&cell).unwrap();
         assert_eq!(json["seeds_run"], 1);

@@ -51,6 +51,19 @@ pub fn summary(r: &RunResult, description: &str) -> String {
         "  release latency {}",
         quantiles(&r.latency_ms.release)
     );
+    if !r.max_wait_ms_by_client.is_empty() {
+        let waits: Vec<String> = r
+            .max_wait_ms_by_client
+            .iter()
+            .map(|(client, ms)| format!("{client} {ms:.1}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  longest wait for the lock {:.1} ms ({} ms)",
+            r.max_wait_ms,
+            waits.join(", ")
+        );
+    }
     let _ = writeln!(
         out,
         "  {:.1} acquisitions/s over {:.3} simulated s ({} ms wall); trace {}",

@@ -11,15 +11,15 @@ use model::check::{CheckContext, check_all};
 use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
-use crate::client::client_node;
-use crate::faults::{nemesis, start_initial};
-use crate::nemesis::random_nemesis;
-use crate::node_ip;
-use crate::redis_node::redis_node;
-use crate::resource::resource_node;
+use crate::faults::nemesis::random_nemesis;
+use crate::faults::schedule::{fire_now, scripted_nemesis, start_initial};
+use crate::nodes::client::client_node;
+use crate::nodes::redis::redis_node;
+use crate::nodes::resource::resource_node;
+use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
-use crate::sentinel::sentinel_node;
-use crate::world::World;
+use crate::world::procs::node_ip;
+use crate::world::{FaultHook, World};
 
 /// One finished run: the result of the contract and the full history behind it.
 pub struct RunOutput {
@@ -65,6 +65,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         clients: scenario.owner_names(),
         end_us,
         liveness_window_ms: scenario.liveness_window_ms(scheme),
+        masters: scenario.master_names(),
     };
     let mut report = check_all(&events, &ctx);
     if scenario.judges_fairness() {
@@ -87,6 +88,8 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         counts: report.counts,
         latency_ms: report.latency_ms,
         throughput_per_s: report.throughput_per_s,
+        max_wait_ms: report.max_wait_ms,
+        max_wait_ms_by_client: report.max_wait_ms_by_client,
         violations: report.violations,
     };
     RunOutput { result, events }
@@ -105,19 +108,22 @@ where
         .ip(ip)
         .init(move || init(w.clone(), n.clone()))
         .build();
-    world.register_node(name, node.id(), ip);
+    world.procs.register(name, node.id(), ip);
 }
 
 /// The simulation proper; returns the history and the true time the run ended.
 async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (Vec<Event>, u64) {
     let handle = Handle::current();
-    let world = Arc::new(World::new(
+    let world = World::new(
         scenario.clone(),
         scenario.schemes[scheme_index].clone(),
         seed,
-    ));
+    );
     let (fire, fired) = tokio::sync::mpsc::unbounded_channel();
-    world.set_fault_channel(fire);
+    world.set_fault_hook(FaultHook {
+        later: fire,
+        now: fire_now,
+    });
 
     // The network's own tasks (connection writer queues) run here, beyond any fault's reach.
     let network_node = handle
@@ -125,11 +131,13 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .name("network")
         .ip(node_ip("network"))
         .build();
-    world.set_network_node(network_node);
+    world.net.set_node(network_node);
     for master in scenario.master_names() {
         for replica in scenario.replica_names(&master) {
             // redis.conf of a replica: `replicaof <master> 6379`.
-            world.with_disk(&replica, |disk| disk.replicaof = Some(master.clone()));
+            world
+                .disks
+                .with(&replica, |disk| disk.replicaof = Some(master.clone()));
         }
     }
     for name in scenario.redis_names() {
@@ -144,8 +152,11 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .name("nemesis")
         .ip(node_ip("nemesis"))
         .build();
-    world.register_node("nemesis", nemesis_node.id(), node_ip("nemesis"));
-    nemesis_node.spawn(nemesis(world.clone(), fired));
+    world
+        .procs
+        .register("nemesis", nemesis_node.id(), node_ip("nemesis"));
+    world.procs.set_nemesis(nemesis_node.clone());
+    nemesis_node.spawn(scripted_nemesis(world.clone(), fired));
     if let Some(spec) = scenario.nemesis.clone() {
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);
         nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms));
@@ -159,15 +170,15 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
 
     let duration_us = scenario.duration_ms * 1000;
     let clients = scenario.clients.count;
-    while world.clients_done() < clients && world.now_us() < duration_us {
+    while world.procs.clients_done() < clients && world.time.now_us() < duration_us {
         madsim::time::sleep(Duration::from_millis(10)).await;
     }
-    let end_us = world.now_us().min(duration_us);
+    let end_us = world.time.now_us().min(duration_us);
     // madsim leaks the tasks of live nodes when the runtime drops: kill every node first.
-    for id in world.node_ids() {
+    for id in world.procs.ids() {
         handle.kill(id);
     }
-    (world.take_events(), end_us)
+    (world.history.take_events(), end_us)
 }
 
 /// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh

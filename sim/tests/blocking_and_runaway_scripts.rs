@@ -7,12 +7,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use locksim::conn::RespConn;
-use locksim::redis_node::redis_node;
+use locksim::nodes::REDIS_PORT;
+use locksim::nodes::redis::redis_node;
+use locksim::nodes::resp::RespConn;
 use locksim::runner::run;
 use locksim::scenario::Scenario;
 use locksim::world::World;
-use locksim::{REDIS_PORT, node_ip};
+use locksim::world::procs::node_ip;
 use model::redis::Reply;
 
 fn argv(words: &[&str]) -> Vec<Vec<u8>> {
@@ -31,13 +32,13 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
     let runtime = madsim::runtime::Runtime::with_seed_and_config(7, madsim::Config::default());
     let outcome = runtime.block_on(async move {
         let handle = madsim::runtime::Handle::current();
-        let world = Arc::new(World::new(scenario.clone(), scenario.schemes[0].clone(), 7));
+        let world = World::new(scenario.clone(), scenario.schemes[0].clone(), 7);
         let network = handle
             .create_node()
             .name("network")
             .ip(node_ip("network"))
             .build();
-        world.set_network_node(network);
+        world.net.set_node(network);
         let (w, name) = (world.clone(), "redis-1".to_string());
         let redis = handle
             .create_node()
@@ -45,7 +46,9 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
             .ip(node_ip("redis-1"))
             .init(move || redis_node(w.clone(), name.clone()))
             .build();
-        world.register_node("redis-1", redis.id(), node_ip("redis-1"));
+        world
+            .procs
+            .register("redis-1", redis.id(), node_ip("redis-1"));
         let outcome = Arc::new(std::sync::Mutex::new(None));
         let (w, slot) = (world.clone(), outcome.clone());
         let client = handle
@@ -75,7 +78,9 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
                 }
             })
             .build();
-        world.register_node("client-1", client.id(), node_ip("client-1"));
+        world
+            .procs
+            .register("client-1", client.id(), node_ip("client-1"));
         let outcome = loop {
             madsim::time::sleep(Duration::from_millis(50)).await;
             if let Some(outcome) = outcome.lock().unwrap().take() {

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
-use locksim::catalog::{load_all, scenario_files};
-use locksim::check::{CheckOptions, check};
-use locksim::compare::{CompareOptions, compare};
-use locksim::scenario::SeedRange;
+use locksim::cli::catalog::{load_all, scenario_files};
+use locksim::cli::check::{CheckOptions, check};
+use locksim::cli::compare::{CompareOptions, compare};
+use locksim::scenario::range::SeedRange;
 
 fn catalog(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
@@ -66,7 +66,7 @@ fn check_reports_a_wrong_expectation() {
         ("kleppmann-gc-pause", "set-nx-px-lua", Some(0))
     );
     assert_eq!(
-        (first.property, first.expected),
+        (first.property, first.expected.as_str()),
         ("resource_safety", "holds")
     );
     assert_eq!(first.got, "violated");

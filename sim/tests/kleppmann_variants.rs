@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use locksim::expect::mismatches;
 use locksim::runner::{default_jobs, run_parallel};
 use locksim::scenario::Scenario;
+use locksim::scenario::expect::mismatches;
 
 /// A GC-pause scenario: the pause outlasts the lease by `pause_ms - ttl_ms`.
 fn scenario(

@@ -4,7 +4,7 @@
 #[test]
 fn the_listing_names_every_scheme() {
     let json: serde_json::Value =
-        serde_json::from_str(&locksim::schemes_listing(true)).expect("valid JSON");
+        serde_json::from_str(&locksim::cli::schemes::listing(true)).expect("valid JSON");
     let ids: Vec<&str> = json
         .as_array()
         .expect("an array")
@@ -36,6 +36,6 @@ fn the_listing_names_every_scheme() {
         assert!(!scheme["source"].as_str().unwrap().is_empty());
         assert!(scheme["default_ttl_ms"].is_u64());
     }
-    let text = locksim::schemes_listing(false);
+    let text = locksim::cli::schemes::listing(false);
     assert!(text.lines().any(|l| l.starts_with("redisson ")), "{text}");
 }

@@ -74,7 +74,10 @@ fn replicas_apply_the_stream_and_the_replicated_trigger_fires() {
         .iter()
         .find(|e| e.name() == "fault")
         .expect("the trigger fired");
-    assert!(pause.t_us > applied[1].t_us);
+    assert_eq!(
+        pause.t_us, applied[1].t_us,
+        "after_ms 0: at the instant of the event"
+    );
 }
 
 #[test]
@@ -340,5 +343,131 @@ fn a_one_way_partition_cuts_one_direction() {
     assert!(
         replies_cut.result.counts.acquisitions >= 3,
         "client-2 is unaffected"
+    );
+}
+
+/// Seed 001's own case (错误示例1): the process dies right after SETNX left it, before EXPIRE.
+/// A process crash leaves what it wrote to the kernel, which delivers it: the SETNX runs, the
+/// key has no TTL, and nobody gets the lock again.
+#[test]
+fn a_crash_right_after_sending_still_delivers_the_command() {
+    let out = run_json(
+        r#"{ "name": "c", "duration_ms": 8000,
+             "scheme": { "name": "setnx-expire", "ttl_ms": 1000 },
+             "clients": { "count": 1, "acquisitions": 3 },
+             "faults": [ { "kind": "crash", "node": "client-1", "after_ms": 0, "restart_after_ms": 500,
+                           "on": { "event": "command_sent", "command": "SETNX", "node": "client-1" } } ] }"#,
+        3,
+    );
+    let sent = out
+        .events
+        .iter()
+        .position(|e| {
+            e.node == "client-1"
+                && matches!(&e.kind, EventKind::CommandSent { command, .. } if command.starts_with("SETNX"))
+        })
+        .expect("client-1 sent its SETNX");
+    let crash = &out.events[sent + 1];
+    assert_eq!(crash.name(), "fault", "the crash is the very next event");
+    assert_eq!(
+        crash.t_us, out.events[sent].t_us,
+        "at the instant of the send"
+    );
+    let restarted = out
+        .events
+        .iter()
+        .position(|e| e.name() == "fault" && e.node == "client-1" && e.t_us > crash.t_us)
+        .expect("the restart");
+    assert!(
+        out.events[sent + 2..restarted]
+            .iter()
+            .all(|e| e.node != "client-1"),
+        "a dead process observes nothing"
+    );
+    let executed: Vec<&str> = out
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Executed {
+                client, command, ..
+            } if client == "client-1" => Some(command.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(executed[0].starts_with("SETNX lock "), "{executed:?}");
+    assert!(
+        !executed[..2].iter().any(|c| c.starts_with("EXPIRE")),
+        "no EXPIRE before the restart: {executed:?}"
+    );
+    assert_eq!(
+        out.result.verdicts.liveness,
+        model::result::Liveness::Stuck,
+        "the restarted client can never take a key without TTL: {:?}",
+        out.result.violations
+    );
+}
+
+/// Bytes a process wrote before it crashed arrive even when its link is slow: the delay is the
+/// network's, and the network does not die with the process.
+#[test]
+fn a_crash_under_a_delay_still_delivers_what_was_written() {
+    let out = run_json(
+        r#"{ "name": "c", "duration_ms": 3000,
+             "scheme": { "name": "setnx-expire", "ttl_ms": 1000 },
+             "clients": { "count": 1, "acquisitions": 3 },
+             "faults": [
+               { "kind": "delay", "from": "client-1", "to": "redis-1", "extra_ms": 300, "at_ms": 0 },
+               { "kind": "crash", "node": "client-1", "after_ms": 0, "restart_after_ms": 1000,
+                 "on": { "event": "command_sent", "command": "SETNX", "node": "client-1" } } ] }"#,
+        1,
+    );
+    let sent_us = out
+        .events
+        .iter()
+        .find(|e| e.name() == "command_sent")
+        .expect("sent")
+        .t_us;
+    let executed = out
+        .events
+        .iter()
+        .find(|e| e.name() == "executed" && e.node == "redis-1")
+        .expect("the SETNX still reaches Redis");
+    assert!(
+        executed.t_us >= sent_us + 300_000,
+        "{} vs {sent_us}",
+        executed.t_us
+    );
+}
+
+/// `after_ms` 0 injects the fault at the event's instant, before the node that saw the event
+/// takes another step: a pause on `acquired` stops the client before it reads the resource.
+#[test]
+fn a_fault_after_0_ms_fires_before_the_nodes_next_step() {
+    let out = run_json(
+        r#"{ "name": "p", "duration_ms": 3000,
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 5000 },
+             "clients": { "count": 1, "acquisitions": 2 },
+             "faults": [ { "kind": "pause", "node": "client-1", "duration_ms": 700, "after_ms": 0,
+                           "on": { "event": "acquired", "node": "client-1" } } ] }"#,
+        2,
+    );
+    let acquired = out
+        .events
+        .iter()
+        .position(|e| e.name() == "acquired")
+        .expect("acquired");
+    let pause = &out.events[acquired + 1];
+    assert_eq!(pause.name(), "fault");
+    assert_eq!(pause.t_us, out.events[acquired].t_us);
+    let read = out
+        .events
+        .iter()
+        .find(|e| matches!(&e.kind, EventKind::ResourceRead { client, .. } if client == "client-1"))
+        .expect("the client reads the resource after the pause");
+    assert!(
+        read.t_us >= pause.t_us + 700_000,
+        "{} vs {}",
+        read.t_us,
+        pause.t_us
     );
 }

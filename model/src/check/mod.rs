@@ -1,11 +1,14 @@
 //! Checkers: one per property, each a pure function of the history (Jepsen's checker role).
 //! `check_all` composes them into the verdicts, counts and violations of a `RunResult`.
 
+pub mod extension;
 pub mod fairness;
 pub mod latency;
 pub mod liveness;
 pub mod mutual_exclusion;
 pub mod resource;
+
+use std::collections::BTreeMap;
 
 use crate::history::{Event, EventKind, FaultPhase};
 use crate::result::{Counts, Latencies, Liveness, Safety, Verdicts, Violation};
@@ -18,8 +21,12 @@ pub struct CheckContext {
     pub clients: Vec<String>,
     /// True simulated time at which the run ended.
     pub end_us: u64,
-    /// How long a live client may wait for the lock once every fault has healed.
+    /// How long the lock may go ungranted while live clients want it, once every fault has
+    /// healed, before the run is `stuck`.
     pub liveness_window_ms: u64,
+    /// The independent masters (`redis-1..N`): a lock is held while its owner's token is on a
+    /// majority of them (the extension checker).
+    pub masters: Vec<String>,
 }
 
 /// Everything the checkers concluded about one run.
@@ -29,6 +36,10 @@ pub struct CheckReport {
     pub counts: Counts,
     pub latency_ms: Latencies,
     pub throughput_per_s: f64,
+    /// The longest any owner waited for the lock (starvation, see `liveness`).
+    pub max_wait_ms: f64,
+    /// Each owner's longest wait.
+    pub max_wait_ms_by_client: BTreeMap<String, f64>,
     /// The first violations of every kind, earliest first.
     pub violations: Vec<Violation>,
 }
@@ -41,6 +52,13 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
     let resource = resource::check(events);
     let liveness = liveness::check(events, ctx);
     let latency_ms = latency::check(events);
+    let stolen_extensions = extension::check(events, &ctx.masters);
+    let max_wait_ms_by_client: BTreeMap<String, f64> = liveness
+        .max_wait_us
+        .iter()
+        .map(|(owner, us)| (owner.clone(), round3(ms(*us))))
+        .collect();
+    let max_wait_ms = max_wait_ms_by_client.values().copied().fold(0.0, f64::max);
 
     let counts = Counts {
         acquisitions: count(events, |k| matches!(k, EventKind::Acquired { .. })),
@@ -58,11 +76,12 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
                 }
             )
         }),
+        stolen_extensions: stolen_extensions.len() as u64,
     };
     let verdicts = Verdicts {
         mutual_exclusion: Safety::from_violated(!exclusion.is_empty()),
         resource_safety: Safety::from_violated(!resource.conflicts.is_empty()),
-        liveness: if liveness.is_empty() {
+        liveness: if liveness.violations.is_empty() {
             Liveness::Ok
         } else {
             Liveness::Stuck
@@ -73,7 +92,8 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
         exclusion,
         mutual_exclusion::foreign_releases(events),
         resource.conflicts,
-        liveness,
+        liveness.violations,
+        stolen_extensions,
     ] {
         violations.extend(list.into_iter().take(MAX_VIOLATIONS_PER_KIND));
     }
@@ -89,6 +109,8 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
         counts,
         latency_ms,
         throughput_per_s,
+        max_wait_ms,
+        max_wait_ms_by_client,
         violations,
     }
 }

@@ -2,8 +2,18 @@
 //!
 //! Source: seed 004 relaying Kleppmann 2016 ("How to do distributed locking", section "Making the
 //! lock safe with fencing"): every grant comes with a number that increases with each grant; the
-//! storage rejects any request carrying a lower number than one it has already seen. The grant and
-//! the token are issued atomically in one script, as a lock service such as ZooKeeper (zxid) would.
+//! storage rejects any request carrying a lower number than one it has already seen. Here the
+//! grant and the token come from one script on the lock's master: `SET NX PX`, then `INCR` of a
+//! counter key next to the lock.
+//!
+//! The counter is only as monotonic as that master's data. Replication is asynchronous: after a
+//! failover to a replica that missed the last `INCR`, the next grant gets the same token again,
+//! and the storage (which refuses only *lower* tokens) accepts both holders
+//! (`fencing-failover-lagging-replica`). Kleppmann's tokens come from a consensus-backed counter
+//! (ZooKeeper's `zxid`); a Redis master is not one.
+//!
+//! Parameters: `key` (`lock`), `fence_key` (`<key>:fence`), `ttl_ms` (30 000), `retry_delay_ms`
+//! (50: locksim's choice, as for `set-nx-px-lua`; neither Kleppmann nor seed 004 polls).
 
 use std::rc::Rc;
 
@@ -17,7 +27,7 @@ use crate::redis::Reply;
 
 pub const INFO: SchemeInfo = SchemeInfo {
     id: "fencing",
-    summary: "SET NX PX + an INCR fencing token issued with the grant; the resource rejects stale tokens",
+    summary: "SET NX PX + an INCR fencing token on the lock's master; the resource rejects lower tokens (a failover can repeat one)",
     source: "seed 004 / Kleppmann 2016, fencing tokens",
     default_ttl_ms: 30_000,
     build,

@@ -78,10 +78,28 @@ pub trait LockEnv {
     fn name(&self) -> &str;
     /// How many independent Redis masters the client knows (Redlock uses them all).
     fn servers(&self) -> usize;
-    /// How many replicas each master has (Redisson sends `WAIT` after locking when there are any).
+    /// How many replicas each master has (Redisson 3.12 sends `WAIT` after locking when its
+    /// Sentinel reported any).
     fn replicas(&self) -> usize;
+    /// Whether the client finds its masters through Sentinel (Redisson's `useSentinelServers`,
+    /// which sends `WAIT` after lock scripts) rather than being given their addresses
+    /// (`useSingleServer`, which never does).
+    fn sentinel(&self) -> bool {
+        false
+    }
     /// Sends one command to master `server` and awaits its reply, or the client's command timeout.
     async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError>;
+    /// As `call`, but waits `timeout_ms` by the client's clock instead of the workload's command
+    /// timeout: for a library whose own response timeout the scheme models (Redisson's `timeout`).
+    async fn call_with_timeout(
+        &self,
+        server: usize,
+        argv: Vec<Vec<u8>>,
+        timeout_ms: u64,
+    ) -> Result<Reply, CallError> {
+        let _ = timeout_ms;
+        self.call(server, argv).await
+    }
     /// Opens a dedicated connection to master `server` subscribed to `channel`.
     async fn subscribe(
         &self,
@@ -119,6 +137,13 @@ pub struct Release {
     pub detail: String,
 }
 
+/// The library's own answer to an extension of the lease (`clients.extend`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extension {
+    pub ok: bool,
+    pub detail: String,
+}
+
 /// A lock client algorithm. One instance per client (per lock object in the source's terms).
 #[async_trait(?Send)]
 pub trait LockScheme {
@@ -135,6 +160,24 @@ pub trait LockScheme {
     /// state: every thread builds its own instance.
     fn share(&self) -> Option<Box<dyn LockScheme>> {
         None
+    }
+
+    /// Whether the library followed (with these parameters) has an operation that extends a
+    /// held lock's lease, which `clients.extend` calls. Schemes without one make a scenario
+    /// that asks for extensions an error naming `clients.extend`.
+    fn can_extend(&self) -> bool {
+        false
+    }
+
+    /// Extends the lease of what the last successful `acquire` got, exactly as the library's
+    /// extend operation does, including what it answers when the lock is no longer the
+    /// client's. Only called when `can_extend`.
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let _ = env;
+        Extension {
+            ok: false,
+            detail: "this scheme has no extend operation".into(),
+        }
     }
 }
 

@@ -1,45 +1,58 @@
-//! `redisson`: Redisson's `RLock` (`RedissonLock` over `RedissonBaseLock`, the 3.2x line) — a hash
-//! `{uuid:threadId → hold count}` with a 30 s lease that a watchdog renews every 10 s, waiters
-//! woken through pub/sub.
+//! `redisson`: Redisson's `RLock` — a hash `{uuid:threadId → hold count}` with a lease that a
+//! watchdog renews every `lockWatchdogTimeout / 3`, waiters woken through pub/sub. Seed 000 方案五
+//! and seed 001 use it, seed 003 §1.3 describes it.
 //!
-//! Source: Redisson, `redisson/src/main/java/org/redisson/RedissonLock.java`,
-//! `RedissonBaseLock.java`, `pubsub/LockPubSub.java`, `command/CommandAsyncService.java`
-//! (`syncedEval`); seed 000 方案五 and seed 001 use it, seed 003 §1.3 describes it. The Lua
-//! scripts below perform the same Redis calls in the same order as Redisson's (reformatted):
-//! - lock (`tryLockInnerAsync`): if the key does not exist or the hash has our field, `HINCRBY`
-//!   our field and `PEXPIRE` the lease, return nil; otherwise return the key's `PTTL`.
-//! - unlock (`unlockInnerAsync`, with the unlock latch `redisson_unlock_latch:{name}:<requestId>`
-//!   that makes a retried unlock idempotent): a latch value is returned as is; no field → nil;
-//!   `HINCRBY -1`; still > 0 → `PEXPIRE`, latch 0, return 0; else `DEL`, `PUBLISH
-//!   redisson_lock__channel:{name} 0`, latch 1, return 1. The client then `DEL`s the latch.
-//!   A nil makes `unlock` throw `IllegalMonitorStateException`.
-//! - renew (`renewExpirationAsync`): if our field exists, `PEXPIRE` the lease and return 1, else 0.
+//! `preset` names the Redisson release followed (tags of github.com/redisson/redisson; paths under
+//! `redisson/src/main/java/org/redisson/`):
 //!
-//! The client (`tryLock(waitTime, unit)`, lease −1): try once; else subscribe to the channel and
-//! loop — try, and wait for an unlock message up to the returned TTL (or the time left), all
-//! time accounting with `System.currentTimeMillis()` (the client's wall clock). On success with
-//! no explicit lease, `scheduleExpirationRenewal`: one renewal timer per lock entry per process
-//! (`EXPIRATION_RENEWAL_MAP`, threads counted in it), firing every `internalLockLeaseTime / 3`;
-//! a renewal that fails with an exception removes the entry — the watchdog is gone for good —
-//! and one that returns 0 cancels it. `unlock` cancels the thread's renewal whatever the result.
+//! - `redisson-4.7` (default), Redisson 4.7.0:
+//!   - lock script `RedissonLock.java:214-224`, unlock script with the unlock latch
+//!     `redisson_unlock_latch:{name}:<requestId>` that makes a retried unlock idempotent
+//!     (`RedissonLock.java:347-371`), latch TTL `(timeout + retryDelay(retryAttempts)) ·
+//!     retryAttempts` and the latch `DEL` after it (`RedissonBaseLock.java:218-247`);
+//!   - `tryLock` `RedissonLock.java:227-311`: a response timeout inside the wait loop makes it
+//!     return false (`:276`); `tryAcquire` is retried up to `retryAttempts` times when no replica
+//!     acknowledged (`connection/ServiceManager.java:611-645`), after undoing the lock (`handleNoSync`,
+//!     `RedissonBaseLock.java:281-283`);
+//!   - the watchdog is `renewal/LockTask.java:45-103` run by `renewal/RenewalTask.java`: one
+//!     timer chain per client, re-armed after *every* renewal, failed or not (`:169-185`), stopped
+//!     only when no lock is left to renew (`:97-134`). A new lock after the last unlock starts
+//!     a new chain while the old one's timer is still pending (`:136-152`), so several may run;
+//!   - commands (`command/RedisExecutor.java`): each attempt waits `timeout` (3000 ms,
+//!     `config/BaseConfig.java:58`) for its reply; a connection error is retried after the retry
+//!     delay, a response timeout is re-sent after it (`:436-504`) except for the lock and
+//!     unlock scripts, sent "no retry" (`RedissonBaseLock.java:80-82`); `retryAttempts` 4
+//!     (`BaseConfig.java:62`), delay `EqualJitterDelay(1000 ms, 2000 ms)` (`BaseConfig.java:67`,
+//!     `config/EqualJitterDelay.java:51`); scripts by `EVALSHA`, `SCRIPT LOAD` on `NOSCRIPT`
+//!     (`useScriptCache` true, `config/Config.java:95`; `command/CommandAsyncService.java:578-659`);
+//!   - `WAIT` (`command/CommandAsyncService.java:1095-1235`): never with a single-server configuration;
+//!     through Sentinel (`LockEnv::sentinel`) a one-off `WAIT 0 0` + `WAITAOF 0 0 0` probe
+//!     (Redis 7.0 lacks `WAITAOF`, which Redisson then stops using), the replica count from
+//!     `INFO ALL` (`connected_slaves`, asked again whenever a `WAIT` acknowledged another number),
+//!     and the script sent as a batch by `EVAL` followed by `WAIT <replicas> 1000` when there
+//!     are replicas; none acknowledging fails the call ("None of slaves were synced").
+//! - `redisson-3.12`, Redisson 3.12.5 (the watchdog of every release up to 3.43):
+//!   - lock, unlock (no latch) and renew scripts `RedissonLock.java:351-367, 569-585, 312-321`,
+//!     each sent as a batch by `EVAL` (`:342-349`) followed by `WAIT <replicas> 1000` when the
+//!     Sentinel reported replicas, its result unchecked (`:369-379`);
+//!   - the watchdog `renewExpiration` (`:265-299`): one timer per lock, re-armed only after a
+//!     renewal that returned 1; a failed renewal is logged and the watchdog is over;
+//!   - `timeout` 3000, `retryAttempts` 3, `retryInterval` 1500 ms (`config/BaseConfig.java:54-58`);
+//!     a response timeout is re-sent at once (`command/RedisExecutor.java:312-331`).
 //!
-//! `syncedEval`: with a single-server configuration Redisson sends the script alone. With
-//! replicas it pipelines `WAIT <replicas> <slavesSyncTimeout=1000>` after it, and when no
-//! replica acknowledged (`checkLockSyncedSlaves`, default true) a lock attempt is undone with the
-//! unlock script and fails ("None of slaves were synced"). Here that path is taken whenever
-//! `LockEnv::replicas()` > 0. Not modelled: Redisson's one-off `WAIT 0 0`/`WAITAOF` probe and
-//! `INFO` replica count, `WAITAOF` with AOF, the command retries (`retryAttempts` 3 ×
-//! `retryInterval` 1500 ms), and the latch semaphore shared by the threads of one process (each
-//! thread here has its own subscription).
+//! The Lua performs the same Redis calls in the same order as Redisson's scripts; it is laid out
+//! anew rather than pasted. Threads (`clients.threads`) share one Redisson client
+//! (`LockScheme::share`): one UUID, one renewal entry; thread ids are 1, 2, ... Not modelled:
+//! the subscription semaphore the threads of one process share (each thread subscribes on its
+//! own), `WAITAOF` (Redis 7.0 has none), cluster slots.
 //!
-//! Threads (`clients.threads`) share one Redisson client (`LockScheme::share`): one UUID, one
-//! renewal entry; thread ids are 1, 2, ...
-//!
-//! Parameters: `key` (`lock`), `ttl_ms` (`lockWatchdogTimeout`, 30 000), `lease_ms` (an explicit
-//! `leaseTime`: the lock then expires after it and no watchdog runs; default none).
+//! Parameters: `key` (`lock`), `preset`, `ttl_ms` (`lockWatchdogTimeout`, 30 000), `lease_ms` (an
+//! explicit `leaseTime`: the lock then expires after it and no watchdog runs), and the client's
+//! `timeout_ms` (3000), `retry_attempts` (4 / 3), `retry_interval_ms` (a constant delay; 4.7's
+//! default is the jittered one above, 3.12's 1500).
 //! What breaks it: a stop-the-world pause longer than the lease (the watchdog stops too); a
-//! partition between the holder and Redis that outlasts the lease (the first failed renewal
-//! stops the watchdog).
+//! partition longer than the lease; with `redisson-3.12` and short timeouts (`timeout_ms` 500,
+//! `retry_attempts` 0) any partition that fails one renewal, as the watchdog never resumes.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -48,15 +61,14 @@ use async_trait::async_trait;
 
 use super::fair;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, Subscription, TaskGuard, command,
-    eval, uuid4,
+    CallError, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, Subscription, argv, uuid4,
 };
 use crate::redis::Reply;
 
 pub const INFO: SchemeInfo = SchemeInfo {
     id: "redisson",
-    summary: "Redisson RLock: hash {uuid:thread -> count}, 30 s lease renewed every 10 s, pub/sub wake-up, WAIT with replicas",
-    source: "Redisson RedissonLock.java / RedissonBaseLock.java (3.2x)",
+    summary: "Redisson RLock: hash {uuid:thread -> count}, 30 s lease renewed every 10 s, pub/sub wake-up, WAIT through Sentinel",
+    source: "redisson/redisson@redisson-4.7.0 RedissonLock.java, renewal/LockTask.java (preset redisson-3.12: 3.12.5)",
     default_ttl_ms: 30_000,
     build,
 };
@@ -90,20 +102,136 @@ else
 end;
 ";
 
-pub(crate) const RENEW: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+/// Redisson 3.12.5's unlock: no latch.
+const UNLOCK_3_12: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
+    return nil;
+end;
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
+if (counter > 0) then
+    redis.call('pexpire', KEYS[1], ARGV[2]);
+    return 0;
+else
+    redis.call('del', KEYS[1]);
+    redis.call('publish', KEYS[2], ARGV[1]);
+    return 1;
+end;
+return nil;
+";
+
+/// Redisson 3.12.5's `renewExpirationAsync`.
+const RENEW_3_12: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
     redis.call('pexpire', KEYS[1], ARGV[1]);
     return 1;
 end;
 return 0;
 ";
 
+/// Redisson 4.7's `LockTask` chunk script: one result per lock name.
+const RENEW: &str = "local result = {}
+for i = 1, #KEYS, 1 do
+    if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then
+        redis.call('pexpire', KEYS[i], ARGV[1]);
+        table.insert(result, 1);
+    else
+        table.insert(result, 0);
+    end;
+end;
+return result;
+";
+
 /// `LockPubSub.UNLOCK_MESSAGE`, as `LongCodec` writes it.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
-/// `slavesSyncTimeout` default.
-const SLAVES_SYNC_TIMEOUT_MS: &str = "1000";
-/// The unlock latch's TTL: `(timeout 3000 + retryInterval 1500) * retryAttempts 3`.
-const UNLOCK_LATCH_TTL_MS: &str = "13500";
+/// `slavesSyncTimeout` default (`Config.java:89`; 3.12.5's `syncSlaves(.., 1, SECONDS)`).
+const SLAVES_SYNC_TIMEOUT_MS: u64 = 1000;
 const NO_SYNC: &str = "None of slaves were synced. Try to increase slavesSyncTimeout setting or set checkLockSyncedSlaves = false.";
+
+/// The Redisson release a preset follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// 3.12.5.
+    V3_12,
+    /// 4.7.0.
+    V4_7,
+}
+
+/// The client configuration (`Config`, `BaseConfig`) the lock depends on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Config {
+    pub(crate) version: Version,
+    /// `timeout`: how long one attempt of a command waits for its reply.
+    timeout_ms: u64,
+    /// `retryAttempts`.
+    retry_attempts: u64,
+    /// `retryInterval` (a `ConstantDelay` in 4.x); `None`: 4.x's `EqualJitterDelay(1 s, 2 s)`.
+    retry_interval_ms: Option<u64>,
+    /// `lockWatchdogTimeout`.
+    watchdog_ms: u64,
+}
+
+impl Config {
+    /// The `preset` and client parameters shared by `redisson` and `fair`.
+    pub(crate) fn from_params(params: &mut Params) -> Result<Config, String> {
+        let version = match params
+            .choice("preset", &["redisson-4.7", "redisson-3.12"], "redisson-4.7")?
+            .as_str()
+        {
+            "redisson-3.12" => Version::V3_12,
+            _ => Version::V4_7,
+        };
+        let (attempts, interval) = match version {
+            Version::V3_12 => (3, Some(1500)),
+            Version::V4_7 => (4, None),
+        };
+        let retry_interval_ms = if params.given("retry_interval_ms") {
+            Some(params.u64("retry_interval_ms", 0)?)
+        } else {
+            interval
+        };
+        Ok(Config {
+            version,
+            timeout_ms: params.positive("timeout_ms", 3000)?,
+            retry_attempts: params.u64("retry_attempts", attempts)?,
+            retry_interval_ms,
+            watchdog_ms: params.positive("ttl_ms", INFO.default_ttl_ms)?,
+        })
+    }
+
+    /// `retryDelay.calcDelay(attempt)`: the constant interval, or `EqualJitterDelay`: half of
+    /// `min(1000 · 2^attempt, 2000)` plus a random part up to the other half.
+    fn retry_delay_ms(&self, env: &Rc<dyn LockEnv>, attempt: u64) -> u64 {
+        if let Some(ms) = self.retry_interval_ms {
+            return ms;
+        }
+        let (base, max) = (1000u64, 2000u64);
+        let exponential = if attempt >= 63 || (1u64 << attempt) > max / base {
+            max
+        } else {
+            (base << attempt).min(max)
+        };
+        let half = exponential / 2;
+        half + env.random_u64() % (half + 1)
+    }
+}
+
+/// An exception of a Redisson call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// `RedisResponseTimeoutException`: the last attempt got no reply in time.
+    ResponseTimeout(String),
+    /// `NoSyncedSlavesException`.
+    NoSync,
+    /// Any other exception (a connection error, an error reply).
+    Other(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::ResponseTimeout(s) | Failure::Other(s) => write!(f, "{s}"),
+            Failure::NoSync => write!(f, "{NO_SYNC}"),
+        }
+    }
+}
 
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
     Ok(Box::new(RedissonLock::new(params, None)?))
@@ -112,24 +240,28 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
 /// The state one Redisson client (process) keeps for one lock name.
 pub(crate) struct Client {
     pub(crate) key: String,
+    pub(crate) config: Config,
     /// `internalLockLeaseTime`: the watchdog timeout, or the last explicit lease.
     pub(crate) internal_lock_lease_time: u64,
     /// An explicit `leaseTime` for every `tryLock`.
     lease_ms: Option<u64>,
     /// `ServiceManager.getId()`: a UUID per Redisson client, made at first use.
     id: Option<String>,
-    /// This lock's entry of `EXPIRATION_RENEWAL_MAP`.
-    renewal: Option<ExpirationEntry>,
+    /// This lock's renewal entry: thread id → how many times it scheduled renewal, in insertion
+    /// order (3.12's `ExpirationEntry`, 4.7's `LockEntry`).
+    renewal: Option<Vec<(u64, u32)>>,
+    /// 3.12: the entry's timer.
+    timer: Option<Box<dyn super::TaskGuard>>,
+    /// 4.7: `RenewalTask.running`.
+    renewal_running: bool,
     /// Thread ids handed out.
     threads: u64,
+    /// 4.7 through Sentinel: whether the `WAIT`/`WAITAOF` probe was done.
+    wait_probed: bool,
+    /// 4.7 through Sentinel: `MasterSlaveEntry.availableSlaves`, -1 until `INFO` tells.
+    available_slaves: i64,
     /// `Some` for `RedissonFairLock`.
     pub(crate) fair: Option<fair::Config>,
-}
-
-struct ExpirationEntry {
-    /// Thread id → how many times it scheduled renewal, in insertion order (a LinkedHashMap).
-    thread_ids: Vec<(u64, u32)>,
-    timeout: Option<Box<dyn TaskGuard>>,
 }
 
 /// One thread's handle on a Redisson lock object.
@@ -141,7 +273,7 @@ pub struct RedissonLock {
 impl RedissonLock {
     pub(crate) fn new(params: &mut Params, fair: Option<fair::Config>) -> Result<Self, String> {
         let key = params.key()?;
-        let watchdog = params.positive("ttl_ms", INFO.default_ttl_ms)?;
+        let config = Config::from_params(params)?;
         let lease_ms = if params.given("lease_ms") {
             Some(params.positive("lease_ms", 0)?)
         } else {
@@ -150,11 +282,16 @@ impl RedissonLock {
         Ok(RedissonLock {
             client: Rc::new(RefCell::new(Client {
                 key,
-                internal_lock_lease_time: watchdog,
+                config,
+                internal_lock_lease_time: config.watchdog_ms,
                 lease_ms,
                 id: None,
                 renewal: None,
+                timer: None,
+                renewal_running: false,
                 threads: 1,
+                wait_probed: false,
+                available_slaves: -1,
                 fair,
             })),
             thread_id: 1,
@@ -165,12 +302,23 @@ impl RedissonLock {
         self.client.borrow().key.clone()
     }
 
+    pub(crate) fn config(&self) -> Config {
+        self.client.borrow().config
+    }
+
     pub(crate) fn lease(&self) -> u64 {
         self.client.borrow().internal_lock_lease_time
     }
 
     fn is_fair(&self) -> bool {
         self.client.borrow().fair.is_some()
+    }
+
+    fn handle(&self, thread_id: u64) -> RedissonLock {
+        RedissonLock {
+            client: self.client.clone(),
+            thread_id,
+        }
     }
 
     /// `getLockName(threadId)`: `uuid:threadId`.
@@ -185,29 +333,67 @@ impl RedissonLock {
         prefix_name("redisson_lock__channel", &self.key())
     }
 
-    /// `tryAcquire`: `Ok(None)` acquired, `Ok(Some(ttl))` held by someone else.
-    async fn try_acquire(&mut self, env: &Rc<dyn LockEnv>) -> Result<Option<i64>, String> {
+    /// `tryAcquire`: `Ok(None)` acquired, `Ok(Some(ttl))` held by someone else. 4.7 runs it
+    /// through `ServiceManager.execute`, which retries it when no replica acknowledged.
+    async fn try_acquire(
+        &mut self,
+        env: &Rc<dyn LockEnv>,
+        wait_ms: u64,
+    ) -> Result<Option<i64>, Failure> {
+        let config = self.config();
+        let mut attempts = 0;
+        loop {
+            match self.try_acquire_once(env, wait_ms).await {
+                Err(Failure::NoSync)
+                    if config.version == Version::V4_7 && attempts < config.retry_attempts =>
+                {
+                    attempts += 1;
+                    env.sleep_ms(config.retry_delay_ms(env, attempts)).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// `tryAcquireAsync`: the lock script (undone when no replica acknowledged), then the
+    /// watchdog or the explicit lease.
+    async fn try_acquire_once(
+        &mut self,
+        env: &Rc<dyn LockEnv>,
+        wait_ms: u64,
+    ) -> Result<Option<i64>, Failure> {
         let (explicit, lease) = {
             let c = self.client.borrow();
-            (c.lease_ms, c.lease_ms.unwrap_or(c.internal_lock_lease_time))
+            (c.lease_ms, c.lease_ms.unwrap_or(c.config.watchdog_ms))
         };
-        let ttl = if self.is_fair() {
-            fair::try_lock_inner(self, env, lease).await
+        let result = if self.is_fair() {
+            fair::try_lock_inner(self, env, wait_ms, lease).await
         } else {
             let name = self.lock_name(env);
-            let result = synced_eval(env, LOCK, &[&self.key()], &[&lease.to_string(), &name]).await;
-            match result {
-                // handleNoSync: undo the lock, then fail.
-                Err(e) if e == NO_SYNC => {
-                    let _ = self.unlock_inner(env).await;
-                    Err(e)
-                }
-                Err(e) => Err(e),
-                Ok(Reply::Nil) => Ok(None),
-                Ok(Reply::Integer(ttl)) => Ok(Some(ttl)),
-                Ok(other) => Err(format!("unexpected reply {other:?}")),
+            let key = self.key();
+            synced_eval(
+                self,
+                env,
+                LOCK,
+                &[&key],
+                &[&lease.to_string(), &name],
+                false,
+            )
+            .await
+            .and_then(|reply| match reply {
+                Reply::Nil => Ok(None),
+                Reply::Integer(ttl) => Ok(Some(ttl)),
+                other => Err(Failure::Other(format!("unexpected reply {other:?}"))),
+            })
+        };
+        let ttl = match result {
+            // handleNoSync: undo the lock, then fail.
+            Err(Failure::NoSync) => {
+                let _ = self.unlock_inner(env, None).await;
+                return Err(Failure::NoSync);
             }
-        }?;
+            other => other?,
+        };
         if ttl.is_none() {
             match explicit {
                 Some(lease) => self.client.borrow_mut().internal_lock_lease_time = lease,
@@ -217,62 +403,99 @@ impl RedissonLock {
         Ok(ttl)
     }
 
-    async fn unlock_inner(&self, env: &Rc<dyn LockEnv>) -> Result<Reply, String> {
-        if self.is_fair() {
-            return fair::unlock_inner(self, env).await;
-        }
-        let request_id = format!("{:016x}{:016x}", env.random_u64(), env.random_u64());
+    /// `unlockInnerAsync`; 4.7 with the latch of `request_id` (a new one when `None`), then
+    /// the latch's `DEL` in the background.
+    async fn unlock_inner(
+        &self,
+        env: &Rc<dyn LockEnv>,
+        request_id: Option<String>,
+    ) -> Result<Reply, Failure> {
+        let config = self.config();
+        let request_id = request_id.unwrap_or_else(|| generate_id(env));
         let latch = format!(
             "{}:{request_id}",
             prefix_name("redisson_unlock_latch", &self.key())
         );
-        let lease = self.lease().to_string();
-        let name = self.lock_name(env);
-        let reply = synced_eval(
-            env,
-            UNLOCK,
-            &[&self.key(), &self.channel_name(), &latch],
-            &[
-                UNLOCK_MESSAGE,
-                &lease,
-                &name,
-                "PUBLISH",
-                UNLOCK_LATCH_TTL_MS,
-            ],
-        )
-        .await?;
-        // The latch is deleted asynchronously; unlock does not wait for it.
-        let del_env = env.clone();
-        let _ = env.spawn(Box::pin(async move {
-            let _ = command(&del_env, 0, &["DEL", &latch]).await;
-        }));
+        // (timeout + retryDelay.calcDelay(retryAttempts)) * retryAttempts, at least 1.
+        let latch_ttl = ((config.timeout_ms + config.retry_delay_ms(env, config.retry_attempts))
+            * config.retry_attempts)
+            .max(1);
+        let reply = if self.is_fair() {
+            fair::unlock_inner(self, env, &latch, latch_ttl).await?
+        } else {
+            let lease = self.lease().to_string();
+            let name = self.lock_name(env);
+            let (key, channel) = (self.key(), self.channel_name());
+            match config.version {
+                Version::V3_12 => {
+                    synced_eval(
+                        self,
+                        env,
+                        UNLOCK_3_12,
+                        &[&key, &channel],
+                        &[UNLOCK_MESSAGE, &lease, &name],
+                        true,
+                    )
+                    .await?
+                }
+                Version::V4_7 => {
+                    synced_eval(
+                        self,
+                        env,
+                        UNLOCK,
+                        &[&key, &channel, &latch],
+                        &[
+                            UNLOCK_MESSAGE,
+                            &lease,
+                            &name,
+                            "PUBLISH",
+                            &latch_ttl.to_string(),
+                        ],
+                        false,
+                    )
+                    .await?
+                }
+            }
+        };
+        if config.version == Version::V4_7 {
+            // The latch is deleted asynchronously; unlock does not wait for it.
+            let del_env = env.clone();
+            let _ = env.spawn(Box::pin(async move {
+                let _ = execute(config, &del_env, argv(&["DEL", &latch]), true, 0).await;
+            }));
+        }
         Ok(reply)
     }
 
     /// `scheduleExpirationRenewal(threadId)`.
     fn schedule_expiration_renewal(&self, env: &Rc<dyn LockEnv>) {
+        let version = self.config().version;
         let mut client = self.client.borrow_mut();
         if let Some(entry) = client.renewal.as_mut() {
             add_thread(entry, self.thread_id);
             return;
         }
-        client.renewal = Some(ExpirationEntry {
-            thread_ids: vec![(self.thread_id, 1)],
-            timeout: None,
-        });
-        drop(client);
-        self.renew_expiration(env);
+        client.renewal = Some(vec![(self.thread_id, 1)]);
+        match version {
+            Version::V3_12 => {
+                drop(client);
+                self.renew_expiration_3_12(env);
+            }
+            // RenewalTask.add: a new timer chain unless one is running.
+            Version::V4_7 if !client.renewal_running => {
+                client.renewal_running = true;
+                drop(client);
+                self.renewal_task(env);
+            }
+            Version::V4_7 => {}
+        }
     }
 
-    /// `renewExpiration()`: a timer every `internalLockLeaseTime / 3`, rescheduled after each
-    /// successful renewal (here: a loop).
-    fn renew_expiration(&self, env: &Rc<dyn LockEnv>) {
+    /// 3.12's `renewExpiration()`: a timer every `internalLockLeaseTime / 3`, re-armed after
+    /// each renewal that returned 1 (here: a loop); an exception ends it.
+    fn renew_expiration_3_12(&self, env: &Rc<dyn LockEnv>) {
         let client = self.client.clone();
         let task_env = env.clone();
-        let handle = RedissonLock {
-            client: client.clone(),
-            thread_id: self.thread_id,
-        };
         let task = env.spawn(Box::pin(async move {
             loop {
                 let period = client.borrow().internal_lock_lease_time / 3;
@@ -281,7 +504,7 @@ impl RedissonLock {
                     .borrow()
                     .renewal
                     .as_ref()
-                    .and_then(|e| e.thread_ids.first().map(|(t, _)| *t));
+                    .and_then(|e| e.first().map(|(t, _)| *t));
                 let Some(thread_id) = first else { return };
                 let renewer = RedissonLock {
                     client: client.clone(),
@@ -290,26 +513,63 @@ impl RedissonLock {
                 let name = renewer.lock_name(&task_env);
                 let lease = renewer.lease().to_string();
                 let key = renewer.key();
-                match synced_eval(&task_env, RENEW, &[&key], &[&lease, &name]).await {
-                    // "Can't update lock ... expiration": the entry goes, renewal is over.
-                    Err(_) => {
-                        client.borrow_mut().renewal = None;
-                        return;
-                    }
-                    Ok(Reply::Integer(1)) => continue,
-                    Ok(_) => {
-                        handle.cancel_expiration_renewal(None);
-                        return;
-                    }
+                let renewed = synced_eval(
+                    &renewer,
+                    &task_env,
+                    RENEW_3_12,
+                    &[&key],
+                    &[&lease, &name],
+                    true,
+                )
+                .await;
+                // "Can't update lock ... expiration" is logged; nothing re-arms the timer.
+                if renewed != Ok(Reply::Integer(1)) {
+                    return;
                 }
             }
         }));
-        if let Some(entry) = self.client.borrow_mut().renewal.as_mut() {
-            entry.timeout = Some(task);
-        }
+        self.client.borrow_mut().timer = Some(task);
     }
 
-    /// `cancelExpirationRenewal(threadId)`.
+    /// 4.7's `RenewalTask`: every `lockWatchdogTimeout / 3` after the previous renewal, renew
+    /// the lock for its first thread; whatever the outcome, go on while `running`.
+    fn renewal_task(&self, env: &Rc<dyn LockEnv>) {
+        let client = self.client.clone();
+        let task_env = env.clone();
+        let _ = env.spawn(Box::pin(async move {
+            loop {
+                let period = client.borrow().config.watchdog_ms / 3;
+                task_env.sleep_ms(period).await;
+                let first = client
+                    .borrow()
+                    .renewal
+                    .as_ref()
+                    .and_then(|e| e.first().map(|(t, _)| *t));
+                if let Some(thread_id) = first {
+                    let renewer = RedissonLock {
+                        client: client.clone(),
+                        thread_id,
+                    };
+                    let name = renewer.lock_name(&task_env);
+                    let (key, lease) = (renewer.key(), renewer.config().watchdog_ms.to_string());
+                    let renewed =
+                        synced_eval(&renewer, &task_env, RENEW, &[&key], &[&lease, &name], true)
+                            .await;
+                    // ContainsDecoder: a name whose hash field is gone stops being renewed.
+                    if let Ok(Reply::Array(results)) = renewed
+                        && results.first() != Some(&Reply::Integer(1))
+                    {
+                        renewer.cancel_expiration_renewal(Some(thread_id));
+                    }
+                }
+                if !client.borrow().renewal_running {
+                    return;
+                }
+            }
+        }));
+    }
+
+    /// `cancelExpirationRenewal(threadId)`: `None` cancels for every thread.
     fn cancel_expiration_renewal(&self, thread_id: Option<u64>) {
         let mut client = self.client.borrow_mut();
         let Some(entry) = client.renewal.as_mut() else {
@@ -318,17 +578,19 @@ impl RedissonLock {
         if let Some(t) = thread_id {
             remove_thread(entry, t);
         }
-        if thread_id.is_none() || entry.thread_ids.is_empty() {
-            if let Some(timeout) = entry.timeout.take() {
-                timeout.cancel();
-            }
+        if thread_id.is_none() || entry.is_empty() {
             client.renewal = None;
+            if let Some(timer) = client.timer.take() {
+                timer.cancel();
+            }
+            // RenewalTask.stop(): the pending timer fires once more and then ends.
+            client.renewal_running = false;
         }
     }
 
-    async fn acquire_failed(&self, env: &Rc<dyn LockEnv>) {
+    async fn acquire_failed(&self, env: &Rc<dyn LockEnv>, wait_ms: u64) {
         if self.is_fair() {
-            fair::acquire_failed(self, env).await;
+            fair::acquire_failed(self, env, wait_ms).await;
         }
     }
 
@@ -342,15 +604,15 @@ impl RedissonLock {
     }
 
     /// `tryLock(waitTime, MILLISECONDS)` with the lease of the parameters.
-    async fn try_lock(&mut self, env: &Rc<dyn LockEnv>, wait_ms: u64) -> Result<bool, String> {
+    async fn try_lock(&mut self, env: &Rc<dyn LockEnv>, wait_ms: u64) -> Result<bool, Failure> {
         let mut time = wait_ms as i64;
         let mut current = env.wall_ms();
-        if self.try_acquire(env).await?.is_none() {
+        if self.try_acquire(env, wait_ms).await?.is_none() {
             return Ok(true);
         }
         time -= env.wall_ms() - current;
         if time <= 0 {
-            self.acquire_failed(env).await;
+            self.acquire_failed(env, wait_ms).await;
             return Ok(false);
         }
         current = env.wall_ms();
@@ -358,24 +620,30 @@ impl RedissonLock {
         let subscription = match self.subscribe(env).await {
             Ok(s) => s,
             Err(_) => {
-                self.acquire_failed(env).await;
+                self.acquire_failed(env, wait_ms).await;
                 return Ok(false);
             }
         };
         time -= env.wall_ms() - current;
         if time <= 0 {
-            self.acquire_failed(env).await;
+            self.acquire_failed(env, wait_ms).await;
             return Ok(false);
         }
         loop {
             let mut current_time = env.wall_ms();
-            let ttl = self.try_acquire(env).await?;
+            let ttl = match self.try_acquire(env, wait_ms).await {
+                Err(Failure::ResponseTimeout(_)) if self.config().version == Version::V4_7 => {
+                    self.acquire_failed(env, wait_ms).await;
+                    return Ok(false);
+                }
+                other => other?,
+            };
             let Some(ttl) = ttl else {
                 return Ok(true);
             };
             time -= env.wall_ms() - current_time;
             if time <= 0 {
-                self.acquire_failed(env).await;
+                self.acquire_failed(env, wait_ms).await;
                 return Ok(false);
             }
             // Waiting for an unlock message (the latch) up to the TTL or the time left.
@@ -384,25 +652,55 @@ impl RedissonLock {
             subscription.next_message(wait.max(0) as u64).await;
             time -= env.wall_ms() - current_time;
             if time <= 0 {
-                self.acquire_failed(env).await;
+                self.acquire_failed(env, wait_ms).await;
                 return Ok(false);
+            }
+        }
+    }
+
+    /// `unlock()`: 4.7 retries the unlock (same request id, so the latch answers a repeat) when
+    /// no replica acknowledged; the renewal is cancelled after every attempt.
+    async fn unlock(&mut self, env: &Rc<dyn LockEnv>) -> Result<Reply, Failure> {
+        let config = self.config();
+        let request_id = generate_id(env);
+        let mut attempts = 0;
+        loop {
+            let result = self.unlock_inner(env, Some(request_id.clone())).await;
+            self.cancel_expiration_renewal(Some(self.thread_id));
+            if config.version == Version::V4_7 && !matches!(result, Ok(Reply::Integer(0))) {
+                let mut client = self.client.borrow_mut();
+                client.internal_lock_lease_time = config.watchdog_ms;
+            }
+            match result {
+                Err(Failure::NoSync)
+                    if config.version == Version::V4_7 && attempts < config.retry_attempts =>
+                {
+                    attempts += 1;
+                    env.sleep_ms(config.retry_delay_ms(env, attempts)).await;
+                }
+                result => return result,
             }
         }
     }
 }
 
-fn add_thread(entry: &mut ExpirationEntry, thread_id: u64) {
-    match entry.thread_ids.iter_mut().find(|(t, _)| *t == thread_id) {
+/// `ServiceManager.generateId()`: 16 random bytes in hex.
+fn generate_id(env: &Rc<dyn LockEnv>) -> String {
+    format!("{:016x}{:016x}", env.random_u64(), env.random_u64())
+}
+
+fn add_thread(entry: &mut Vec<(u64, u32)>, thread_id: u64) {
+    match entry.iter_mut().find(|(t, _)| *t == thread_id) {
         Some((_, n)) => *n += 1,
-        None => entry.thread_ids.push((thread_id, 1)),
+        None => entry.push((thread_id, 1)),
     }
 }
 
-fn remove_thread(entry: &mut ExpirationEntry, thread_id: u64) {
-    if let Some(i) = entry.thread_ids.iter().position(|(t, _)| *t == thread_id) {
-        entry.thread_ids[i].1 -= 1;
-        if entry.thread_ids[i].1 == 0 {
-            entry.thread_ids.remove(i);
+fn remove_thread(entry: &mut Vec<(u64, u32)>, thread_id: u64) {
+    if let Some(i) = entry.iter().position(|(t, _)| *t == thread_id) {
+        entry[i].1 -= 1;
+        if entry[i].1 == 0 {
+            entry.remove(i);
         }
     }
 }
@@ -416,32 +714,197 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     }
 }
 
-/// `CommandAsyncService.syncedEval` (see the module doc). An error reply is an exception.
+/// One command as `RedisExecutor` sends it: each attempt waits `timeout` (+ `extra_ms`) for
+/// its reply; a connection error is retried after the retry delay; a response timeout is
+/// re-sent when `resend` (3.12 at once, 4.7 after the retry delay); at most `retryAttempts`
+/// more attempts.
+async fn execute(
+    config: Config,
+    env: &Rc<dyn LockEnv>,
+    command: Vec<Vec<u8>>,
+    resend: bool,
+    extra_ms: u64,
+) -> Result<Reply, Failure> {
+    batch(config, env, vec![command], resend, extra_ms)
+        .await
+        .map(|mut replies| replies.remove(0))
+}
+
+/// Several commands sent as one unit (a `CommandBatchService` on one connection) and retried as
+/// one, as `execute`.
+async fn batch(
+    config: Config,
+    env: &Rc<dyn LockEnv>,
+    commands: Vec<Vec<Vec<u8>>>,
+    resend: bool,
+    extra_ms: u64,
+) -> Result<Vec<Reply>, Failure> {
+    let timeout_ms = config.timeout_ms + extra_ms;
+    let mut attempt = 0;
+    loop {
+        let started = env.mono_ms();
+        let mut replies = Vec::with_capacity(commands.len());
+        let mut error = None;
+        for command in &commands {
+            match env.call_with_timeout(0, command.clone(), timeout_ms).await {
+                Ok(reply) => replies.push(reply),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let Some(error) = error else {
+            return Ok(replies);
+        };
+        let retry = attempt < config.retry_attempts;
+        match error {
+            CallError::Timeout if retry && resend => {
+                if config.version == Version::V4_7 {
+                    env.sleep_ms(config.retry_delay_ms(env, attempt)).await;
+                }
+            }
+            CallError::Timeout => {
+                return Err(Failure::ResponseTimeout(format!(
+                    "Redis server response timeout ({timeout_ms} ms) occurred after {attempt} of {} retry attempts",
+                    config.retry_attempts
+                )));
+            }
+            CallError::Disconnected(_) if retry => {
+                let delay = config.retry_delay_ms(env, attempt);
+                let spent = env.mono_ms().saturating_sub(started);
+                env.sleep_ms(delay.saturating_sub(spent)).await;
+            }
+            CallError::Disconnected(why) => {
+                return Err(Failure::Other(format!(
+                    "{why} after {attempt} of {} retry attempts",
+                    config.retry_attempts
+                )));
+            }
+        }
+        attempt += 1;
+    }
+}
+
+fn eval_command(script: &str, keys: &[&str], args: &[&str]) -> Vec<Vec<u8>> {
+    let mut cmd = vec![
+        b"EVAL".to_vec(),
+        script.as_bytes().to_vec(),
+        keys.len().to_string().into_bytes(),
+    ];
+    cmd.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+    cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    cmd
+}
+
+/// An error reply is an exception.
+fn exception(reply: Reply) -> Result<Reply, Failure> {
+    match reply {
+        Reply::Error(e) => Err(Failure::Other(String::from_utf8_lossy(&e).into_owned())),
+        reply => Ok(reply),
+    }
+}
+
+/// `CommandAsyncService.syncedEval` (see the module doc); `retry` is false for the "no retry"
+/// lock and unlock scripts.
 pub(crate) async fn synced_eval(
+    lock: &RedissonLock,
     env: &Rc<dyn LockEnv>,
     script: &str,
     keys: &[&str],
     args: &[&str],
-) -> Result<Reply, String> {
-    let reply = match eval(env, 0, script, keys, args).await {
-        Ok(Reply::Error(e)) => return Err(String::from_utf8_lossy(&e).into_owned()),
-        Ok(reply) => reply,
-        Err(e) => return Err(e.to_string()),
-    };
-    let replicas = env.replicas();
-    if replicas > 0 {
-        let synced = command(
-            env,
-            0,
-            &["WAIT", &replicas.to_string(), SLAVES_SYNC_TIMEOUT_MS],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        if synced == Reply::Integer(0) {
-            return Err(NO_SYNC.to_string());
+    retry: bool,
+) -> Result<Reply, Failure> {
+    let config = lock.config();
+    let eval = eval_command(script, keys, args);
+    if config.version == Version::V3_12 {
+        let replicas = if env.sentinel() { env.replicas() } else { 0 };
+        let mut commands = vec![eval];
+        if replicas > 0 {
+            let wait = SLAVES_SYNC_TIMEOUT_MS.to_string();
+            commands.push(argv(&["WAIT", &replicas.to_string(), &wait]));
         }
+        let extra = if replicas > 0 {
+            SLAVES_SYNC_TIMEOUT_MS
+        } else {
+            0
+        };
+        let replies = batch(config, env, commands, true, extra).await?;
+        return exception(replies.into_iter().next().unwrap_or(Reply::Nil));
     }
-    Ok(reply)
+    if !env.sentinel() {
+        return exception(evalsha(config, env, script, eval, retry).await?);
+    }
+    if !lock.client.borrow().wait_probed {
+        let probe = vec![argv(&["WAIT", "0", "0"]), argv(&["WAITAOF", "0", "0", "0"])];
+        let replies = batch(config, env, probe, true, 0).await?;
+        if let Some(Reply::Error(e)) = replies.first() {
+            return Err(Failure::Other(String::from_utf8_lossy(e).into_owned()));
+        }
+        lock.client.borrow_mut().wait_probed = true;
+    }
+    if lock.client.borrow().available_slaves < 0 {
+        let info = exception(execute(config, env, argv(&["INFO", "ALL"]), true, 0).await?)?;
+        lock.client.borrow_mut().available_slaves = connected_slaves(&info);
+    }
+    let replicas = lock.client.borrow().available_slaves;
+    let mut commands = vec![eval];
+    let mut extra = 0;
+    if replicas > 0 {
+        let wait = SLAVES_SYNC_TIMEOUT_MS.to_string();
+        commands.push(argv(&["WAIT", &replicas.to_string(), &wait]));
+        extra = SLAVES_SYNC_TIMEOUT_MS;
+    }
+    // The batch executor is created with noRetry false, whatever the caller asked.
+    let replies = batch(config, env, commands, true, extra).await?;
+    let synced = match replies.get(1) {
+        Some(Reply::Integer(n)) => *n,
+        _ => 0,
+    };
+    if synced != replicas {
+        lock.client.borrow_mut().available_slaves = -1;
+    }
+    if synced == 0 && replicas > 0 {
+        return Err(Failure::NoSync);
+    }
+    exception(replies.into_iter().next().unwrap_or(Reply::Nil))
+}
+
+/// `evalAsync` with the script cache: `EVALSHA`, and on `NOSCRIPT` a `SCRIPT LOAD` and the
+/// `EVALSHA` again.
+async fn evalsha(
+    config: Config,
+    env: &Rc<dyn LockEnv>,
+    script: &str,
+    mut eval: Vec<Vec<u8>>,
+    resend: bool,
+) -> Result<Reply, Failure> {
+    eval[0] = b"EVALSHA".to_vec();
+    eval[1] = crate::redis::lua::sha1_hex(script.as_bytes()).into_bytes();
+    match execute(config, env, eval.clone(), resend, 0).await? {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
+            let load = vec![
+                b"SCRIPT".to_vec(),
+                b"LOAD".to_vec(),
+                script.as_bytes().to_vec(),
+            ];
+            exception(execute(config, env, load, true, 0).await?)?;
+            execute(config, env, eval, resend, 0).await
+        }
+        reply => Ok(reply),
+    }
+}
+
+/// `connected_slaves` of an `INFO` reply (0 when absent, as Redisson's `getOrDefault`).
+fn connected_slaves(info: &Reply) -> i64 {
+    let text = info
+        .as_bulk()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("connected_slaves:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 #[async_trait(?Send)]
@@ -449,21 +912,19 @@ impl LockScheme for RedissonLock {
     async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String> {
         let name = self.lock_name(env);
         env.register_token(&name);
-        if self.try_lock(env, timeout_ms).await? {
-            Ok(Grant {
+        match self.try_lock(env, timeout_ms).await {
+            Ok(true) => Ok(Grant {
                 token: name,
                 fence: None,
-            })
-        } else {
-            Err(format!("tryLock({timeout_ms} ms) returned false"))
+            }),
+            Ok(false) => Err(format!("tryLock({timeout_ms} ms) returned false")),
+            Err(e) => Err(e.to_string()),
         }
     }
 
     /// `unlock()`.
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        let result = self.unlock_inner(env).await;
-        self.cancel_expiration_renewal(Some(self.thread_id));
-        match result {
+        match self.unlock(env).await {
             Ok(Reply::Integer(1)) => Release {
                 ok: true,
                 detail: "unlocked".into(),
@@ -486,7 +947,7 @@ impl LockScheme for RedissonLock {
             },
             Err(e) => Release {
                 ok: false,
-                detail: e,
+                detail: e.to_string(),
             },
         }
     }
@@ -498,10 +959,7 @@ impl LockScheme for RedissonLock {
             client.threads += 1;
             client.threads
         };
-        Some(Box::new(RedissonLock {
-            client: self.client.clone(),
-            thread_id,
-        }))
+        Some(Box::new(self.handle(thread_id)))
     }
 }
 
@@ -513,14 +971,15 @@ mod tests {
     use crate::locks::{LockEnv, LockScheme, SchemeSpec};
     use crate::redis::Reply;
 
+    fn scheme(json: serde_json::Value) -> Box<dyn LockScheme> {
+        SchemeSpec::from_json(&json, "scheme")
+            .unwrap()
+            .build("s")
+            .unwrap()
+    }
+
     fn lock(ttl_ms: u64) -> Box<dyn LockScheme> {
-        SchemeSpec::from_json(
-            &serde_json::json!({"name": "redisson", "ttl_ms": ttl_ms}),
-            "scheme",
-        )
-        .unwrap()
-        .build("s")
-        .unwrap()
+        scheme(serde_json::json!({"name": "redisson", "ttl_ms": ttl_ms}))
     }
 
     #[test]
@@ -545,12 +1004,33 @@ mod tests {
         assert!(block_on(lb.acquire(&b, 10_000)).is_err());
         assert!(matches!(shared.command(&["PTTL", "lock"]), Reply::Integer(t) if t > 1500));
         assert!(block_on(la.release(&a)).ok);
-        assert_eq!(shared.running_tasks(), 1, "only the latch DEL is left");
-        pass(&shared, 10);
+        // The latch DEL, and the renewal chain until its timer fires once more.
+        pass(&shared, 1000);
+        assert_eq!(shared.running_tasks(), 0);
         assert_eq!(
             shared.command(&["DBSIZE"]),
             Reply::Integer(0),
             "lock and latch gone"
+        );
+    }
+
+    #[test]
+    fn scripts_go_by_evalsha_and_are_loaded_on_noscript() {
+        let shared = Shared::new();
+        let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
+        let a_dyn: Rc<dyn LockEnv> = a.clone();
+        block_on(lock(30_000).acquire(&a_dyn, 100)).unwrap();
+        let sent = a.sent.borrow();
+        assert!(sent[0].starts_with("EVALSHA "), "{sent:?}");
+        assert!(sent[1].starts_with("SCRIPT LOAD "), "{sent:?}");
+        assert!(sent[2].starts_with("EVALSHA "), "{sent:?}");
+        let old = scheme(serde_json::json!({"name": "redisson", "preset": "redisson-3.12"}));
+        let b = Rc::new(DirectEnv::concrete(&shared, "b", 2));
+        let b_dyn: Rc<dyn LockEnv> = b.clone();
+        let _ = block_on({ old }.acquire(&b_dyn, 100));
+        assert!(
+            b.sent.borrow()[0].starts_with("EVAL \""),
+            "3.12 does not cache scripts"
         );
     }
 
@@ -578,23 +1058,40 @@ mod tests {
         );
     }
 
+    /// A renewal that gets no reply: Redisson 4.7 waits its 3 s `timeout`, re-sends it after
+    /// the retry delay, and the watchdog goes on; 3.12 with a 500 ms timeout and no retries
+    /// gives up and never renews again.
     #[test]
-    fn a_failed_renewal_stops_the_watchdog_for_good() {
+    fn a_lost_renewal_reply_is_retried_and_the_watchdog_goes_on() {
         let shared = Shared::new();
         let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
         let a_dyn: Rc<dyn LockEnv> = a.clone();
-        let mut la = lock(3000);
+        let mut la = lock(30_000);
         block_on(la.acquire(&a_dyn, 100)).unwrap();
-        a.mishap("EVAL", Mishap::Drop);
-        pass(&shared, 1001);
+        a.mishap("EVALSHA", Mishap::Drop);
+        // The renewal at 10 s is lost; it is re-sent at 13.5–14 s and renewed; so are the next.
+        pass(&shared, 40_000);
         assert_eq!(
-            shared.running_tasks(),
-            0,
-            "the first failed renewal ended it"
+            shared.command(&["EXISTS", "lock"]),
+            Reply::Integer(1),
+            "still renewed"
         );
-        pass(&shared, 2000);
-        assert_eq!(shared.command(&["EXISTS", "lock"]), Reply::Integer(0));
-        let unlock = block_on(la.release(&a_dyn));
+        assert!(block_on(la.release(&a_dyn)).ok);
+
+        let old = Shared::new();
+        let b = Rc::new(DirectEnv::concrete(&old, "b", 2));
+        let b_dyn: Rc<dyn LockEnv> = b.clone();
+        let mut lb = scheme(
+            serde_json::json!({"name": "redisson", "preset": "redisson-3.12",
+            "ttl_ms": 3000, "timeout_ms": 500, "retry_attempts": 0}),
+        );
+        block_on(lb.acquire(&b_dyn, 100)).unwrap();
+        b.mishap("EVAL", Mishap::Drop);
+        pass(&old, 1600);
+        assert_eq!(old.running_tasks(), 0, "the first failed renewal ended it");
+        pass(&old, 2000);
+        assert_eq!(old.command(&["EXISTS", "lock"]), Reply::Integer(0));
+        let unlock = block_on(lb.release(&b_dyn));
         assert!(
             unlock.detail.starts_with("IllegalMonitorStateException"),
             "{unlock:?}"
@@ -624,16 +1121,41 @@ mod tests {
         assert!(g2.token.ends_with(":2"));
     }
 
+    /// `WAIT` goes out only where Redisson sends it: never to a single server (even one with
+    /// replicas), and through Sentinel only when `INFO` reports replicas.
     #[test]
-    fn with_replicas_a_lock_no_replica_acknowledged_is_undone() {
+    fn wait_only_through_sentinel_and_only_with_replicas() {
         let shared = Shared::new();
         let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
         a.set_replicas(1);
         let a_dyn: Rc<dyn LockEnv> = a.clone();
-        let err = block_on(lock(30_000).acquire(&a_dyn, 100)).unwrap_err();
-        assert!(err.starts_with("None of slaves were synced"), "{err}");
-        let sent = a.sent.borrow();
-        assert_eq!(sent[1], "WAIT 1 1000");
-        assert_eq!(shared.command(&["EXISTS", "lock"]), Reply::Integer(0));
+        block_on(lock(30_000).acquire(&a_dyn, 100)).unwrap();
+        assert!(!a.sent.borrow().iter().any(|c| c.starts_with("WAIT")));
+
+        let via = Shared::new();
+        let b = Rc::new(DirectEnv::concrete(&via, "b", 2));
+        b.set_sentinel(true);
+        let b_dyn: Rc<dyn LockEnv> = b.clone();
+        block_on(lock(30_000).acquire(&b_dyn, 100)).unwrap();
+        let sent = b.sent.borrow();
+        assert_eq!(sent[..3], ["WAIT 0 0", "WAITAOF 0 0 0", "INFO ALL"]);
+        assert!(sent[3].starts_with("EVAL \""), "{sent:?}");
+        assert_eq!(sent.len(), 4, "no replica, no WAIT: {sent:?}");
+    }
+
+    #[test]
+    fn presets_and_parameters() {
+        let err = SchemeSpec::from_json(
+            &serde_json::json!({"name": "redisson", "preset": "redisson-2.0"}),
+            "scheme",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("scheme.preset:"), "{err}");
+        let err = SchemeSpec::from_json(
+            &serde_json::json!({"name": "redisson", "timeout_ms": 0}),
+            "scheme",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("scheme.timeout_ms:"), "{err}");
     }
 }

@@ -1,31 +1,46 @@
-//! `redlock` and `redlock-no-validity`: the Redlock algorithm over N independent masters.
+//! `redlock` and `redlock-no-validity`: the Redlock algorithm over N independent masters
+//! (redis.io "Distributed Locks with Redis"; seeds 000, 003, 004; the debate: Kleppmann 2016
+//! "How to do distributed locking", antirez 2016 "Is Redlock safe?").
 //!
-//! Sources: redis.io "Distributed Locks with Redis" (the Redlock algorithm), antirez/redlock-rb
-//! and its maintained successor leandromoreira/redlock-rb (`lib/redlock/client.rb`),
-//! go-redsync/redsync (`mutex.go`, `redsync.go`), mike-marcacci/node-redlock v5
-//! (`src/index.ts`); seeds 000, 003, 004. The debate: Kleppmann 2016 ("How to do distributed
-//! locking") and antirez 2016 ("Is Redlock safe?").
+//! One attempt: a random value locked on every master, each call bounded by a per-instance
+//! timeout; the lock is held iff a majority (N/2+1) granted it and — for the libraries that check
+//! it — the validity `ttl − elapsed − drift` measured on the client's own clock is still positive.
+//! `preset` picks a library at a named version (every setting can still be overridden):
 //!
-//! One attempt: a fresh random value, `SET key value NX PX ttl` on every master (each call
-//! bounded by a short per-instance timeout), then — for `redlock` — the validity check on the
-//! client's own clock: `validity = ttl − elapsed − drift`, `drift = ttl·0.01 + 2 ms` (Redis's
-//! 1 ms expiry precision plus 1 ms for small TTLs). The lock is held iff a majority (N/2+1)
-//! said OK and the validity is still positive; otherwise the client unlocks every master and
-//! retries after a random delay. `redlock-no-validity` skips the check, as node-redlock v5
-//! (which computes an expiration but never compares it) and Redisson's RedissonRedLock do: a
-//! client paused while its replies were in flight goes on to use a lock that already expired.
+//! - `leandromoreira/redlock-rb` (default; alias `redlock-rb`), release 2.0.6,
+//!   `lib/redlock/client.rb`: 4 tries (`retry_count` 3 + 1, `:22, :268`), 200 + rand(50) ms
+//!   before each retry (`:23-24, :286-298`), a new `SecureRandom.uuid` per try (`:301`), masters
+//!   one after another (`:306`), each by `EVALSHA` of its lock script (set if absent or already
+//!   ours, `lib/redlock/scripts.rb:16-20`; on `NOSCRIPT` all three scripts are `SCRIPT LOAD`ed
+//!   and the call retried once, `client.rb:233-263`) with a 100 ms timeout (`:21, :49-53`);
+//!   drift `ttl·0.01 + 2` (`:361-366`), validity ≥ 0 on the monotonic clock (`:30-36, :314-316`);
+//!   on failure every master is unlocked by `EVALSHA` of its compare-and-delete (`:319`).
+//! - `antirez/redlock-rb`, commit 2af803d (the repository has no tags), `redlock.rb`: 3 tries
+//!   (`DefaultRetryCount`, `:4, :57`), one value per `lock` call (20 random bytes, each written
+//!   in base 32, `:46-53`), `SET NX PX` on each master in turn (`:30-36`) with redis-rb 3.x's
+//!   5 s default timeout (redis/redis-rb@v3.1.0 `lib/redis/client.rb:14`), validity > 0 on the
+//!   wall clock `Time.now` (`:59-68`), unlock by `EVAL` (`:38-44, :75-77`), and a random
+//!   rand(200) ms sleep after *every* failed try, the last included (`:80`).
+//! - `redsync`, go-redsync/redsync@v4.17.0: `redsync.go:30-42` 8 s expiry, 32 tries, rand[50, 250)
+//!   ms delay, drift factor 0.01 without the 2 ms, timeout factor 0.05; `mutex.go:75-134` one
+//!   value per `Lock` (16 random bytes, base64, `:212-219`), `SET NX PX` on all masters in
+//!   parallel waiting for every reply (`:269-321`), valid iff `now.Before(until)` on Go's
+//!   monotonic clock (`:114-116`), every master released on failure with the same timeout;
+//!   `Unlock` (`:142-150`) with go-redis's 3 s default read timeout; releases by `EVALSHA` of its
+//!   delete script, `EVAL` on `NOSCRIPT` (`scripts.go:5-14`, `redis/goredis/v9/goredis.go:51-66`).
+//! - `node-redlock`, mike-marcacci/node-redlock@v5.0.0-beta.2 `src/index.ts`: one value per
+//!   `acquire` (16 random bytes, hex, `:276-278, :306`); its acquire script (`:12-27`) votes
+//!   *against* a key that exists, even one holding its own value; every master at once,
+//!   decided as soon as a quorum is for or against (`:470-543`), by `EVALSHA`, `EVAL` on
+//!   `NOSCRIPT` (`:545-618`), with ioredis's default of no command timeout (here the
+//!   workload's); up to `retryCount` 10 retries 200 ± 100 ms apart (`:105-111, :438-467`)
+//!   *without* releasing between them, so its own keys from an earlier try make later tries
+//!   fail; only when all fail is the lock released, once (`:330-339`); no validity check (an
+//!   expiration is computed, `:316-328`, and never compared); `release` (`:350-364`) retries
+//!   the release script up to 10 times until a quorum deleted the value.
 //!
-//! `preset` picks a library's defaults (every one can still be overridden):
-//!
-//! | preset | tries | retry delay | drift | validity | clock | instances | per-instance timeout |
-//! |---|---|---|---|---|---|---|---|
-//! | `redlock-rb` (default) | retry_count 3 + 1 | 200 + rand(50) ms | ttl·0.01 + 2 | ≥ 0 | monotonic | one after another | 100 ms |
-//! | `redsync` | 32 | rand[50, 250) ms | ttl·0.01 | > 0 | monotonic (Go `time.Now`) | in parallel, all replies | ttl·0.05 |
-//! | `node-redlock` | retryCount 10 + 1 | 200 ± 100 ms | — | none | wall (`Date.now`) | in parallel, until a quorum for or against | none (the client's command timeout) |
-//!
-//! node-redlock locks with an `EVALSHA` of its acquire script (falling back to `EVAL` on
-//! `NOSCRIPT`, as after a restart) and releases with its release script; the others use
-//! `SET NX PX` and the compare-and-delete script.
+//! `redlock-no-validity` is Redlock without the validity check: by default node-redlock, or any
+//! preset with its check removed (`validity_check: false` on `redlock` does the same).
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -36,32 +51,56 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 
 use super::{
-    COMPARE_AND_DELETE, CallError, Grant, LocalBoxFuture, LockEnv, LockScheme, Params, Release,
-    SchemeInfo, argv, random_token,
+    CallError, Extension, Grant, LocalBoxFuture, LockEnv, LockScheme, Params, Release, SchemeInfo,
+    argv, uuid4,
 };
 use crate::redis::Reply;
 
 pub const INFO: SchemeInfo = SchemeInfo {
     id: "redlock",
-    summary: "Redlock: SET NX PX on N masters, majority + validity check on the client's clock, unlock all on failure",
-    source: "redis.io distlock; antirez/redlock-rb, redsync, node-redlock (preset); seeds 000/003/004",
+    summary: "Redlock: lock on N masters, majority + validity check on the client's clock, unlock all on failure",
+    source: "redis.io distlock; leandromoreira/redlock-rb 2.0.6 (presets: antirez/redlock-rb, redsync v4.17.0, node-redlock v5.0.0-beta.2); seeds 000/003/004",
     default_ttl_ms: 10_000,
     build: build_redlock,
 };
 
 pub const NO_VALIDITY_INFO: SchemeInfo = SchemeInfo {
     id: "redlock-no-validity",
-    summary: "Redlock without the validity check (node-redlock v5, Redisson RedLock): a majority of OKs is enough",
-    source: "mike-marcacci/node-redlock v5 src/index.ts; Redisson RedissonRedLock",
+    summary: "Redlock without the validity check (node-redlock v5): a majority of votes is enough; retries keep earlier keys",
+    source: "mike-marcacci/node-redlock v5.0.0-beta.2 src/index.ts",
     default_ttl_ms: 10_000,
     build: build_no_validity,
 };
 
-/// node-redlock v5's acquire script (one key).
-const NODE_ACQUIRE: &str = "-- Return 0 if an entry already exists.\nfor i, key in ipairs(KEYS) do\n  if redis.call(\"exists\", key) == 1 then\n    return 0\n  end\nend\n\n-- Create an entry for each provided key.\nfor i, key in ipairs(KEYS) do\n  redis.call(\"set\", key, ARGV[1], \"PX\", ARGV[2])\nend\n\n-- Return the number of entries added.\nreturn #KEYS\n";
+/// antirez/redlock-rb's `UnlockScript`.
+const ANTIREZ_UNLOCK: &str = "\n    if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n        return redis.call(\"del\",KEYS[1])\n    else\n        return 0\n    end";
 
-/// node-redlock v5's release script.
-const NODE_RELEASE: &str = "local count = 0\nfor i, key in ipairs(KEYS) do\n  -- Only remove entries for *this* lock value.\n  if redis.call(\"get\", key) == ARGV[1] then\n    redis.pcall(\"del\", key)\n    count = count + 1\n  end\nend\n\n-- Return the number of entries removed.\nreturn count\n";
+/// leandromoreira/redlock-rb 2.0.6's scripts, byte for byte (their SHA-1s are what it sends).
+const RB_UNLOCK: &str = "      if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n        return redis.call(\"del\",KEYS[1])\n      else\n        return 0\n      end\n";
+const RB_LOCK: &str = "      if (redis.call(\"exists\", KEYS[1]) == 0 and ARGV[3] == \"yes\") or redis.call(\"get\", KEYS[1]) == ARGV[1] then\n        return redis.call(\"set\", KEYS[1], ARGV[1], \"PX\", ARGV[2])\n      end\n";
+const RB_PTTL: &str =
+    "      return { redis.call(\"get\", KEYS[1]), redis.call(\"pttl\", KEYS[1]) }\n";
+
+/// redsync v4.17.0's `deleteScript`.
+const REDSYNC_DELETE: &str = "\n\tlocal val = redis.call(\"GET\", KEYS[1])\n\tif val == ARGV[1] then\n\t\treturn redis.call(\"DEL\", KEYS[1])\n\telseif val == false then\n\t\treturn -1\n\telse\n\t\treturn 0\n\tend\n";
+
+/// redsync's `touchScript` (the same text in v4.0.3 and v4.17.0) and v4.12.0's
+/// `touchWithSetNXScript` (`WithSetNXOnExtend`, PR 149).
+const REDSYNC_TOUCH: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n\t\treturn redis.call(\"PEXPIRE\", KEYS[1], ARGV[2])\n\telse\n\t\treturn 0\n\tend\n";
+const REDSYNC_TOUCH_SET_NX: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n\t\treturn redis.call(\"PEXPIRE\", KEYS[1], ARGV[2])\n\telseif redis.call(\"SET\", KEYS[1], ARGV[1], \"PX\", ARGV[2], \"NX\") then\n\t\treturn 1\n\telse\n\t\treturn 0\n\tend\n";
+
+/// node-redlock v5.0.0-beta.2's acquire and release scripts, byte for byte.
+const NODE_ACQUIRE: &str = "\n  -- Return 0 if an entry already exists.\n  for i, key in ipairs(KEYS) do\n    if redis.call(\"exists\", key) == 1 then\n      return 0\n    end\n  end\n\n  -- Create an entry for each provided key.\n  for i, key in ipairs(KEYS) do\n    redis.call(\"set\", key, ARGV[1], \"PX\", ARGV[2])\n  end\n\n  -- Return the number of entries added.\n  return #KEYS\n";
+const NODE_RELEASE: &str = "\n  local count = 0\n  for i, key in ipairs(KEYS) do\n    -- Only remove entries for *this* lock value.\n    if redis.call(\"get\", key) == ARGV[1] then\n      redis.pcall(\"del\", key)\n      count = count + 1\n    end\n  end\n\n  -- Return the number of entries removed.\n  return count\n";
+
+/// The library a preset follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Library {
+    AntirezRb,
+    LeandroRb,
+    Redsync,
+    NodeRedlock,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fanout {
@@ -81,17 +120,17 @@ enum Clock {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Validity {
-    /// `validity >= 0` (redlock-rb).
+    /// `validity >= 0` (leandromoreira/redlock-rb).
     NonNegative,
-    /// `validity > 0` (antirez's original, redsync's `now.Before(until)`).
+    /// `validity > 0` (antirez/redlock-rb, redsync's `now.Before(until)`).
     Positive,
-    /// No check (node-redlock, Redisson RedLock).
+    /// No check (node-redlock).
     None,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Delay {
-    /// `base + rand(jitter)`.
+    /// `base + rand(jitter)` (leandromoreira/redlock-rb; antirez's `rand(200)` has base 0).
     BasePlusJitter,
     /// `rand[min, max)` (redsync).
     Range,
@@ -101,6 +140,7 @@ enum Delay {
 
 #[derive(Clone, Debug)]
 pub struct Redlock {
+    library: Library,
     key: String,
     ttl_ms: u64,
     tries: u64,
@@ -112,11 +152,36 @@ pub struct Redlock {
     validity: Validity,
     clock: Clock,
     fanout: Fanout,
-    /// `None`: only the client's own command timeout.
-    instance_timeout_ms: Option<u64>,
-    /// node-redlock's EVALSHA scripts instead of SET NX PX.
-    scripts: bool,
+    /// Per-instance timeout of the lock calls (and of the unlocks after a failed try);
+    /// `None`: the client's own command timeout.
+    lock_timeout_ms: Option<u64>,
+    /// Per-instance timeout of `unlock` after a successful acquire.
+    unlock_timeout_ms: Option<u64>,
+    /// leandromoreira/redlock-rb up to 2.0.1: an error of one master's lock call (a timeout)
+    /// escapes `lock` at once, with no unlock and no retry.
+    errors_abort: bool,
+    /// How `extend` (`clients.extend`) goes.
+    extension: ExtendRule,
     token: Option<String>,
+}
+
+/// What each library's extend operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExtendRule {
+    /// antirez/redlock-rb and node-redlock here: not modelled.
+    None,
+    /// leandromoreira/redlock-rb `lock(resource, ttl, extend: lock_info)`: its lock script
+    /// once with the same value; with `extend_only_if_locked` only where the key still holds it,
+    /// otherwise also where the key is gone (re-created).
+    RbLock { only_if_locked: bool },
+    /// redsync `Extend`: its touch script on every master. `any_reply`: v4.0.0–v4.0.3 count
+    /// any reply as success (`status != "ERR"`); `validity`: since v4.9 the extension must end
+    /// before the new `until`; `set_nx`: `WithSetNXOnExtend()` re-creates a missing key.
+    Redsync {
+        any_reply: bool,
+        validity: bool,
+        set_nx: bool,
+    },
 }
 
 fn build_redlock(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
@@ -127,20 +192,54 @@ fn build_no_validity(params: &mut Params) -> Result<Box<dyn LockScheme>, String>
     build(params, true)
 }
 
+const PRESETS: &[&str] = &[
+    "leandromoreira/redlock-rb",
+    "redlock-rb",
+    "leandromoreira/redlock-rb@2.0.1",
+    "antirez/redlock-rb",
+    "redsync",
+    "redsync@4.0.3",
+    "redsync@4.0.4",
+    "node-redlock",
+    "node-redlock@4.2.0",
+];
+
 fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, String> {
     let default_preset = if no_validity {
         "node-redlock"
     } else {
-        "redlock-rb"
+        "leandromoreira/redlock-rb"
     };
-    let preset = params.choice(
-        "preset",
-        &["redlock-rb", "redsync", "node-redlock"],
-        default_preset,
-    )?;
+    let preset = params.choice("preset", PRESETS, default_preset)?;
     let key = params.key()?;
     let mut s = match preset.as_str() {
-        "redsync" => Redlock {
+        "antirez/redlock-rb" => Redlock {
+            errors_abort: false,
+            extension: ExtendRule::None,
+            library: Library::AntirezRb,
+            key,
+            ttl_ms: INFO.default_ttl_ms,
+            tries: 3,
+            delay: Delay::BasePlusJitter,
+            retry_delay_ms: 0,
+            retry_jitter_ms: 200,
+            drift_factor: 0.01,
+            drift_const_ms: 2,
+            validity: Validity::Positive,
+            clock: Clock::Wall,
+            fanout: Fanout::Sequential,
+            lock_timeout_ms: Some(5000),
+            unlock_timeout_ms: Some(5000),
+            token: None,
+        },
+        "redsync" | "redsync@4.0.3" | "redsync@4.0.4" => Redlock {
+            errors_abort: false,
+            extension: ExtendRule::Redsync {
+                any_reply: preset == "redsync@4.0.3",
+                validity: preset == "redsync",
+                set_nx: false,
+            },
+            library: Library::Redsync,
             key,
             ttl_ms: 8000,
             tries: 32,
@@ -152,11 +251,14 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             validity: Validity::Positive,
             clock: Clock::Mono,
             fanout: Fanout::ParallelAll,
-            instance_timeout_ms: Some(400),
-            scripts: false,
+            lock_timeout_ms: Some(400),
+            unlock_timeout_ms: Some(3000),
             token: None,
         },
-        "node-redlock" => Redlock {
+        "node-redlock" | "node-redlock@4.2.0" => Redlock {
+            errors_abort: false,
+            extension: ExtendRule::None,
+            library: Library::NodeRedlock,
             key,
             ttl_ms: INFO.default_ttl_ms,
             tries: 11,
@@ -165,14 +267,24 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             retry_jitter_ms: 100,
             drift_factor: 0.01,
             drift_const_ms: 2,
-            validity: Validity::None,
+            // v4.2.0 `redlock.js:415-419`: `votes >= quorum && lock.expiration > Date.now()`.
+            validity: if preset == "node-redlock@4.2.0" {
+                Validity::Positive
+            } else {
+                Validity::None
+            },
             clock: Clock::Wall,
             fanout: Fanout::ParallelQuorum,
-            instance_timeout_ms: None,
-            scripts: true,
+            lock_timeout_ms: None,
+            unlock_timeout_ms: None,
             token: None,
         },
         _ => Redlock {
+            errors_abort: preset == "leandromoreira/redlock-rb@2.0.1",
+            extension: ExtendRule::RbLock {
+                only_if_locked: false,
+            },
+            library: Library::LeandroRb,
             key,
             ttl_ms: INFO.default_ttl_ms,
             tries: 4,
@@ -184,19 +296,27 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             validity: Validity::NonNegative,
             clock: Clock::Mono,
             fanout: Fanout::Sequential,
-            instance_timeout_ms: Some(100),
-            scripts: false,
+            lock_timeout_ms: Some(100),
+            unlock_timeout_ms: Some(100),
             token: None,
         },
     };
     s.ttl_ms = params.positive("ttl_ms", s.ttl_ms)?;
-    if preset == "redsync" {
+    if s.library == Library::Redsync {
         // redsync: timeoutFactor 0.05 of the expiry.
-        s.instance_timeout_ms = Some((s.ttl_ms / 20).max(1));
+        s.lock_timeout_ms = Some((s.ttl_ms / 20).max(1));
     }
-    // redlock-rb and node-redlock count retries after the first try; redsync counts tries.
-    let retries_default = s.tries - 1;
-    s.tries = params.u64("retry_count", retries_default)? + 1;
+    // The Ruby libraries and node-redlock count retries after the first try; redsync counts
+    // tries; antirez's `retry_count` is the number of tries.
+    let retries_default = match s.library {
+        Library::AntirezRb => s.tries,
+        _ => s.tries - 1,
+    };
+    let retry_count = params.u64("retry_count", retries_default)?;
+    s.tries = match s.library {
+        Library::AntirezRb => retry_count,
+        _ => retry_count + 1,
+    };
     s.retry_delay_ms = params.u64("retry_delay_ms", s.retry_delay_ms)?;
     s.retry_jitter_ms = params.u64("retry_jitter_ms", s.retry_jitter_ms)?;
     s.drift_factor = params.f64("drift_factor", s.drift_factor)?;
@@ -212,11 +332,20 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
         "wall" => Clock::Wall,
         _ => Clock::Mono,
     };
-    let default_timeout = s.instance_timeout_ms.unwrap_or(0);
-    s.instance_timeout_ms = match params.u64("instance_timeout_ms", default_timeout)? {
-        0 => None,
-        ms => Some(ms),
-    };
+    if params.given("instance_timeout_ms") {
+        let ms = params.u64("instance_timeout_ms", 0)?;
+        s.lock_timeout_ms = (ms > 0).then_some(ms);
+        s.unlock_timeout_ms = s.lock_timeout_ms;
+    }
+    match &mut s.extension {
+        ExtendRule::RbLock { only_if_locked } => {
+            *only_if_locked = params.bool("extend_only_if_locked", false)?;
+        }
+        ExtendRule::Redsync { set_nx, .. } => {
+            *set_nx = params.bool("set_nx_on_extend", false)?;
+        }
+        ExtendRule::None => {}
+    }
     if no_validity {
         s.validity = Validity::None;
     } else if params.bool("validity_check", s.validity != Validity::None)? {
@@ -227,66 +356,6 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
         s.validity = Validity::None;
     }
     Ok(Box::new(s))
-}
-
-/// Polls `a` and `b`; the first to finish wins (`a` when both are ready).
-struct Race<A, B> {
-    a: A,
-    b: Pin<Box<B>>,
-}
-
-enum Either<L, R> {
-    Left(L),
-    Right(R),
-}
-
-impl<A: Future + Unpin, B: Future> Future for Race<A, B> {
-    type Output = Either<A::Output, B::Output>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Poll::Ready(a) = Pin::new(&mut self.a).poll(cx) {
-            return Poll::Ready(Either::Left(a));
-        }
-        if let Poll::Ready(b) = self.b.as_mut().poll(cx) {
-            return Poll::Ready(Either::Right(b));
-        }
-        Poll::Pending
-    }
-}
-
-/// How long a socket read that timed out during a stop-the-world pause still gets: the reply
-/// that arrived meanwhile is already in the socket buffer and is read at once on resume.
-const RESUME_GRACE_MS: u64 = 5;
-
-/// Runs `call`, giving up after `timeout_ms` of the client's clock (a socket timeout). If the
-/// timeout ran out while the process was stopped (its clock moved far more than the timeout),
-/// a reply that arrived during the pause still wins, as a read after the pause finds it.
-async fn bounded<T>(
-    env: &Rc<dyn LockEnv>,
-    timeout_ms: Option<u64>,
-    call: impl Future<Output = Result<T, CallError>>,
-) -> Result<T, CallError> {
-    let Some(ms) = timeout_ms else {
-        return call.await;
-    };
-    let started = env.mono_ms();
-    let mut call = Box::pin(call);
-    let race = Race {
-        a: call.as_mut(),
-        b: Box::pin(env.sleep_ms(ms)),
-    };
-    if let Either::Left(result) = race.await {
-        return result;
-    }
-    if env.mono_ms().saturating_sub(started) > ms + RESUME_GRACE_MS {
-        let race = Race {
-            a: call.as_mut(),
-            b: Box::pin(env.sleep_ms(RESUME_GRACE_MS)),
-        };
-        if let Either::Left(result) = race.await {
-            return result;
-        }
-    }
-    Err(CallError::Timeout)
 }
 
 /// Drives every future to completion, or until `done` says the outcome is decided; the futures
@@ -341,6 +410,57 @@ impl<T: Clone + Unpin + 'static, F: Fn(&[Option<T>]) -> bool + Unpin> Future
     }
 }
 
+/// One command to one master, bounded by the library's own timeout when it has one.
+async fn send(
+    env: &Rc<dyn LockEnv>,
+    server: usize,
+    command: Vec<Vec<u8>>,
+    timeout_ms: Option<u64>,
+) -> Result<Reply, CallError> {
+    match timeout_ms {
+        Some(ms) => env.call_with_timeout(server, command, ms).await,
+        None => env.call(server, command).await,
+    }
+}
+
+fn script_command(word: &str, script_or_sha: &str, key: &str, args: &[&str]) -> Vec<Vec<u8>> {
+    let mut cmd = argv(&[word, script_or_sha, "1", key]);
+    cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    cmd
+}
+
+/// `EVALSHA`, and on `NOSCRIPT` what the library does: `EVAL` the text (node-redlock, redsync),
+/// or `SCRIPT LOAD` all its scripts and `EVALSHA` once more (leandromoreira/redlock-rb).
+async fn evalsha(
+    env: &Rc<dyn LockEnv>,
+    server: usize,
+    library: Library,
+    script: &str,
+    key: &str,
+    args: &[&str],
+    timeout_ms: Option<u64>,
+) -> Result<Reply, CallError> {
+    let sha = sha1_hex(script);
+    let call = script_command("EVALSHA", &sha, key, args);
+    match send(env, server, call.clone(), timeout_ms).await? {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
+            if library == Library::LeandroRb {
+                for text in [RB_UNLOCK, RB_LOCK, RB_PTTL] {
+                    send(env, server, argv(&["SCRIPT", "LOAD", text]), timeout_ms).await?;
+                }
+                return send(env, server, call, timeout_ms).await;
+            }
+            let eval = script_command("EVAL", script, key, args);
+            send(env, server, eval, timeout_ms).await
+        }
+        other => Ok(other),
+    }
+}
+
+fn sha1_hex(text: &str) -> String {
+    crate::redis::lua::sha1_hex(text.as_bytes())
+}
+
 impl Redlock {
     fn now(&self, env: &Rc<dyn LockEnv>) -> i64 {
         match self.clock {
@@ -365,34 +485,52 @@ impl Redlock {
         }
     }
 
-    /// One master's lock command: true when it granted the lock.
+    /// A fresh lock value as the library makes one.
+    fn new_value(&self, env: &Rc<dyn LockEnv>) -> String {
+        let bytes = |n: usize| -> Vec<u8> {
+            (0..n.div_ceil(8))
+                .flat_map(|_| env.random_u64().to_le_bytes())
+                .take(n)
+                .collect()
+        };
+        match self.library {
+            // `b.to_s(32)` of 20 bytes from /dev/urandom.
+            Library::AntirezRb => bytes(20).iter().map(|b| base32(*b)).collect(),
+            Library::LeandroRb => uuid4(env.as_ref()),
+            Library::Redsync => base64(&bytes(16)),
+            Library::NodeRedlock => bytes(16).iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+
+    /// One master's lock command: `Ok(true)` when it granted the lock, the error when the call
+    /// failed (timeout, connection).
     fn lock_one(
         &self,
         env: &Rc<dyn LockEnv>,
         server: usize,
         value: &str,
-    ) -> LocalBoxFuture<'static, bool> {
+    ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
         let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
-        let (ttl, timeout, scripts) = (self.ttl_ms, self.instance_timeout_ms, self.scripts);
+        let (ttl, timeout, library) = (self.ttl_ms.to_string(), self.lock_timeout_ms, self.library);
         Box::pin(async move {
-            if scripts {
-                let reply = bounded(
-                    &env,
-                    timeout,
-                    eval_cached(
-                        &env,
-                        server,
-                        NODE_ACQUIRE,
-                        &key,
-                        &[&value, &ttl.to_string()],
-                    ),
-                )
-                .await;
-                matches!(reply, Ok(Reply::Integer(n)) if n > 0)
-            } else {
-                let cmd = argv(&["SET", &key, &value, "NX", "PX", &ttl.to_string()]);
-                let reply = bounded(&env, timeout, env.call(server, cmd)).await;
-                matches!(reply, Ok(Reply::Status(ref s)) if s == "OK")
+            match library {
+                Library::AntirezRb | Library::Redsync => {
+                    let cmd = argv(&["SET", &key, &value, "NX", "PX", &ttl]);
+                    let reply = send(&env, server, cmd, timeout).await?;
+                    Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
+                }
+                Library::LeandroRb => {
+                    let args = [value.as_str(), &ttl, "yes"];
+                    let reply =
+                        evalsha(&env, server, library, RB_LOCK, &key, &args, timeout).await?;
+                    Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
+                }
+                Library::NodeRedlock => {
+                    let args = [value.as_str(), &ttl];
+                    let reply =
+                        evalsha(&env, server, library, NODE_ACQUIRE, &key, &args, timeout).await?;
+                    Ok(matches!(reply, Reply::Integer(1)))
+                }
             }
         })
     }
@@ -403,27 +541,50 @@ impl Redlock {
         env: &Rc<dyn LockEnv>,
         server: usize,
         value: &str,
+        timeout: Option<u64>,
     ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
         let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
-        let (timeout, scripts) = (self.instance_timeout_ms, self.scripts);
+        let library = self.library;
         Box::pin(async move {
-            let reply = if scripts {
-                bounded(
-                    &env,
-                    timeout,
-                    eval_cached(&env, server, NODE_RELEASE, &key, &[&value]),
-                )
-                .await
-            } else {
-                let cmd = argv(&["EVAL", COMPARE_AND_DELETE, "1", &key, &value]);
-                bounded(&env, timeout, env.call(server, cmd)).await
+            let reply = match library {
+                Library::AntirezRb => {
+                    let cmd = script_command("EVAL", ANTIREZ_UNLOCK, &key, &[&value]);
+                    send(&env, server, cmd, timeout).await
+                }
+                Library::LeandroRb => {
+                    evalsha(&env, server, library, RB_UNLOCK, &key, &[&value], timeout).await
+                }
+                Library::Redsync => {
+                    evalsha(
+                        &env,
+                        server,
+                        library,
+                        REDSYNC_DELETE,
+                        &key,
+                        &[&value],
+                        timeout,
+                    )
+                    .await
+                }
+                Library::NodeRedlock => {
+                    evalsha(
+                        &env,
+                        server,
+                        library,
+                        NODE_RELEASE,
+                        &key,
+                        &[&value],
+                        timeout,
+                    )
+                    .await
+                }
             };
             reply.map(|r| matches!(r, Reply::Integer(n) if n > 0))
         })
     }
 
-    /// Sends one operation to every master as the preset does; returns the per-master outcomes
-    /// known when the decision was made.
+    /// Sends one operation to every master as the library does; returns the per-master
+    /// outcomes known when the decision was made.
     async fn fan_out<T: Clone + Unpin + 'static>(
         &self,
         env: &Rc<dyn LockEnv>,
@@ -467,11 +628,55 @@ impl Redlock {
         }
     }
 
-    async fn unlock_all(&self, env: &Rc<dyn LockEnv>, value: &str) -> usize {
+    /// One master's extension of `value`: `Ok(true)` when the library counts it as extended.
+    fn extend_one(
+        &self,
+        env: &Rc<dyn LockEnv>,
+        server: usize,
+        value: &str,
+    ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
+        let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
+        let (ttl, timeout, library) = (self.ttl_ms.to_string(), self.lock_timeout_ms, self.library);
+        let rule = self.extension;
+        Box::pin(async move {
+            match rule {
+                ExtendRule::RbLock { only_if_locked } => {
+                    let allow_new_lock = if only_if_locked { "no" } else { "yes" };
+                    let args = [value.as_str(), &ttl, allow_new_lock];
+                    let reply =
+                        evalsha(&env, server, library, RB_LOCK, &key, &args, timeout).await?;
+                    Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
+                }
+                ExtendRule::Redsync {
+                    any_reply, set_nx, ..
+                } => {
+                    let script = if set_nx {
+                        REDSYNC_TOUCH_SET_NX
+                    } else {
+                        REDSYNC_TOUCH
+                    };
+                    let args = [value.as_str(), &ttl];
+                    let reply =
+                        evalsha(&env, server, library, script, &key, &args, timeout).await?;
+                    Ok(match reply {
+                        // go-redis turns an error reply into `err`.
+                        Reply::Error(_) => false,
+                        // v4.0.3 `touch`: `status != "ERR"` compares an int64 with a string.
+                        _ if any_reply => true,
+                        reply => reply != Reply::Integer(0),
+                    })
+                }
+                ExtendRule::None => Ok(false),
+            }
+        })
+    }
+
+    /// Unlocks every master once; how many deleted this value.
+    async fn unlock_all(&self, env: &Rc<dyn LockEnv>, value: &str, timeout: Option<u64>) -> usize {
         let results = self
             .fan_out(
                 env,
-                |s| self.unlock_one(env, s, value),
+                |s| self.unlock_one(env, s, value, timeout),
                 |r| matches!(r, Ok(true)),
             )
             .await;
@@ -482,30 +687,35 @@ impl Redlock {
     }
 }
 
-/// `EVALSHA` with a fall back to `EVAL` on NOSCRIPT (node-redlock `_attemptOperationOnClient`).
-async fn eval_cached(
-    env: &Rc<dyn LockEnv>,
-    server: usize,
-    script: &str,
-    key: &str,
-    args: &[&str],
-) -> Result<Reply, CallError> {
-    let sha = sha1_hex(script);
-    let mut cmd = argv(&["EVALSHA", &sha, "1", key]);
-    cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
-    match env.call(server, cmd).await? {
-        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
-            let mut cmd = argv(&["EVAL", script, "1", key]);
-            cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
-            env.call(server, cmd).await
-        }
-        other => Ok(other),
+/// Ruby's `Integer#to_s(32)` of one byte.
+fn base32(b: u8) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuv";
+    if b < 32 {
+        (DIGITS[b as usize] as char).to_string()
+    } else {
+        format!(
+            "{}{}",
+            DIGITS[(b / 32) as usize] as char,
+            DIGITS[(b % 32) as usize] as char
+        )
     }
 }
 
-fn sha1_hex(text: &str) -> String {
-    use sha1::{Digest, Sha1};
-    crate::history::hex(&Sha1::digest(text.as_bytes()))
+/// Go's `base64.StdEncoding`.
+fn base64(bytes: &[u8]) -> String {
+    const TABLE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().fold(0u32, |acc, b| (acc << 8) | *b as u32) << (8 * (3 - chunk.len()));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(TABLE[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 #[async_trait(?Send)]
@@ -513,27 +723,51 @@ impl LockScheme for Redlock {
     async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String> {
         let quorum = env.servers() / 2 + 1;
         let started = env.mono_ms();
-        // redsync and node-redlock draw one value per lock call; redlock-rb one per attempt.
-        let mut value = random_token(env.as_ref());
+        // antirez, redsync and node-redlock draw one value per lock call; leandromoreira one
+        // per try.
+        let mut value = self.new_value(env);
         env.register_token(&value);
         let last = RefCell::new(String::new());
         for attempt in 0..self.tries {
-            if attempt > 0 {
+            if attempt > 0 && self.library != Library::AntirezRb {
                 let delay = self.retry_delay(env);
                 if env.mono_ms().saturating_sub(started) + delay > timeout_ms {
                     break;
                 }
                 env.sleep_ms(delay).await;
-                if self.fanout == Fanout::Sequential {
-                    value = random_token(env.as_ref());
+                if self.library == Library::LeandroRb {
+                    value = self.new_value(env);
                     env.register_token(&value);
                 }
             }
             let start = self.now(env);
-            let results = self
-                .fan_out(env, |s| self.lock_one(env, s, &value), |ok| *ok)
-                .await;
-            let locked = results.iter().filter(|r| matches!(r, Some(true))).count();
+            let results = if self.errors_abort {
+                // redlock-rb ≤ 2.0.1 `lock_instances`: `@servers.select { |s| s.lock ... }`
+                // lets the first error escape `lock`: no unlock, no retry (issue 76).
+                let mut results = Vec::new();
+                for server in 0..env.servers() {
+                    let result = self.lock_one(env, server, &value).await;
+                    if let Err(e) = result {
+                        return Err(format!(
+                            "the lock call to master {} raised ({e}): the error escapes lock, nothing is unlocked",
+                            server + 1
+                        ));
+                    }
+                    results.push(Some(result));
+                }
+                results
+            } else {
+                self.fan_out(
+                    env,
+                    |s| self.lock_one(env, s, &value),
+                    |r| matches!(r, Ok(true)),
+                )
+                .await
+            };
+            let locked = results
+                .iter()
+                .filter(|r| matches!(r, Some(Ok(true))))
+                .count();
             let elapsed = self.now(env) - start;
             let drift =
                 (self.ttl_ms as f64 * self.drift_factor) as i64 + self.drift_const_ms as i64;
@@ -552,7 +786,21 @@ impl LockScheme for Redlock {
             }
             *last.borrow_mut() =
                 format!("{locked}/{} masters, validity {validity} ms", env.servers());
-            self.unlock_all(env, &value).await;
+            // node-redlock keeps what it got and tries again with the same value.
+            if self.library != Library::NodeRedlock {
+                self.unlock_all(env, &value, self.lock_timeout_ms).await;
+            }
+            if self.library == Library::AntirezRb {
+                let delay = self.retry_delay(env);
+                if env.mono_ms().saturating_sub(started) + delay > timeout_ms {
+                    break;
+                }
+                env.sleep_ms(delay).await;
+            }
+        }
+        if self.library == Library::NodeRedlock {
+            // "release any partial lock state": one attempt, errors ignored.
+            self.unlock_all(env, &value, self.lock_timeout_ms).await;
         }
         Err(format!(
             "not acquired after {} tries (last: {})",
@@ -568,11 +816,98 @@ impl LockScheme for Redlock {
                 detail: "not acquired".into(),
             };
         };
-        let deleted = self.unlock_all(env, &value).await;
         let quorum = env.servers() / 2 + 1;
+        let servers = env.servers();
+        if self.library != Library::NodeRedlock {
+            let deleted = self.unlock_all(env, &value, self.unlock_timeout_ms).await;
+            return Release {
+                ok: deleted >= quorum,
+                detail: format!("deleted on {deleted}/{servers} masters"),
+            };
+        }
+        // node-redlock's `release` is `_execute` of the release script with the retry settings:
+        // a master where the value is gone votes against, and the release is tried again.
+        let mut deleted = 0;
+        for attempt in 0..self.tries {
+            if attempt > 0 {
+                env.sleep_ms(self.retry_delay(env)).await;
+            }
+            deleted = self.unlock_all(env, &value, self.unlock_timeout_ms).await;
+            if deleted >= quorum {
+                return Release {
+                    ok: true,
+                    detail: format!("deleted on {deleted}/{servers} masters"),
+                };
+            }
+        }
         Release {
-            ok: deleted >= quorum,
-            detail: format!("deleted on {deleted}/{} masters", env.servers()),
+            ok: false,
+            detail: format!(
+                "ExecutionError: the operation was unable to achieve a quorum during its retry window (last: deleted on {deleted}/{servers} masters)"
+            ),
+        }
+    }
+
+    fn can_extend(&self) -> bool {
+        self.extension != ExtendRule::None
+    }
+
+    /// leandromoreira/redlock-rb 2.0.6 `lock(resource, ttl, extend: lock_info)`
+    /// (`client.rb:78-98, :266-281, :300-322`): one try of `lock_instances` with the same
+    /// value, the same validity rule, and every master unlocked when it fails. redsync
+    /// `ExtendContext` (v4.17.0 `mutex.go:157-173, :250-267`; v4.0.3 `mutex.go:93-106,
+    /// :183-194`): the touch script on every master in parallel, a quorum of successes, and
+    /// since v4.4.0 a new `until` that must still be ahead.
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let Some(value) = self.token.clone() else {
+            return Extension {
+                ok: false,
+                detail: "not acquired".into(),
+            };
+        };
+        let quorum = env.servers() / 2 + 1;
+        let servers = env.servers();
+        let start = self.now(env);
+        let results = self
+            .fan_out(
+                env,
+                |s| self.extend_one(env, s, &value),
+                |r| matches!(r, Ok(true)),
+            )
+            .await;
+        let extended = results
+            .iter()
+            .filter(|r| matches!(r, Some(Ok(true))))
+            .count();
+        let elapsed = self.now(env) - start;
+        let drift = (self.ttl_ms as f64 * self.drift_factor) as i64 + self.drift_const_ms as i64;
+        let validity = self.ttl_ms as i64 - elapsed - drift;
+        let (ok, checked) = match self.extension {
+            ExtendRule::RbLock { .. } => {
+                let valid = match self.validity {
+                    Validity::NonNegative => validity >= 0,
+                    Validity::Positive => validity > 0,
+                    Validity::None => true,
+                };
+                (extended >= quorum && valid, true)
+            }
+            ExtendRule::Redsync { validity: v, .. } => {
+                (extended >= quorum && (!v || validity > 0), v)
+            }
+            ExtendRule::None => (false, false),
+        };
+        if !ok && matches!(self.extension, ExtendRule::RbLock { .. }) {
+            // `lock_instances` unlocks every master when the try fails.
+            self.unlock_all(env, &value, self.lock_timeout_ms).await;
+        }
+        let validity_note = if checked {
+            format!(", validity {validity} ms")
+        } else {
+            String::new()
+        };
+        Extension {
+            ok,
+            detail: format!("extended on {extended}/{servers} masters{validity_note}"),
         }
     }
 }
@@ -663,6 +998,93 @@ mod tests {
     }
 
     #[test]
+    fn each_redlock_rb_sends_what_its_version_sends() {
+        let m = masters(3);
+        let a = DirectEnv::concrete_multi(&m, "a", 1);
+        let env: Rc<dyn LockEnv> = a.clone();
+        let mut la = scheme(serde_json::json!({"name": "redlock"}));
+        block_on(la.acquire(&env, 10_000)).unwrap();
+        block_on(la.release(&env));
+        let sent = a.sent.borrow().clone();
+        // leandromoreira/redlock-rb 2.0.6: EVALSHA of LOCK_SCRIPT (the SHA-1 of its exact text),
+        // NOSCRIPT on a fresh server, SCRIPT LOAD of its three scripts, EVALSHA again.
+        assert!(
+            sent[0].starts_with("EVALSHA ceb2b2062e40c51a2b3963fd078bc71f11bdc65c 1 lock "),
+            "{sent:?}"
+        );
+        assert!(sent[1..4].iter().all(|c| c.starts_with("SCRIPT LOAD")));
+        assert!(sent[4].starts_with("EVALSHA ceb2b"), "{sent:?}");
+        assert!(sent[0].ends_with(" 10000 yes"), "{sent:?}");
+        assert!(
+            sent.iter()
+                .any(|c| c.starts_with("EVALSHA 8e4905cee18e7c3188d10f2b8b170e403baed34f")),
+            "unlock by EVALSHA of UNLOCK_SCRIPT: {sent:?}"
+        );
+        assert!(!sent.iter().any(|c| c.starts_with("SET ")));
+
+        let b = DirectEnv::concrete_multi(&m, "b", 2);
+        let env: Rc<dyn LockEnv> = b.clone();
+        let mut lb = scheme(serde_json::json!({"name": "redlock", "preset": "antirez/redlock-rb"}));
+        block_on(lb.acquire(&env, 10_000)).unwrap();
+        block_on(lb.release(&env));
+        let sent = b.sent.borrow().clone();
+        assert!(sent[0].starts_with("SET lock ") && sent[0].ends_with(" NX PX 10000"));
+        assert!(
+            sent[3].starts_with("EVAL \"\\n    if redis.call"),
+            "{sent:?}"
+        );
+    }
+
+    /// node-redlock v5 retries with the same value and keeps the keys it got: its acquire script
+    /// votes against a key that holds its own value, so a try that got a minority makes every
+    /// later try fail. leandromoreira/redlock-rb unlocks and succeeds on its next try.
+    #[test]
+    fn node_redlock_keeps_partial_locks_between_retries() {
+        let outcome = |preset: &str| {
+            let m = masters(5);
+            for (i, master) in m.iter().enumerate().take(3) {
+                let px = if i == 2 { "50" } else { "60000" };
+                master.command(&["SET", "lock", "someone-else", "PX", px]);
+            }
+            let a = DirectEnv::multi(&m, "a", 1);
+            let mut la = scheme(serde_json::json!({"name": "redlock", "preset": preset,
+                                                   "retry_count": 2}));
+            let result = block_on(la.acquire(&a, 10_000));
+            (result.is_ok(), holder(&m[3..]))
+        };
+        assert_eq!(
+            outcome("node-redlock"),
+            (false, 0),
+            "fails, then releases its partial keys"
+        );
+        assert_eq!(outcome("leandromoreira/redlock-rb"), (true, 2));
+    }
+
+    /// node-redlock's release retries (10 times, 200 ± 100 ms apart) until a quorum deleted
+    /// its value; once the keys expired on a majority it never gets one.
+    #[test]
+    fn node_redlock_release_retries_until_a_quorum_deletes() {
+        let m = masters(5);
+        let a = DirectEnv::concrete_multi(&m, "a", 1);
+        let env: Rc<dyn LockEnv> = a.clone();
+        let mut la = scheme(serde_json::json!({"name": "redlock-no-validity"}));
+        block_on(la.acquire(&env, 10_000)).unwrap();
+        for master in &m[..3] {
+            master.command(&["DEL", "lock"]);
+        }
+        let before = a.sent.borrow().len();
+        let release = block_on(la.release(&env));
+        assert!(release.detail.starts_with("ExecutionError"), "{release:?}");
+        let release_sha = sha1_hex(NODE_RELEASE);
+        let sent = a.sent.borrow();
+        let releases = sent[before..]
+            .iter()
+            .filter(|c| c.starts_with(&format!("EVALSHA {release_sha}")))
+            .count();
+        assert_eq!(releases, 11 * 5, "11 attempts on 5 masters");
+    }
+
+    #[test]
     fn presets_and_parameters() {
         let spec = SchemeSpec::from_json(
             &serde_json::json!({"name": "redlock", "preset": "redsync"}),
@@ -676,5 +1098,132 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("scheme.preset"), "{err}");
+    }
+
+    /// a's lease runs out and b takes the lock; then a extends.
+    fn extend_after_b_took_it(json: serde_json::Value) -> Extension {
+        let (shared, (a, mut la), (b, mut lb)) = crate::locks::testing::two_clients(json);
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 2500);
+        let grant = block_on(lb.acquire(&b, 1000)).unwrap();
+        let extension = block_on(la.extend(&a));
+        assert_eq!(
+            shared.command(&["GET", "lock"]),
+            Reply::Bulk(grant.token.into_bytes()),
+            "an extension never takes another holder's key"
+        );
+        extension
+    }
+
+    #[test]
+    fn redsync_4_0_3_counts_a_refused_touch_as_an_extension() {
+        let json =
+            |preset: &str| serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 2000});
+        let old = extend_after_b_took_it(json("redsync@4.0.3"));
+        assert!(
+            old.ok,
+            "v4.0.3 compares the integer reply with \"ERR\": {old:?}"
+        );
+        for fixed in ["redsync@4.0.4", "redsync"] {
+            let new = extend_after_b_took_it(json(fixed));
+            assert!(!new.ok, "{fixed}: {new:?}");
+        }
+        let held = extend_after_b_took_it(json("redsync@4.0.4"));
+        assert_eq!(held.detail, "extended on 0/1 masters");
+    }
+
+    /// a's lease runs out and nobody takes the lock; then a extends. Returns the extension and
+    /// the key's value afterwards.
+    fn extend_expired(json: serde_json::Value) -> (Extension, Reply) {
+        let (shared, (a, mut la), _) = crate::locks::testing::two_clients(json);
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 2500);
+        assert_eq!(shared.command(&["GET", "lock"]), Reply::Nil);
+        let extension = block_on(la.extend(&a));
+        (extension, shared.command(&["GET", "lock"]))
+    }
+
+    #[test]
+    fn extensions_that_re_create_an_expired_key_and_those_that_refuse() {
+        let recreating = [
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000, "set_nx_on_extend": true}),
+            serde_json::json!({"name": "redlock", "ttl_ms": 2000}),
+        ];
+        for json in recreating {
+            let (extension, value) = extend_expired(json.clone());
+            assert!(extension.ok, "{json}: {extension:?}");
+            assert_ne!(value, Reply::Nil, "{json}: the key is set again");
+        }
+        let refusing = [
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000}),
+            serde_json::json!({"name": "redlock", "ttl_ms": 2000, "extend_only_if_locked": true}),
+        ];
+        for json in refusing {
+            let (extension, value) = extend_expired(json.clone());
+            assert!(!extension.ok, "{json}: {extension:?}");
+            assert_eq!(value, Reply::Nil, "{json}");
+        }
+    }
+
+    #[test]
+    fn a_held_lock_is_extended_and_only_libraries_with_an_extend_can() {
+        let (shared, (a, mut la), _) = crate::locks::testing::two_clients(
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000}),
+        );
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 1500);
+        assert!(block_on(la.extend(&a)).ok);
+        assert!(matches!(shared.command(&["PTTL", "lock"]), Reply::Integer(ms) if ms > 1900));
+        for preset in ["antirez/redlock-rb", "node-redlock"] {
+            let s = scheme(serde_json::json!({"name": "redlock", "preset": preset}));
+            assert!(!s.can_extend(), "{preset}");
+        }
+    }
+
+    #[test]
+    fn redlock_rb_2_0_1_lets_a_lock_call_error_escape_without_unlocking() {
+        use crate::locks::testing::Mishap;
+        let run = |preset: &str| {
+            let shared = Shared::new();
+            for script in [RB_UNLOCK, RB_LOCK, RB_PTTL] {
+                shared.command(&["SCRIPT", "LOAD", script]);
+            }
+            let a = DirectEnv::concrete(&shared, "a", 1);
+            a.mishap("EVALSHA", Mishap::LoseReply);
+            let a: Rc<dyn LockEnv> = Rc::new(a);
+            let mut la =
+                scheme(serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 10000}));
+            let result = block_on(la.acquire(&a, 300));
+            (result, shared.command(&["EXISTS", "lock"]))
+        };
+        let (old, left) = run("leandromoreira/redlock-rb@2.0.1");
+        assert!(old.unwrap_err().contains("nothing is unlocked"));
+        assert_eq!(left, Reply::Integer(1), "2.0.1 leaves the key it set");
+        let (_, left) = run("leandromoreira/redlock-rb");
+        assert_eq!(
+            left,
+            Reply::Integer(0),
+            "2.0.6 unlocks every server after an error"
+        );
+    }
+
+    #[test]
+    fn node_redlock_4_2_0_checks_the_expiration_that_v5_ignores() {
+        use crate::locks::testing::Mishap;
+        let run = |preset: &str| {
+            let shared = Shared::new();
+            let a = DirectEnv::concrete(&shared, "a", 1);
+            a.mishap("EVAL", Mishap::PauseAfter(3000));
+            let a: Rc<dyn LockEnv> = Rc::new(a);
+            let mut la = scheme(
+                serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 2000, "retry_count": 0}),
+            );
+            block_on(la.acquire(&a, 10_000))
+        };
+        assert!(
+            run("node-redlock").is_ok(),
+            "v5 takes a lock that expired while it paused"
+        );
+        assert!(run("node-redlock@4.2.0").is_err());
     }
 }

@@ -164,6 +164,7 @@ pub struct DirectEnv {
     client: ClientId,
     rng: Cell<u64>,
     replicas: Cell<usize>,
+    sentinel: Cell<bool>,
     mishaps: RefCell<Vec<(String, Mishap)>>,
     /// Commands this client sent, as text, for assertions.
     pub sent: RefCell<Vec<String>>,
@@ -187,6 +188,7 @@ impl DirectEnv {
             // Distinct seeds give distinct streams (xorshift needs a non-zero state).
             rng: Cell::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
             replicas: Cell::new(0),
+            sentinel: Cell::new(false),
             mishaps: RefCell::default(),
             sent: RefCell::default(),
             others: Vec::new(),
@@ -196,6 +198,11 @@ impl DirectEnv {
     /// Pretends each master has `n` replicas (they never acknowledge anything).
     pub fn set_replicas(&self, n: usize) {
         self.replicas.set(n);
+    }
+
+    /// Pretends the client finds its masters through Sentinel (`LockEnv::sentinel`).
+    pub fn set_sentinel(&self, sentinel: bool) {
+        self.sentinel.set(sentinel);
     }
 
     /// The next command named `command` (any case) meets `mishap`.
@@ -229,17 +236,13 @@ impl DirectEnv {
             .collect();
         Rc::new(env)
     }
-}
 
-#[async_trait(?Send)]
-impl LockEnv for DirectEnv {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn servers(&self) -> usize {
-        1 + self.others.len()
-    }
-    async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
+    async fn call_inner(
+        &self,
+        server: usize,
+        argv: Vec<Vec<u8>>,
+        timeout_ms: Option<u64>,
+    ) -> Result<Reply, CallError> {
         self.sent
             .borrow_mut()
             .push(crate::history::render_command(&argv));
@@ -257,9 +260,13 @@ impl LockEnv for DirectEnv {
         let execute = || target.execute_at(client, self.shared.now_ms.get(), &argv);
         match self.take_mishap(&argv) {
             None => Ok(execute()),
-            Some(Mishap::Drop) => Err(CallError::Timeout),
+            Some(Mishap::Drop) => {
+                self.sleep_ms(timeout_ms.unwrap_or(0)).await;
+                Err(CallError::Timeout)
+            }
             Some(Mishap::LoseReply) => {
                 execute();
+                self.sleep_ms(timeout_ms.unwrap_or(0)).await;
                 Err(CallError::Timeout)
             }
             Some(Mishap::Hang) => {
@@ -272,6 +279,31 @@ impl LockEnv for DirectEnv {
                 Ok(reply)
             }
         }
+    }
+}
+
+#[async_trait(?Send)]
+impl LockEnv for DirectEnv {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn servers(&self) -> usize {
+        1 + self.others.len()
+    }
+    async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
+        self.call_inner(server, argv, None).await
+    }
+    /// A lost or dropped reply is seen `timeout_ms` later (`call` sees it at once).
+    async fn call_with_timeout(
+        &self,
+        server: usize,
+        argv: Vec<Vec<u8>>,
+        timeout_ms: u64,
+    ) -> Result<Reply, CallError> {
+        self.call_inner(server, argv, Some(timeout_ms)).await
+    }
+    fn sentinel(&self) -> bool {
+        self.sentinel.get()
     }
     fn replicas(&self) -> usize {
         self.replicas.get()

@@ -1,0 +1,92 @@
+//! Many runs across scenarios, schemes and seeds on N worker threads, for `sweep`, `compare`
+//! and `check`. Like `runner::run_parallel` (each seed still runs on its own fresh thread via
+//! `runner::run`), but the work may span several scenarios and a stop flag (Ctrl-C) keeps
+//! workers from starting new runs; the runs in progress finish and are reported.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::runner::{RunOutput, run};
+use crate::scenario::Scenario;
+use crate::scenario::range::SeedRange;
+
+/// One run to do.
+#[derive(Clone)]
+pub struct Job {
+    pub scenario: Arc<Scenario>,
+    pub scheme: usize,
+    pub seed: u64,
+}
+
+/// Every scheme of every scenario on each of its seeds, in that order.
+pub fn every_run(
+    scenarios: &[Arc<Scenario>],
+    seeds_for: impl Fn(&Scenario) -> SeedRange,
+) -> Vec<Job> {
+    let mut work = Vec::new();
+    for scenario in scenarios {
+        let seeds = seeds_for(scenario);
+        for scheme in 0..scenario.schemes.len() {
+            for seed in seeds.iter() {
+                work.push(Job {
+                    scenario: scenario.clone(),
+                    scheme,
+                    seed,
+                });
+            }
+        }
+    }
+    work
+}
+
+/// Runs `work` on `jobs` threads, calling `on_done` in the caller's thread as each run finishes
+/// (completion order). Stops taking new work once `stop` is set.
+pub fn run_jobs(
+    work: Vec<Job>,
+    jobs: usize,
+    stop: &AtomicBool,
+    mut on_done: impl FnMut(&Job, Result<RunOutput, String>),
+) {
+    let queue = std::sync::Mutex::new(work.into_iter());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            let (queue, tx) = (&queue, tx.clone());
+            scope.spawn(move || {
+                loop {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let next = queue
+                        .lock()
+                        .expect("no worker panics holding the queue")
+                        .next();
+                    let Some(job) = next else { break };
+                    let output = run(&job.scenario, job.scheme, job.seed);
+                    if tx.send((job, output)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (job, output) in rx {
+            on_done(&job, output);
+        }
+    });
+}
+
+/// A progress bar on stderr when it is a terminal, hidden otherwise (pipes, CI, tests).
+pub fn progress_bar(total: u64, show: bool) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !show || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:40.cyan/blue}] {pos}/{len} runs ({per_sec}, eta {eta}) {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}

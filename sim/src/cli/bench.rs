@@ -1,0 +1,106 @@
+//! `locksim bench`: how fast the simulator runs a scenario over a seed range, in seeds per second
+//! and simulated seconds per wall-clock second. Build with `--release` before quoting figures.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::runner::{default_jobs, run_parallel};
+use crate::scenario::Scenario;
+use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The scenario to run.
+    #[arg(default_value = "scenarios/baseline-set-nx-px-lua.json")]
+    file: PathBuf,
+    /// Seeds to run, both ends included.
+    #[arg(long, default_value = "0..49")]
+    seeds: String,
+    /// Parallel jobs (default: 1, to measure one core).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let scenario = super::load(&args.file)?;
+    let seeds = super::seed_range(&args.seeds)?;
+    let jobs = if args.jobs == 0 {
+        default_jobs()
+    } else {
+        args.jobs
+    };
+    let report = bench(&scenario, seeds, jobs)?;
+    println!("{}: {report}", scenario.name);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Clone, Debug)]
+pub struct BenchReport {
+    pub runs: u64,
+    pub jobs: usize,
+    pub wall_s: f64,
+    pub sim_s: f64,
+    pub events: u64,
+}
+
+impl BenchReport {
+    pub fn seeds_per_s(&self) -> f64 {
+        self.runs as f64 / self.wall_s
+    }
+
+    pub fn sim_s_per_wall_s(&self) -> f64 {
+        self.sim_s / self.wall_s
+    }
+}
+
+impl std::fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} runs on {} job(s) in {:.2} s wall: {:.2} seeds/s, {:.1} simulated s per wall s ({:.1} simulated s in all, {} events)",
+            self.runs,
+            self.jobs,
+            self.wall_s,
+            self.seeds_per_s(),
+            self.sim_s_per_wall_s(),
+            self.sim_s,
+            self.events
+        )
+    }
+}
+
+/// Runs every scheme of `scenario` over `seeds` on `jobs` threads and measures it.
+pub fn bench(
+    scenario: &Arc<Scenario>,
+    seeds: SeedRange,
+    jobs: usize,
+) -> Result<BenchReport, String> {
+    let work: Vec<(usize, u64)> = (0..scenario.schemes.len())
+        .flat_map(|s| seeds.iter().map(move |seed| (s, seed)))
+        .collect();
+    let start = std::time::Instant::now();
+    let mut report = BenchReport {
+        runs: 0,
+        jobs,
+        wall_s: 0.0,
+        sim_s: 0.0,
+        events: 0,
+    };
+    let mut first_error = None;
+    run_parallel(scenario, work, jobs, |output| match output {
+        Ok(output) => {
+            report.runs += 1;
+            report.sim_s += output.result.sim_ms as f64 / 1000.0;
+            report.events += output.events.len() as u64;
+        }
+        Err(e) => {
+            first_error.get_or_insert(e);
+        }
+    });
+    report.wall_s = start.elapsed().as_secs_f64();
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}

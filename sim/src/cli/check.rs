@@ -1,0 +1,181 @@
+//! `locksim check [DIR|FILE...]`: the catalog regression. Runs every scenario over its seeds
+//! (every scheme it lists) and compares the verdicts with its `expect` / `expect_some`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use model::result::RunResult;
+
+use crate::cli::batch::{every_run, progress_bar, run_jobs};
+use crate::cli::catalog::{load_all, replay_command, scenario_files};
+use crate::cli::interrupt;
+use crate::scenario::Scenario;
+use crate::scenario::expect::Expect;
+use crate::scenario::expect::{Mismatch, mismatches};
+use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario files or folders of them (default: scenarios/).
+    paths: Vec<PathBuf>,
+    /// Seeds for every scenario, both ends included (default: each scenario's own `seeds`).
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Parallel jobs (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let seeds = args.seeds.as_deref().map(super::seed_range).transpose()?;
+    let scenarios = load_all(&scenario_files(&args.paths)?)?;
+    let opts = CheckOptions {
+        seeds,
+        jobs: super::jobs_or_default(args.jobs),
+        progress: true,
+    };
+    interrupt::install();
+    let report = check(&scenarios, &opts, interrupt::flag());
+    print!("{}", report.render());
+    Ok(super::exit_code(report.interrupted, !report.passed()))
+}
+
+pub struct CheckOptions {
+    /// Overrides every scenario's own `seeds`.
+    pub seeds: Option<SeedRange>,
+    pub jobs: usize,
+    pub progress: bool,
+}
+
+/// What `check` found.
+pub struct CheckReport {
+    pub scenarios: usize,
+    pub runs: u64,
+    /// Each mismatch, with the command that replays its seed.
+    pub mismatches: Vec<(Mismatch, Option<String>)>,
+    pub errors: Vec<String>,
+    pub interrupted: bool,
+    /// Scenarios that expect nothing (they only ran).
+    pub without_expectations: Vec<String>,
+}
+
+impl CheckReport {
+    pub fn passed(&self) -> bool {
+        self.mismatches.is_empty() && self.errors.is_empty() && !self.interrupted
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (m, replay) in &self.mismatches {
+            let _ = writeln!(out, "  mismatch: {m}");
+            if let Some(replay) = replay {
+                let _ = writeln!(out, "      reproduce: {replay}");
+            }
+        }
+        for e in &self.errors {
+            let _ = writeln!(out, "  error: {e}");
+        }
+        let note = if self.without_expectations.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} without expectations: {})",
+                self.without_expectations.len(),
+                self.without_expectations.join(", ")
+            )
+        };
+        if self.passed() {
+            let _ = writeln!(
+                out,
+                "check: {} scenarios, {} runs, all expectations met{note}",
+                self.scenarios, self.runs
+            );
+        } else {
+            let mut problems = Vec::new();
+            if !self.mismatches.is_empty() {
+                problems.push(format!("{} expectation(s) not met", self.mismatches.len()));
+            }
+            if !self.errors.is_empty() {
+                problems.push(format!("{} run(s) failed", self.errors.len()));
+            }
+            if self.interrupted {
+                problems.push("interrupted before the end".into());
+            }
+            let _ = writeln!(
+                out,
+                "check: FAILED — {} scenarios, {} runs: {}{note}",
+                self.scenarios,
+                self.runs,
+                problems.join(", ")
+            );
+        }
+        out
+    }
+}
+
+fn expects_nothing(e: &Expect) -> bool {
+    *e == Expect::default()
+}
+
+pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool) -> CheckReport {
+    let work = every_run(scenarios, |s| opts.seeds.unwrap_or(s.seeds));
+    let bar = progress_bar(work.len() as u64, opts.progress);
+    let mut results: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
+    let mut errors = Vec::new();
+    let mut runs = 0;
+    run_jobs(work, opts.jobs, stop, |job, output| {
+        bar.inc(1);
+        match output {
+            Ok(output) => {
+                runs += 1;
+                let si = scenarios
+                    .iter()
+                    .position(|s| Arc::ptr_eq(s, &job.scenario))
+                    .unwrap_or(0);
+                results
+                    .entry((si, job.scheme))
+                    .or_default()
+                    .push(output.result);
+            }
+            Err(e) => errors.push(e),
+        }
+    });
+    bar.finish_and_clear();
+    let interrupted = stop.load(Ordering::SeqCst);
+    let mut found = Vec::new();
+    for (si, scenario) in scenarios.iter().enumerate() {
+        for scheme in 0..scenario.schemes.len() {
+            let Some(rs) = results.get_mut(&(si, scheme)) else {
+                continue;
+            };
+            rs.sort_by_key(|r| r.seed);
+            // `expect_some` needs every seed: an interrupted check judges only `expect`.
+            let none = Expect::default();
+            let expect_some = if interrupted {
+                &none
+            } else {
+                &scenario.expect_some
+            };
+            for m in mismatches(&scenario.expect, expect_some, rs) {
+                let replay = m.seed.map(|seed| replay_command(scenario, scheme, seed));
+                found.push((m, replay));
+            }
+        }
+    }
+    CheckReport {
+        scenarios: scenarios.len(),
+        runs,
+        mismatches: found,
+        errors,
+        interrupted,
+        without_expectations: scenarios
+            .iter()
+            .filter(|s| expects_nothing(&s.expect) && expects_nothing(&s.expect_some))
+            .map(|s| s.name.clone())
+            .collect(),
+    }
+}

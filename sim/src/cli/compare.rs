@@ -1,0 +1,311 @@
+//! `locksim compare [DIR|FILE...]`: every scenario × every scheme it lists × its seeds, into one
+//! report folder: `index.html` (self-contained), `report.md`, `summary.json`, `charts/*.svg`,
+//! and for each cell with failures its first failing seed under
+//! `runs/<scenario>/<scheme>/seed-<N>/` (`result.json`, `trace.jsonl`, `timeline.svg`).
+//!
+//! Seeds: `--seeds A..B` for every scenario; otherwise [`DEFAULT_SEEDS_PER_SCENARIO`] seeds from
+//! each scenario's first one (`--seeds-per-scenario K`; 0 for the scenario's own `seeds` range):
+//! 100 seeds of the whole catalog take about a minute on two cores.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use model::result::RunResult;
+use reports::charts::ChartSet;
+use reports::summary::{Cell, CellStats, ScenarioInfo, SchemeStats, Summary, is_violating};
+
+use crate::cli::artifacts::{path_component, write_file, write_run};
+use crate::cli::batch::{every_run, progress_bar, run_jobs};
+use crate::cli::catalog::{load_all, replay_command, scenario_files, scheme_labels};
+use crate::cli::interrupt;
+use crate::runner::RunOutput;
+use crate::scenario::Scenario;
+use crate::scenario::expect::Expect;
+use crate::scenario::expect::{broken, mismatches};
+use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario files or folders of them (default: scenarios/).
+    paths: Vec<PathBuf>,
+    /// Seeds for every scenario, both ends included (default: --seeds-per-scenario
+    /// seeds from each scenario's first one).
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Without --seeds: this many seeds from each scenario's first (0: its own `seeds`).
+    #[arg(long, default_value_t = DEFAULT_SEEDS_PER_SCENARIO)]
+    seeds_per_scenario: u64,
+    /// Parallel jobs (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// The report folder.
+    #[arg(long, default_value = DEFAULT_OUT)]
+    out: PathBuf,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let seeds = args.seeds.as_deref().map(super::seed_range).transpose()?;
+    let scenarios = load_all(&scenario_files(&args.paths)?)?;
+    let opts = CompareOptions {
+        seeds,
+        seeds_per_scenario: args.seeds_per_scenario,
+        jobs: super::jobs_or_default(args.jobs),
+        out: args.out,
+        progress: true,
+    };
+    interrupt::install();
+    let summary = compare(&scenarios, &opts, interrupt::flag())?;
+    print!("{}", summary_text(&summary, &opts.out));
+    Ok(super::exit_code(
+        summary.interrupted,
+        !summary.errors.is_empty(),
+    ))
+}
+
+/// Seeds per scenario when `--seeds` is not given.
+pub const DEFAULT_SEEDS_PER_SCENARIO: u64 = 100;
+
+/// The default report folder.
+pub const DEFAULT_OUT: &str = "report";
+
+pub struct CompareOptions {
+    /// Overrides every scenario's own range.
+    pub seeds: Option<SeedRange>,
+    /// Without `seeds`: this many seeds from each scenario's first (0 = its own range).
+    pub seeds_per_scenario: u64,
+    pub jobs: usize,
+    pub out: PathBuf,
+    pub progress: bool,
+}
+
+impl CompareOptions {
+    /// The seeds one scenario runs.
+    pub fn seeds_for(&self, scenario: &Scenario) -> SeedRange {
+        match self.seeds {
+            Some(seeds) => seeds,
+            None if self.seeds_per_scenario > 0 => SeedRange {
+                first: scenario.seeds.first,
+                last: scenario.seeds.first + self.seeds_per_scenario - 1,
+            },
+            None => scenario.seeds,
+        }
+    }
+
+    fn policy(&self) -> String {
+        match (self.seeds, self.seeds_per_scenario) {
+            (Some(seeds), _) => format!("{seeds} for every scenario"),
+            (None, 0) => "each scenario's own seed range".into(),
+            (None, k) => format!(
+                "{k} seeds from each scenario's first (--seeds A..B or --seeds-per-scenario K for others)"
+            ),
+        }
+    }
+}
+
+/// Runs the comparison and writes the report; returns its summary.
+pub fn compare(
+    scenarios: &[Arc<Scenario>],
+    opts: &CompareOptions,
+    stop: &AtomicBool,
+) -> Result<Summary, String> {
+    let start = std::time::Instant::now();
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| format!("{}: cannot create: {e}", opts.out.display()))?;
+    let work = every_run(scenarios, |s| opts.seeds_for(s));
+    let index_of: BTreeMap<String, usize> = scenarios
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.clone(), i))
+        .collect();
+    let bar = progress_bar(work.len() as u64, opts.progress);
+    // (scenario, scheme) → results, and the lowest failing seed's full output.
+    let mut results: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
+    let mut first_failing: BTreeMap<(usize, usize), RunOutput> = BTreeMap::new();
+    let mut errors = Vec::new();
+    let mut violating = 0;
+    run_jobs(work, opts.jobs, stop, |job, output| {
+        bar.inc(1);
+        let key = (index_of[&job.scenario.name], job.scheme);
+        match output {
+            Ok(output) => {
+                if is_violating(&output.result) {
+                    violating += 1;
+                    bar.set_message(format!("{violating} violating"));
+                    let lower = first_failing
+                        .get(&key)
+                        .is_none_or(|o| output.result.seed < o.result.seed);
+                    if lower {
+                        first_failing.insert(
+                            key,
+                            RunOutput {
+                                result: output.result.clone(),
+                                events: output.events,
+                            },
+                        );
+                    }
+                }
+                results.entry(key).or_default().push(output.result);
+            }
+            Err(e) => errors.push(e),
+        }
+    });
+    bar.finish_and_clear();
+    let interrupted = stop.load(Ordering::SeqCst);
+
+    let mut schemes: Vec<String> = Vec::new();
+    let mut cells = Vec::new();
+    let mut by_scheme: BTreeMap<String, (Vec<RunResult>, u64)> = BTreeMap::new();
+    for (si, scenario) in scenarios.iter().enumerate() {
+        let labels = scheme_labels(scenario);
+        let seeds = opts.seeds_for(scenario);
+        for (k, label) in labels.iter().enumerate() {
+            if !schemes.contains(label) {
+                schemes.push(label.clone());
+            }
+            let mut rs = results.remove(&(si, k)).unwrap_or_default();
+            rs.sort_by_key(|r| r.seed);
+            let stats = CellStats::from_results(&scenario.name, label, &rs);
+            // `expect_some` is about the scenario's own range: judge it only on all of it.
+            let whole_range = seeds == scenario.seeds && rs.len() as u64 == seeds.len();
+            let none = Expect::default();
+            let expect_some = if whole_range {
+                &scenario.expect_some
+            } else {
+                &none
+            };
+            let found = if rs.is_empty() {
+                Vec::new()
+            } else {
+                mismatches(&scenario.expect, expect_some, &rs)
+            };
+            let mut cell = Cell {
+                stats,
+                mismatches: found.iter().map(|m| m.to_string()).collect(),
+                timeline: None,
+                replay: None,
+                expect_broken_seeds: scenario.incident.is_some().then(|| {
+                    rs.iter()
+                        .filter(|r| broken(&scenario.expect, r))
+                        .map(|r| r.seed)
+                        .collect()
+                }),
+            };
+            if let Some(output) = first_failing.remove(&(si, k)) {
+                let rel = format!(
+                    "runs/{}/{}/seed-{}",
+                    path_component(&scenario.name),
+                    path_component(label),
+                    output.result.seed
+                );
+                write_run(&opts.out.join(&rel), scenario, &output)?;
+                cell.timeline = Some(format!("{rel}/timeline.svg"));
+                cell.replay = Some(replay_command(scenario, k, output.result.seed));
+            }
+            let entry = by_scheme.entry(label.clone()).or_default();
+            entry.0.extend(rs);
+            entry.1 += 1;
+            cells.push(cell);
+        }
+    }
+    let scheme_totals = schemes
+        .iter()
+        .map(|label| {
+            let (rs, n) = &by_scheme[label];
+            SchemeStats::from_results(label, *n, rs.iter())
+        })
+        .collect();
+    let summary = Summary {
+        seed_policy: opts.policy(),
+        interrupted,
+        runs: cells.iter().map(|c| c.stats.seeds_run).sum(),
+        wall_s: (start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        scenarios: scenarios
+            .iter()
+            .map(|s| ScenarioInfo {
+                name: s.name.clone(),
+                file: s.path.clone(),
+                description: s.description.clone(),
+                source: s.source.clone(),
+                seeds: opts.seeds_for(s).to_string(),
+                incident: s.incident.clone(),
+            })
+            .collect(),
+        schemes,
+        cells,
+        scheme_totals,
+        errors,
+    };
+    write_report(&opts.out, &summary)?;
+    Ok(summary)
+}
+
+/// Writes `index.html`, `report.md`, `summary.json` and `charts/*.svg` into `out`.
+pub fn write_report(out: &Path, summary: &Summary) -> Result<(), String> {
+    let charts = ChartSet::render(summary);
+    for chart in &charts.charts {
+        write_file(&out.join("charts").join(chart.file), &chart.svg)?;
+    }
+    write_file(
+        &out.join("summary.json"),
+        serde_json::to_string_pretty(summary).expect("summaries serialise") + "\n",
+    )?;
+    write_file(
+        &out.join("report.md"),
+        reports::markdown::render(summary, &charts),
+    )?;
+    write_file(
+        &out.join("index.html"),
+        reports::html::render(summary, &charts),
+    )
+}
+
+/// What `compare` prints: one line per cell, then where the report is.
+pub fn summary_text(summary: &Summary, out: &Path) -> String {
+    let mut text = String::new();
+    let _ = writeln!(text, "compare: {}", reports::html::headline(summary));
+    if summary.interrupted {
+        let _ = writeln!(
+            text,
+            "  interrupted: the report covers the runs that finished"
+        );
+    }
+    let width = summary
+        .cells
+        .iter()
+        .map(|c| c.stats.scenario.len() + c.stats.scheme.len() + 3)
+        .max()
+        .unwrap_or(0);
+    for cell in &summary.cells {
+        let s = &cell.stats;
+        let name = format!("{} × {}", s.scenario, s.scheme);
+        let _ = write!(
+            text,
+            "  {name:<width$}  {:>3}/{:<3} violating  {:<9}",
+            s.seeds_violating,
+            s.seeds_run,
+            s.outcome.as_str()
+        );
+        if let Some(seed) = s.first_failing_seed {
+            let _ = write!(text, "  first failing seed {seed}");
+        }
+        if !cell.mismatches.is_empty() {
+            let _ = write!(text, "  ({} unexpected)", cell.mismatches.len());
+        }
+        let end = text.trim_end().len();
+        text.truncate(end);
+        text.push('\n');
+    }
+    for e in &summary.errors {
+        let _ = writeln!(text, "  error: {e}");
+    }
+    let _ = writeln!(
+        text,
+        "wrote {0}/index.html, {0}/report.md, {0}/summary.json",
+        out.display()
+    );
+    text
+}

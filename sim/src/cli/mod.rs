@@ -1,0 +1,57 @@
+//! The commands of the `locksim` binary, one module each, and what several of them share.
+//!
+//! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
+//! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
+//! `compare`, `check`, `serve`, `bench`. Their helpers: `batch` (many runs on worker threads
+//! with a stop flag), `catalog` (which scenario files and schemes), `artifacts` (what a run
+//! writes), `interrupt` (Ctrl-C).
+
+pub mod artifacts;
+pub mod batch;
+pub mod bench;
+pub mod catalog;
+pub mod check;
+pub mod compare;
+pub mod interrupt;
+pub mod replay;
+pub mod run;
+pub mod schemes;
+pub mod serve;
+pub mod sweep;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::runner::default_jobs;
+use crate::scenario::Scenario;
+use crate::scenario::range::SeedRange;
+
+/// Exit code of a command stopped by Ctrl-C (128 + SIGINT).
+pub const INTERRUPTED: u8 = 130;
+
+fn load(file: &Path) -> Result<Arc<Scenario>, String> {
+    Scenario::load(file).map(Arc::new)
+}
+
+fn seed_range(text: &str) -> Result<SeedRange, String> {
+    SeedRange::parse(text).map_err(|e| format!("--seeds: {e}"))
+}
+
+fn jobs_or_default(jobs: Option<usize>) -> usize {
+    match jobs {
+        None | Some(0) => default_jobs(),
+        Some(n) => n,
+    }
+}
+
+/// The exit code of a multi-run command: interrupted, failed, or success.
+fn exit_code(interrupted: bool, failed: bool) -> ExitCode {
+    if interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,434 @@
+//! `locksim sweep FILE --seeds A..B`: one scenario over many seeds (every scheme it lists),
+//! streaming each finished run as one JSON line to `results.jsonl`, so an interrupted sweep
+//! keeps what finished and a re-run skips every (scenario, scheme, seed) already there.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use model::result::RunResult;
+use reports::summary::{CellStats, fmt_ms};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::artifacts::path_component;
+use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::catalog::{replay_command, select_schemes};
+use crate::cli::interrupt;
+use crate::scenario::Scenario;
+use crate::scenario::range::SeedRange;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The scenario file (JSON).
+    file: PathBuf,
+    /// Seeds to run, both ends included (default: the scenario's `seeds`).
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Only this scheme, for a scenario with a `schemes` list.
+    #[arg(long)]
+    scheme: Option<String>,
+    /// Parallel jobs (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Where results.jsonl goes (default: sweeps/<scenario>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn execute(args: Args) -> Result<ExitCode, String> {
+    let scenario = super::load(&args.file)?;
+    let seeds = match args.seeds {
+        Some(text) => super::seed_range(&text)?,
+        None => scenario.seeds,
+    };
+    let opts = SweepOptions {
+        seeds,
+        schemes: select_schemes(&scenario, &args.file, args.scheme.as_deref())?,
+        jobs: super::jobs_or_default(args.jobs),
+        dir: args.out.unwrap_or_else(|| default_dir(&scenario)),
+        progress: true,
+    };
+    interrupt::install();
+    let report = sweep(&scenario, &opts, interrupt::flag())?;
+    print!("{}", summary_text(&scenario, &opts, &report));
+    Ok(super::exit_code(
+        report.interrupted,
+        !report.errors.is_empty(),
+    ))
+}
+
+/// Where a sweep writes by default: `sweeps/<scenario>/`.
+pub fn default_dir(scenario: &Scenario) -> PathBuf {
+    Path::new("sweeps").join(path_component(&scenario.name))
+}
+
+pub struct SweepOptions {
+    pub seeds: SeedRange,
+    /// Scheme indices to run.
+    pub schemes: Vec<usize>,
+    pub jobs: usize,
+    pub dir: PathBuf,
+    pub progress: bool,
+}
+
+/// One line of `results.jsonl`: the run's result (the contract's object, so any line parses as
+/// a `RunResult`), plus the full scheme it ran (id and parameters).
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(flatten)]
+    result: &'a RunResult,
+    scheme_spec: Value,
+}
+
+/// What a sweep did.
+pub struct SweepReport {
+    pub results_path: PathBuf,
+    /// Every result of the requested schemes × seeds: loaded from the file or run now.
+    pub results: Vec<RunResult>,
+    pub new_runs: u64,
+    pub already_done: u64,
+    pub wall_s: f64,
+    pub jobs: usize,
+    pub interrupted: bool,
+    pub errors: Vec<String>,
+    /// Lines of the existing file that could not be read (e.g. cut short by a kill).
+    pub unreadable_lines: u64,
+}
+
+/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable.
+pub fn read_results(path: &Path) -> Result<(Vec<RunResult>, u64), String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+    };
+    let mut results = Vec::new();
+    let mut bad = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<RunResult>(line) {
+            Ok(r) => results.push(r),
+            Err(_) => bad += 1,
+        }
+    }
+    Ok((results, bad))
+}
+
+fn scheme_spec_json(scenario: &Scenario, index: usize) -> Value {
+    let spec = &scenario.schemes[index];
+    let mut map = serde_json::Map::new();
+    map.insert("name".into(), Value::String(spec.name.clone()));
+    map.extend(spec.params.clone());
+    Value::Object(map)
+}
+
+/// Runs the seeds of `opts` not yet in `DIR/results.jsonl`, appending each as it finishes.
+pub fn sweep(
+    scenario: &Arc<Scenario>,
+    opts: &SweepOptions,
+    stop: &AtomicBool,
+) -> Result<SweepReport, String> {
+    let start = std::time::Instant::now();
+    std::fs::create_dir_all(&opts.dir)
+        .map_err(|e| format!("{}: cannot create: {e}", opts.dir.display()))?;
+    let path = opts.dir.join("results.jsonl");
+    let (existing, unreadable_lines) = read_results(&path)?;
+    let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
+    let wanted: BTreeSet<(String, u64)> = opts
+        .schemes
+        .iter()
+        .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
+        .map(|(i, seed)| (labels[i].clone(), seed))
+        .collect();
+    // Results already there for this scenario, keyed (scheme, seed); the first line wins.
+    let mut done: BTreeMap<(String, u64), RunResult> = BTreeMap::new();
+    for r in existing.into_iter().filter(|r| r.scenario == scenario.name) {
+        let key = (r.scheme.clone(), r.seed);
+        if wanted.contains(&key) {
+            done.entry(key).or_insert(r);
+        }
+    }
+    let already_done = done.len() as u64;
+    let work: Vec<Job> = opts
+        .schemes
+        .iter()
+        .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
+        .filter(|(i, seed)| !done.contains_key(&(labels[*i].clone(), *seed)))
+        .map(|(scheme, seed)| Job {
+            scenario: scenario.clone(),
+            scheme,
+            seed,
+        })
+        .collect();
+
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("{}: cannot open for appending: {e}", path.display()))?;
+    // A line cut short by a kill must not glue onto the next one.
+    let ends_cleanly = std::fs::read(&path)
+        .map(|b| b.last().is_none_or(|&c| c == b'\n'))
+        .unwrap_or(true);
+    if !ends_cleanly {
+        file.write_all(b"\n")
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    }
+
+    let bar = progress_bar(work.len() as u64, opts.progress);
+    let mut new_runs = 0;
+    let mut violating = 0;
+    let mut errors = Vec::new();
+    let mut write_error = None;
+    run_jobs(work, opts.jobs, stop, |job, output| {
+        bar.inc(1);
+        match output {
+            Ok(output) => {
+                let line = Line {
+                    result: &output.result,
+                    scheme_spec: scheme_spec_json(scenario, job.scheme),
+                };
+                let mut text = serde_json::to_string(&line).expect("results serialise");
+                text.push('\n');
+                if let Err(e) = file.write_all(text.as_bytes()) {
+                    write_error.get_or_insert(format!("{}: cannot write: {e}", path.display()));
+                }
+                if reports::summary::is_violating(&output.result) {
+                    violating += 1;
+                    bar.set_message(format!("{violating} violating"));
+                }
+                new_runs += 1;
+                done.insert(
+                    (output.result.scheme.clone(), output.result.seed),
+                    output.result,
+                );
+            }
+            Err(e) => errors.push(e),
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    // Results in scheme order, then seed order.
+    let mut results: Vec<RunResult> = done.into_values().collect();
+    results.sort_by_key(|r| {
+        (
+            labels
+                .iter()
+                .position(|l| *l == r.scheme)
+                .unwrap_or(usize::MAX),
+            r.seed,
+        )
+    });
+    Ok(SweepReport {
+        results_path: path,
+        results,
+        new_runs,
+        already_done,
+        wall_s: start.elapsed().as_secs_f64(),
+        jobs: opts.jobs,
+        interrupted: stop.load(std::sync::atomic::Ordering::SeqCst),
+        errors,
+        unreadable_lines,
+    })
+}
+
+/// A list of seeds, the first `max` of them.
+fn seed_list(seeds: &[u64], max: usize) -> String {
+    let shown: Vec<String> = seeds.iter().take(max).map(u64::to_string).collect();
+    let mut text = shown.join(", ");
+    if seeds.len() > max {
+        let _ = write!(text, ", … ({} more)", seeds.len() - max);
+    }
+    text
+}
+
+/// The summary a sweep prints.
+pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepReport) -> String {
+    let mut out = String::new();
+    let runs = report.results.len();
+    let rate = if report.wall_s > 0.0 {
+        report.new_runs as f64 / report.wall_s
+    } else {
+        0.0
+    };
+    let _ = writeln!(
+        out,
+        "sweep {} ({}), seeds {}: {} run(s) — {} new, {} already in {} — {:.1} s wall, {:.1} seeds/s on {} job(s)",
+        scenario.name,
+        scenario.path,
+        opts.seeds,
+        runs,
+        report.new_runs,
+        report.already_done,
+        report.results_path.display(),
+        report.wall_s,
+        rate,
+        report.jobs
+    );
+    if report.interrupted {
+        let _ = writeln!(
+            out,
+            "  interrupted: {} of {} run(s) done; run the same command again to finish the rest",
+            runs,
+            opts.seeds.len() * opts.schemes.len() as u64
+        );
+    }
+    if report.unreadable_lines > 0 {
+        let _ = writeln!(
+            out,
+            "  note: {} unreadable line(s) in {} were ignored (their seeds ran again)",
+            report.unreadable_lines,
+            report.results_path.display()
+        );
+    }
+    let mut first_failing: Option<(usize, u64)> = None;
+    for &index in &opts.schemes {
+        let label = scenario.schemes[index].label();
+        let results: Vec<RunResult> = report
+            .results
+            .iter()
+            .filter(|r| r.scheme == label)
+            .cloned()
+            .collect();
+        let cell = CellStats::from_results(&scenario.name, &label, &results);
+        let v = &cell.verdicts;
+        let _ = write!(
+            out,
+            "  {label}: {}/{} seeds violating — mutual exclusion violated {}, resource safety violated {}, liveness stuck {}",
+            cell.seeds_violating,
+            cell.seeds_run,
+            v.mutual_exclusion.violated,
+            v.resource_safety.violated,
+            v.liveness.stuck
+        );
+        if v.fifo_violated > 0 {
+            let _ = write!(out, ", FIFO order lost {}", v.fifo_violated);
+        }
+        out.push('\n');
+        if !cell.violating_seeds.is_empty() {
+            let _ = writeln!(
+                out,
+                "    violating seeds: {}",
+                seed_list(&cell.violating_seeds, 20)
+            );
+        }
+        if cell.acquire_ms.runs > 0 {
+            let _ = writeln!(
+                out,
+                "    acquire latency across seeds (median of each seed's quantile): p50 {} ms, p99 {} ms; max {} ms",
+                fmt_ms(cell.acquire_ms.p50),
+                fmt_ms(cell.acquire_ms.p99),
+                fmt_ms(cell.acquire_ms.max)
+            );
+        }
+        if cell.seeds_run > 0 {
+            let _ = writeln!(
+                out,
+                "    longest wait for the lock (starvation): {} ms on the median seed, {} ms at most",
+                fmt_ms(cell.max_wait_ms.median),
+                fmt_ms(cell.max_wait_ms.max)
+            );
+        }
+        if let Some(seed) = cell.first_failing_seed
+            && first_failing.is_none_or(|(_, s)| seed < s)
+        {
+            first_failing = Some((index, seed));
+        }
+    }
+    for e in &report.errors {
+        let _ = writeln!(out, "  error: {e}");
+    }
+    match first_failing {
+        Some((index, seed)) => {
+            let _ = writeln!(
+                out,
+                "first failing seed: {seed} ({}); reproduce it with:\n  {}",
+                scenario.schemes[index].label(),
+                replay_command(scenario, index, seed)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "no seed violated anything");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    fn scenario() -> Arc<Scenario> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scenarios/kleppmann-gc-pause.json"
+        );
+        Arc::new(Scenario::load(Path::new(path)).unwrap())
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("locksim-sweep-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_second_sweep_skips_the_seeds_already_in_results_jsonl() {
+        let scenario = scenario();
+        let dir = temp_dir("resume");
+        let opts = |seeds: &str| SweepOptions {
+            seeds: SeedRange::parse(seeds).unwrap(),
+            schemes: vec![0],
+            jobs: 2,
+            dir: dir.clone(),
+            progress: false,
+        };
+        let stop = AtomicBool::new(false);
+        let first = sweep(&scenario, &opts("0..2"), &stop).unwrap();
+        assert_eq!((first.new_runs, first.already_done), (3, 0));
+        let lines = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
+        assert_eq!(lines.lines().count(), 3);
+        assert!(
+            lines.contains(r#""scheme_spec":{"name":"set-nx-px-lua""#),
+            "{lines}"
+        );
+
+        // Simulate a kill in the middle of writing a line.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("results.jsonl"))
+            .unwrap();
+        f.write_all(br#"{"scenario":"kleppmann-gc-pause","sch"#)
+            .unwrap();
+
+        let second = sweep(&scenario, &opts("0..4"), &stop).unwrap();
+        assert_eq!((second.new_runs, second.already_done), (2, 3));
+        assert_eq!(second.unreadable_lines, 1);
+        assert_eq!(
+            second.results.iter().map(|r| r.seed).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
+        let (back, bad) = read_results(&dir.join("results.jsonl")).unwrap();
+        assert_eq!((back.len(), bad), (5, 1));
+        let text = summary_text(&scenario, &opts("0..4"), &second);
+        assert!(text.contains("2 new, 3 already in"), "{text}");
+        assert!(
+            text.contains("reproduce it with:\n  locksim replay ") && text.contains("--seed 0"),
+            "{text}"
+        );
+
+        // A stopped sweep starts nothing and says so.
+        stop.store(true, Ordering::SeqCst);
+        let third = sweep(&scenario, &opts("0..9"), &stop).unwrap();
+        assert_eq!(third.new_runs, 0);
+        assert!(third.interrupted);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,166 @@
+//! What each fault kind does to the world: `inject` and `heal` call the hooks of the resources
+//! it hits (`world::procs`, `world::time`, `world::net`, `world::storage`).
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use model::history::EventKind;
+
+use crate::nodes::SENTINEL_PORT;
+use crate::nodes::resp::RespConn;
+use crate::scenario::faults::FaultKind;
+use crate::world::World;
+use crate::world::procs::node_ip;
+
+impl FaultKind {
+    /// The directed links this network fault cuts.
+    fn links(&self, nodes: &[String]) -> Vec<(String, String)> {
+        match self {
+            FaultKind::Partition { groups, one_way } => {
+                let listed: BTreeSet<&String> = groups.iter().flatten().collect();
+                let first_group = |n: &String| groups.iter().position(|g| g.contains(n));
+                let mut links = Vec::new();
+                for a in &listed {
+                    for b in &listed {
+                        let together = groups.iter().any(|g| g.contains(a) && g.contains(b));
+                        let cut_direction = !one_way || first_group(a) < first_group(b);
+                        if a != b && !together && cut_direction {
+                            links.push(((*a).clone(), (*b).clone()));
+                        }
+                    }
+                }
+                links
+            }
+            FaultKind::Isolate { node } => nodes
+                .iter()
+                .filter(|n| *n != node)
+                .flat_map(|n| [(node.clone(), n.clone()), (n.clone(), node.clone())])
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub(super) fn inject(&self, world: &Arc<World>) {
+        match self {
+            FaultKind::Pause { node } => world.procs.pause(node),
+            FaultKind::Crash {
+                node,
+                restart_after_ms,
+            } => {
+                // The process dies. What it wrote to its sockets is the kernel's now: it still
+                // arrives (after any extra delay of its link), then the peers read EOF, as a
+                // killed process's kernel sends FIN after the data (`world::net::socket`).
+                world.procs.crash(node);
+                // The machine went down: what was not on disk is lost, and so is the key.
+                world.disks.crash(node);
+                world.lost_key_owner(node, "crash");
+                if restart_after_ms.is_none() {
+                    world.procs.gone(node);
+                }
+            }
+            FaultKind::Delay { from, to, extra_ms } => {
+                world.net.add_delay(from, to, extra_ms * 1000)
+            }
+            FaultKind::DropConnections { node } => {
+                world.net.drop_connections(node);
+            }
+            FaultKind::Failover { master } => {
+                madsim::task::spawn_local(request_failover(world.clone(), master.clone()));
+            }
+            FaultKind::ClockJump { node, delta_ms } => world.time.jump(node, *delta_ms),
+            FaultKind::ClockDrift { node, rate } => world.time.set_rate(node, *rate),
+            FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
+                for (a, b) in self.links(&world.scenario.node_names()) {
+                    let ids = (world.procs.id(&a), world.procs.id(&b));
+                    world.net.clog(&a, &b, ids);
+                }
+            }
+        }
+    }
+
+    pub(super) fn heal(&self, world: &World) {
+        match self {
+            FaultKind::Delay { from, to, extra_ms } => {
+                world.net.remove_delay(from, to, extra_ms * 1000)
+            }
+            FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
+            FaultKind::Pause { node } => world.procs.resume(node),
+            FaultKind::Crash { node, .. } => world.procs.restart(node),
+            // A clock step is not undone (NTP would slew it back slowly); healing ends the fault window.
+            FaultKind::ClockJump { .. } => {}
+            FaultKind::ClockDrift { node, .. } => world.time.set_rate(node, 1.0),
+            FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
+                for (a, b) in self.links(&world.scenario.node_names()) {
+                    let ids = (world.procs.id(&a), world.procs.id(&b));
+                    world.net.unclog(&a, &b, ids);
+                }
+            }
+        }
+    }
+}
+
+/// The `failover` fault: `SENTINEL FAILOVER <master>` to the first Sentinel that answers.
+async fn request_failover(world: Arc<World>, master: String) {
+    for sentinel in world.scenario.sentinel_names() {
+        let addr = SocketAddr::new(node_ip(&sentinel), SENTINEL_PORT);
+        let attempt = async {
+            let mut conn = RespConn::connect(&world, "nemesis", &sentinel, addr).await?;
+            conn.call(&[
+                b"SENTINEL".to_vec(),
+                b"FAILOVER".to_vec(),
+                master.as_bytes().to_vec(),
+            ])
+            .await
+        };
+        if let Ok(Ok(reply)) = madsim::time::timeout(Duration::from_secs(1), attempt).await {
+            world.record(
+                "nemesis",
+                EventKind::Sentinel {
+                    what: "failover-requested".into(),
+                    master: master.clone(),
+                    detail: format!("{sentinel}: {}", model::history::render_reply(&reply)),
+                },
+            );
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_cuts_only_links_between_groups() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // A bridge: b talks to both sides, a and c cannot talk; d is unlisted and unaffected.
+        let bridge = FaultKind::Partition {
+            groups: vec![names(&["a", "b"]), names(&["b", "c"])],
+            one_way: false,
+        };
+        let links = bridge.links(&names(&["a", "b", "c", "d"]));
+        assert_eq!(
+            links,
+            vec![
+                ("a".to_string(), "c".to_string()),
+                ("c".to_string(), "a".to_string())
+            ]
+        );
+        // One way: the earlier group's messages to the later group are cut, not the replies.
+        let one_way = FaultKind::Partition {
+            groups: vec![names(&["a"]), names(&["b", "c"])],
+            one_way: true,
+        };
+        assert_eq!(
+            one_way.links(&names(&["a", "b", "c"])),
+            vec![
+                ("a".to_string(), "b".to_string()),
+                ("a".to_string(), "c".to_string())
+            ]
+        );
+        let isolate = FaultKind::Isolate { node: "b".into() };
+        assert_eq!(isolate.links(&names(&["a", "b", "c"])).len(), 4);
+    }
+}

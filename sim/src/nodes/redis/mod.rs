@@ -1,0 +1,478 @@
+//! A Redis node: the model's `RedisServer` behind a simulated TCP listener (the madsim-etcd-client
+//! pattern: a pure state machine wrapped by a thin simulated server), plus what a real
+//! `redis-server` process does around it: replication (`replication`), the AOF
+//! (`persistence`), and the host-side commands that change the process rather than the
+//! dataset (`REPLICAOF`, `PSYNC`/`REPLCONF`, `CLIENT KILL`, `CONFIG REWRITE`, `WAIT`).
+//!
+//! Expiry follows this node's own wall clock, as real Redis's `mstime()` does; active expiry
+//! runs every 100 ms (hz 10). Every command a client executes is recorded, so a command that runs
+//! after its client gave up is visible in the trace, and every change of the lock key's owner too.
+//! A restarted process replays its AOF and takes the role its redis.conf says; with
+//! `restart_delay_ms` it stays down (not listening) that long first — antirez's delayed restart.
+
+pub mod persistence;
+pub mod replication;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use madsim::net::TcpListener;
+use madsim::task::JoinHandle;
+use madsim::time::sleep;
+use model::history::{EventKind, owner_node, render_command, render_reply};
+use model::redis::keyspace::Value;
+use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
+use tokio::sync::oneshot;
+
+use crate::nodes::REDIS_PORT;
+use crate::world::net::socket::{NetConn, NetWriter};
+use crate::world::{World, stream_seed};
+use persistence::Fsync;
+use replication::Repl;
+
+/// Redis's `hz 10`: the active expire cycle runs ten times a second.
+const ACTIVE_EXPIRE_PERIOD_MS: u64 = 100;
+
+pub struct Node {
+    pub world: Arc<World>,
+    pub name: String,
+    pub server: RefCell<RedisServer>,
+    pub repl: RefCell<Repl>,
+    pub fsync: Fsync,
+    /// The replica side of the replication link, while this node is a replica.
+    pub replica_task: RefCell<Option<JoinHandle<()>>>,
+    lock_key: Vec<u8>,
+    /// The lock key's owner as last observed (for `key_owner` events).
+    owner: RefCell<Option<String>>,
+    /// Every client connection: its peer and writer (pub/sub pushes, CLIENT KILL).
+    conns: RefCell<BTreeMap<ClientId, (String, NetWriter)>>,
+    /// Clients blocked in BLPOP/BRPOP: where their reply goes once the server serves them or
+    /// their timeout passes on this node's clock.
+    blocked: RefCell<BTreeMap<ClientId, oneshot::Sender<Reply>>>,
+}
+
+/// What a command sends back.
+enum Response {
+    Reply(Reply),
+    /// Raw bytes (the start of a replication stream).
+    Raw(Vec<u8>),
+    /// Nothing (`REPLCONF ACK`).
+    Nothing,
+    /// QUIT: the reply, then the connection closes.
+    Close(Reply),
+}
+
+pub async fn redis_node(world: Arc<World>, name: String) {
+    let start = world.procs.started(&name);
+    if start > 1 && world.scenario.topology.restart_delay_ms > 0 {
+        // Delayed restart: the process is not back (not listening) before this.
+        sleep(Duration::from_millis(
+            world.scenario.topology.restart_delay_ms,
+        ))
+        .await;
+    }
+    let fsync = Fsync::parse(&world.scenario.topology.appendfsync)
+        .expect("appendfsync is validated when the scenario loads");
+    let config = ServerConfig {
+        seed: stream_seed(world.seed, &format!("{name}/{start}")),
+        port: REDIS_PORT,
+        ..ServerConfig::default()
+    };
+    let node = Rc::new(Node {
+        lock_key: world.scheme.key().into_bytes(),
+        server: RefCell::new(RedisServer::new(config)),
+        repl: RefCell::new(Repl::new(world.seed, &format!("{name}/{start}"))),
+        fsync,
+        replica_task: RefCell::new(None),
+        owner: RefCell::new(None),
+        conns: RefCell::default(),
+        blocked: RefCell::default(),
+        world,
+        name,
+    });
+    if start > 1 {
+        let now_ms = node.world.time.wall_ms(&node.name);
+        let loaded = persistence::load(
+            &node.world,
+            &node.name,
+            &mut node.server.borrow_mut(),
+            now_ms,
+        );
+        node.world.record(
+            &node.name,
+            EventKind::Replication {
+                what: "restart".into(),
+                detail: format!("loaded {loaded} commands from the AOF"),
+            },
+        );
+        node.observe_owner("restart", now_ms);
+    }
+    let listener = TcpListener::bind(("0.0.0.0", REDIS_PORT))
+        .await
+        .expect("the Redis port is free");
+    replication::start(&node);
+    madsim::task::spawn_local(active_expiry(node.clone()));
+    madsim::task::spawn_local(replication::cron(node.clone()));
+    madsim::task::spawn_local(persistence::flush_loop(
+        node.world.clone(),
+        node.name.clone(),
+        fsync,
+    ));
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let client = node.world.procs.name_of(peer.ip());
+        let conn = NetConn::new(&node.world, &node.name, &client, stream);
+        madsim::task::spawn_local(serve_connection(node.clone(), conn, client));
+    }
+}
+
+/// A blocked client's timeout on this node's clock (`clientsHandleTimeout`): sleeps until its
+/// deadline (again after a clock jump backwards), then lets the server answer it.
+async fn block_timeout(node: Rc<Node>, client: ClientId) {
+    while node.blocked.borrow().contains_key(&client) {
+        let Some(deadline) = node.server.borrow().block_deadline(client) else {
+            return;
+        };
+        let now_ms = node.world.time.wall_ms(&node.name);
+        if deadline > now_ms {
+            let wait = node
+                .world
+                .time
+                .true_duration_us(&node.name, (deadline - now_ms) as u64);
+            sleep(Duration::from_micros(wait.max(1))).await;
+            continue;
+        }
+        node.server.borrow_mut().expire_blocked(now_ms);
+        node.deliver_unblocked();
+    }
+}
+
+async fn active_expiry(node: Rc<Node>) {
+    loop {
+        let period = node
+            .world
+            .time
+            .true_duration_us(&node.name, ACTIVE_EXPIRE_PERIOD_MS);
+        sleep(Duration::from_micros(period)).await;
+        let now_ms = node.world.time.wall_ms(&node.name);
+        node.server.borrow_mut().active_expire_cycle(now_ms);
+        replication::propagate(&node);
+        node.observe_owner("expiry", now_ms);
+    }
+}
+
+/// One client connection: parses and executes requests in order; replies, pub/sub messages
+/// and (for a replica's connection) the replication stream all go through its one writer.
+async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
+    let (mut reader, writer) = conn.split();
+    let id = node.server.borrow_mut().connect();
+    node.conns
+        .borrow_mut()
+        .insert(id, (client.clone(), writer.clone()));
+    let mut parser = RequestParser::new();
+    let mut buf = BytesMut::with_capacity(512);
+    'connection: loop {
+        match reader.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let mut out = Vec::new();
+        loop {
+            match parser.parse(&mut buf) {
+                Ok(Some(argv)) => {
+                    let response = node.execute(id, &client, &writer, &argv).await;
+                    let protocol = node.server.borrow().protocol(id);
+                    match response {
+                        Response::Reply(reply) => reply.encode_with(protocol, &mut out),
+                        Response::Raw(bytes) => out.extend(bytes),
+                        Response::Nothing => {}
+                        Response::Close(reply) => {
+                            reply.encode_with(protocol, &mut out);
+                            let _ = writer.send(out);
+                            break 'connection;
+                        }
+                    }
+                    node.deliver_pushes();
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    // networking.c: reply with the protocol error, then close the connection.
+                    Reply::error(format!("ERR {error}")).encode_into(&mut out);
+                    let _ = writer.send(out);
+                    break 'connection;
+                }
+            }
+        }
+        if !out.is_empty() && writer.send(out).is_err() {
+            break;
+        }
+    }
+    node.conns.borrow_mut().remove(&id);
+    replication::replica_gone(&node, id);
+    node.server.borrow_mut().disconnect(id);
+}
+
+fn word(argv: &[Vec<u8>], i: usize) -> String {
+    argv.get(i)
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+impl Node {
+    async fn execute(
+        self: &Rc<Self>,
+        id: ClientId,
+        client: &str,
+        writer: &NetWriter,
+        argv: &[Vec<u8>],
+    ) -> Response {
+        let command = word(argv, 0);
+        // The replication handshake and acks: the connection becomes a replica link.
+        match command.as_str() {
+            "replconf" => {
+                if word(argv, 1) == "ack" {
+                    let offset = word(argv, 2).parse().unwrap_or(0);
+                    replication::ack(self, id, offset);
+                    return Response::Nothing;
+                }
+                return Response::Reply(Reply::ok());
+            }
+            "psync" | "sync" => {
+                if !matches!(self.server.borrow().role(), Role::Master) {
+                    return Response::Reply(Reply::error(
+                        "NOMASTERLINK Can't SYNC while not connected with my master",
+                    ));
+                }
+                let replid = String::from_utf8_lossy(argv.get(1).map_or(&b"?"[..], |a| a));
+                let offset = word(argv, 2).parse().unwrap_or(-1);
+                return Response::Raw(replication::psync(
+                    self,
+                    id,
+                    client,
+                    writer.clone(),
+                    &replid,
+                    offset,
+                ));
+            }
+            _ => {}
+        }
+        let (reply, close) = match self.host_command(id, &command, argv) {
+            Some(reply) => (reply, false),
+            None => self.execute_in_model(id, argv).await,
+        };
+        // Sentinel's monitoring (PING, INFO once a second per instance) would drown the trace;
+        // what it changes (REPLICAOF, CLIENT KILL) is recorded.
+        let monitoring = client.starts_with("sentinel-")
+            && matches!(
+                command.as_str(),
+                "ping" | "info" | "role" | "publish" | "subscribe"
+            );
+        if !monitoring {
+            self.world.record(
+                &self.name,
+                EventKind::Executed {
+                    client: client.into(),
+                    command: render_command(argv),
+                    reply: render_reply(&reply),
+                },
+            );
+        }
+        let now_ms = self.world.time.wall_ms(&self.name);
+        self.observe_owner(client, now_ms);
+        if close {
+            Response::Close(reply)
+        } else {
+            Response::Reply(reply)
+        }
+    }
+
+    /// Commands the process handles itself; `None` for the dataset's commands.
+    fn host_command(
+        self: &Rc<Self>,
+        id: ClientId,
+        command: &str,
+        argv: &[Vec<u8>],
+    ) -> Option<Reply> {
+        match command {
+            "replicaof" | "slaveof" if argv.len() == 3 => Some(self.replicaof(argv)),
+            "config" if word(argv, 1) == "rewrite" => {
+                // CONFIG REWRITE: redis.conf now says what this node's role is.
+                let master = match self.server.borrow().role() {
+                    Role::Master => None,
+                    Role::Replica { master_host, .. } => master_host
+                        .parse()
+                        .ok()
+                        .map(|ip| self.world.procs.name_of(ip)),
+                };
+                self.world.disks.with(&self.name, |d| d.replicaof = master);
+                Some(Reply::ok())
+            }
+            "client" if word(argv, 1) == "kill" && word(argv, 2) == "type" => {
+                // CLIENT KILL TYPE normal|pubsub: every client but this one and the replicas.
+                let replicas: Vec<ClientId> = self.repl.borrow().replicas.keys().copied().collect();
+                let victims: Vec<NetWriter> = self
+                    .conns
+                    .borrow()
+                    .iter()
+                    .filter(|(c, (peer, _))| {
+                        **c != id && !replicas.contains(c) && !peer.starts_with("sentinel-")
+                    })
+                    .map(|(_, (_, w))| w.clone())
+                    .collect();
+                for w in &victims {
+                    w.reset();
+                }
+                Some(Reply::Integer(victims.len() as i64))
+            }
+            _ => None,
+        }
+    }
+
+    /// `REPLICAOF host port` / `REPLICAOF NO ONE` (`replicaofCommand`).
+    fn replicaof(self: &Rc<Self>, argv: &[Vec<u8>]) -> Reply {
+        let host = String::from_utf8_lossy(&argv[1]).into_owned();
+        let port = String::from_utf8_lossy(&argv[2]).into_owned();
+        if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
+            replication::become_master(self);
+            return Reply::ok();
+        }
+        let Ok(ip) = host.parse() else {
+            return Reply::error("ERR Invalid master address");
+        };
+        let master = self.world.procs.name_of(ip);
+        if let Role::Replica { master_host, .. } = self.server.borrow().role()
+            && *master_host == host
+        {
+            return Reply::Status("OK Already connected to specified master".into());
+        }
+        replication::become_replica(self, &master);
+        Reply::ok()
+    }
+
+    /// Runs a command in the model: its reply, and whether the connection closes after it.
+    async fn execute_in_model(self: &Rc<Self>, id: ClientId, argv: &[Vec<u8>]) -> (Reply, bool) {
+        let now_ms = self.world.time.wall_ms(&self.name);
+        // A lease that ran out before this command is the clock's doing, not this client's.
+        self.observe_owner("expiry", now_ms);
+        let info = replication::replication_info(self);
+        let topology = &self.world.scenario.topology;
+        let min = topology.min_replicas_to_write;
+        let refuse = min > 0
+            && matches!(self.server.borrow().role(), Role::Master)
+            && self
+                .repl
+                .borrow()
+                .good_replicas(self.world.time.now_us(), topology.min_replicas_max_lag_ms)
+                < min as usize;
+        {
+            let mut server = self.server.borrow_mut();
+            server.set_replication_info(info);
+            server.refuse_writes(
+                refuse.then(|| "NOREPLICAS Not enough good replicas to write.".to_string()),
+            );
+        }
+        let outcome = self.server.borrow_mut().execute(id, now_ms, argv);
+        replication::propagate(self);
+        self.deliver_unblocked();
+        self.close_killed();
+        match outcome {
+            Outcome::Reply(reply) => (reply, false),
+            Outcome::Close(reply) => (reply, true),
+            Outcome::Wait {
+                numreplicas,
+                timeout_ms,
+            } => (
+                Reply::Integer(replication::wait(self, numreplicas, timeout_ms).await),
+                false,
+            ),
+            Outcome::Blocked => {
+                let (tx, rx) = oneshot::channel();
+                self.blocked.borrow_mut().insert(id, tx);
+                madsim::task::spawn_local(block_timeout(self.clone(), id));
+                (rx.await.unwrap_or(Reply::NilArray), false)
+            }
+        }
+    }
+
+    /// Answers the clients the last command unblocked (BLPOP served, CLIENT UNBLOCK).
+    fn deliver_unblocked(&self) {
+        let unblocked = self.server.borrow_mut().take_unblocked();
+        for (client, reply) in unblocked {
+            if let Some(waiter) = self.blocked.borrow_mut().remove(&client) {
+                let _ = waiter.send(reply);
+            }
+        }
+    }
+
+    /// Resets the connections CLIENT KILL closed.
+    fn close_killed(&self) {
+        let killed = self.server.borrow_mut().take_killed();
+        let conns = self.conns.borrow();
+        for client in killed {
+            if let Some((_, writer)) = conns.get(&client) {
+                writer.reset();
+            }
+        }
+    }
+
+    /// Sends pub/sub messages produced by the last command to their subscribers.
+    fn deliver_pushes(&self) {
+        let pushes = self.server.borrow_mut().take_pushes();
+        let conns = self.conns.borrow();
+        for (client, reply) in pushes {
+            if let Some((_, out)) = conns.get(&client) {
+                let _ = out.send(reply.encode());
+            }
+        }
+    }
+
+    /// Records a `key_owner` event when the lock key's owner changed, attributing it to `by`.
+    pub fn observe_owner(&self, by: &str, now_ms: i64) {
+        let owner = lock_tokens(&self.server.borrow(), &self.lock_key, now_ms)
+            .iter()
+            .find_map(|token| self.world.history.owner_of(token));
+        let mut last = self.owner.borrow_mut();
+        if *last != owner {
+            let key = String::from_utf8_lossy(&self.lock_key).into_owned();
+            // Expiry only ever removes a token. A token that appears between commands was
+            // written earlier by its owner, whose client named it only once it saw the reply
+            // (setnx-getset's value is its expiry time).
+            let by = match (&owner, by) {
+                (Some(o), "expiry") => owner_node(o).to_string(),
+                _ => by.to_string(),
+            };
+            self.world.record(
+                &self.name,
+                EventKind::KeyOwner {
+                    key,
+                    owner: owner.clone(),
+                    by,
+                },
+            );
+            *last = owner;
+        }
+    }
+}
+
+/// The values that can identify the lock's owner, without touching the keyspace: a string's
+/// value, or a hash's field names (Redisson stores `uuid:threadId → count`). A logically expired
+/// key has none.
+fn lock_tokens(server: &RedisServer, key: &[u8], now_ms: i64) -> Vec<Vec<u8>> {
+    let Some(entry) = server.db().get(key) else {
+        return Vec::new();
+    };
+    if entry.expire_at.is_some_and(|at| now_ms > at) {
+        return Vec::new();
+    }
+    match &entry.value {
+        Value::Str(value) => vec![value.clone()],
+        Value::Hash(hash) => hash.iter().map(|(field, _)| field.clone()).collect(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,746 @@
+//! Scenario files (DESIGN.md "Scenario file (contract)"): loading, defaults and validation.
+//!
+//! Every field of the contract is known here. Omitted fields take the defaults documented on
+//! each struct; unknown fields and bad values are errors that name the file and the field —
+//! never a panic.
+
+pub mod expect;
+pub mod faults;
+pub mod nemesis;
+pub mod range;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use model::locks::SchemeSpec;
+use serde::Deserialize;
+use serde_json::Value;
+
+use expect::Expect;
+use faults::{Fault, FaultSpec};
+use nemesis::NemesisSpec;
+use range::{MsRange, SeedRange};
+use reports::incidents::Incident;
+
+/// A validated scenario, ready to run.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Where it was loaded from (for messages and `replay` commands).
+    pub path: String,
+    pub name: String,
+    pub description: String,
+    pub source: String,
+    /// The seed `locksim run` uses without `--seed`.
+    pub seed: u64,
+    /// The seeds `check`, `sweep` and `compare` use.
+    pub seeds: SeedRange,
+    pub duration_ms: u64,
+    pub topology: Topology,
+    pub network: Network,
+    /// One entry for `scheme`, several for `schemes` (a scheme sweep).
+    pub schemes: Vec<SchemeSpec>,
+    pub clients: Clients,
+    pub resource: Resource,
+    pub faults: Vec<Fault>,
+    /// Random faults drawn from the seed (`nemesis`).
+    pub nemesis: Option<NemesisSpec>,
+    pub expect: Expect,
+    pub expect_some: Expect,
+    /// How long the lock may go ungranted while live clients want it, once every fault has
+    /// healed (see `liveness_window_ms()` for the default).
+    pub liveness_window_ms: Option<u64>,
+    /// A reported real-world failure this scenario reproduces (`scenarios/incidents/`).
+    pub incident: Option<Incident>,
+}
+
+/// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Topology {
+    /// Independent masters `redis-1..N` (Redlock uses them all).
+    pub masters: u32,
+    /// Replicas per master: `redis-N-replica-1..M`, replicating asynchronously.
+    pub replicas: u32,
+    /// Sentinels `sentinel-1..S`, each monitoring every master with quorum S/2+1.
+    pub sentinels: u32,
+    /// Sentinel's `down-after-milliseconds`.
+    pub sentinel_down_after_ms: u64,
+    /// Sentinel's `failover-timeout` (default 180 s, as sentinel.conf).
+    pub sentinel_failover_timeout_ms: u64,
+    /// `off` (no AOF) | `no` | `everysec` | `always`.
+    pub appendfsync: String,
+    /// A crashed Redis stays unavailable this long after its restart is due (antirez's delayed restart).
+    pub restart_delay_ms: u64,
+    /// `min-replicas-to-write` (with `min-replicas-max-lag` 10 s): a master refuses writes with
+    /// fewer good replicas.
+    pub min_replicas_to_write: u32,
+    /// `min-replicas-max-lag`: a replica counts as good for `min_replicas_to_write` if it
+    /// acknowledged within this (default 10 000, redis.conf's 10 s).
+    pub min_replicas_max_lag_ms: u64,
+    /// How a master sends TTLs down its replication stream: `absolute` (Redis 7.0: `SET ...
+    /// PXAT`, `PEXPIREAT`; redis/redis PR 8474) or `relative` (Redis 6.2: `SET ... PX ms`,
+    /// `PEXPIRE`, each replica counting from its own clock when it applies them).
+    pub ttl_propagation: String,
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Topology {
+            masters: 1,
+            replicas: 0,
+            sentinels: 0,
+            sentinel_down_after_ms: 5000,
+            sentinel_failover_timeout_ms: 180_000,
+            appendfsync: "off".into(),
+            restart_delay_ms: 0,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag_ms: 10_000,
+            ttl_propagation: "absolute".into(),
+        }
+    }
+}
+
+/// `network` (default one-way latency 1–5 ms on every link).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Network {
+    pub latency_ms: MsRange,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network {
+            latency_ms: MsRange { min: 1, max: 5 },
+        }
+    }
+}
+
+/// `clients`: the workload. Each client repeats `acquisitions` times: acquire (retrying up to
+/// `acquire_timeout_ms`), read the resource, hold `hold_ms`, write it back decremented, release,
+/// think `think_ms`. With `threads` > 1 every client process runs that many worker threads, each
+/// doing the whole workload, sharing one lock object where the scheme's source shares state
+/// between threads (seed 003's one clientId per instance, Redisson's one client UUID); each
+/// thread is its own lock owner (`client-1/t2`) for the checkers.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Clients {
+    pub count: u32,
+    pub acquisitions: u32,
+    pub hold_ms: MsRange,
+    pub think_ms: MsRange,
+    pub acquire_timeout_ms: u64,
+    /// The client's own timeout per command; the server may still execute a command after it.
+    pub command_timeout_ms: u64,
+    /// Worker threads per client process (default 1).
+    pub threads: u32,
+    /// Lease extension during the hold, through the scheme's own extend operation.
+    pub extend: Option<Extend>,
+}
+
+/// `clients.extend`: `{ "every_ms": N }` extends every N ms of the hold (a heartbeat: redbeat's
+/// tick, a job extending as it goes), `{ "before_write": true }` once, after the hold and just
+/// before writing. A client whose extension fails skips its write (the library told it the lock
+/// is lost) and releases.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Extend {
+    #[serde(default)]
+    pub every_ms: Option<u64>,
+    #[serde(default)]
+    pub before_write: bool,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Clients {
+            count: 2,
+            acquisitions: 10,
+            hold_ms: MsRange { min: 10, max: 50 },
+            think_ms: MsRange { min: 0, max: 20 },
+            acquire_timeout_ms: 5000,
+            command_timeout_ms: 500,
+            threads: 1,
+            extend: None,
+        }
+    }
+}
+
+/// `resource`: the protected counter (the seeds' stock). With `fencing` it rejects stale tokens.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Resource {
+    pub fencing: bool,
+}
+
+/// The file as written, before validation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default)]
+    seeds: Option<String>,
+    #[serde(default = "default_duration_ms")]
+    duration_ms: u64,
+    #[serde(default)]
+    topology: Topology,
+    #[serde(default)]
+    network: Network,
+    #[serde(default)]
+    scheme: Option<Value>,
+    #[serde(default)]
+    schemes: Option<Vec<Value>>,
+    #[serde(default)]
+    clients: Clients,
+    #[serde(default)]
+    resource: Resource,
+    #[serde(default)]
+    faults: Vec<FaultSpec>,
+    #[serde(default)]
+    nemesis: Option<Value>,
+    #[serde(default)]
+    expect: Expect,
+    #[serde(default)]
+    expect_some: Expect,
+    #[serde(default)]
+    liveness_window_ms: Option<u64>,
+    #[serde(default)]
+    incident: Option<Incident>,
+}
+
+fn default_duration_ms() -> u64 {
+    60_000
+}
+
+/// The lease a scheme without one (`setnx-del`, `incr-semaphore`, `set`) is given for its
+/// default liveness window: the most common default lease of the other schemes (10 s).
+pub const LEASELESS_WINDOW_LEASE_MS: u64 = 10_000;
+
+/// The default seed range of `check`/`sweep`/`compare` when a scenario names none.
+pub const DEFAULT_SEEDS: SeedRange = SeedRange { first: 0, last: 19 };
+
+impl Scenario {
+    /// Loads and validates a scenario file. Errors read `FILE: FIELD: PROBLEM`.
+    pub fn load(path: &Path) -> Result<Scenario, String> {
+        let shown = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        Scenario::parse(&text, &shown)
+    }
+
+    /// Parses scenario JSON; `path` is only used in messages.
+    pub fn parse(text: &str, path: &str) -> Result<Scenario, String> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let file: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            if field == "." || field.is_empty() {
+                format!("{path}: {inner}")
+            } else {
+                format!("{path}: {field}: {inner}")
+            }
+        })?;
+        file.validate(path).map_err(|e| format!("{path}: {e}"))
+    }
+
+    /// Every node name of this scenario's topology, in creation order.
+    pub fn node_names(&self) -> Vec<String> {
+        node_names(&self.topology, &self.clients)
+    }
+
+    pub fn client_names(&self) -> Vec<String> {
+        (1..=self.clients.count)
+            .map(|i| format!("client-{i}"))
+            .collect()
+    }
+
+    /// The lock owners the checkers judge: the client names, or with `clients.threads` > 1 one
+    /// `client-N/tK` per worker thread.
+    pub fn owner_names(&self) -> Vec<String> {
+        let threads = self.clients.threads;
+        self.client_names()
+            .into_iter()
+            .flat_map(|c| {
+                (1..=threads)
+                    .map(move |t| model::history::owner_name(&c, (threads > 1).then_some(t)))
+            })
+            .collect()
+    }
+
+    pub fn master_names(&self) -> Vec<String> {
+        (1..=self.topology.masters)
+            .map(|i| format!("redis-{i}"))
+            .collect()
+    }
+
+    /// Whether runs of this scenario judge FIFO order (it expects a `fairness` verdict).
+    pub fn judges_fairness(&self) -> bool {
+        self.expect.fairness.is_some() || self.expect_some.fairness.is_some()
+    }
+
+    /// How much earlier a waiter must have started for an overtaking to count as a FIFO
+    /// violation: four one-way latencies (a connection set-up plus the request), so requests the
+    /// network may reorder are not judged.
+    pub fn fifo_slack_ms(&self) -> u64 {
+        4 * self.network.latency_ms.max
+    }
+
+    /// The replicas of master `redis-M`.
+    pub fn replica_names(&self, master: &str) -> Vec<String> {
+        (1..=self.topology.replicas)
+            .map(|i| format!("{master}-replica-{i}"))
+            .collect()
+    }
+
+    /// Every Redis node: masters, then each master's replicas.
+    pub fn redis_names(&self) -> Vec<String> {
+        let mut names = self.master_names();
+        for master in self.master_names() {
+            names.extend(self.replica_names(&master));
+        }
+        names
+    }
+
+    pub fn sentinel_names(&self) -> Vec<String> {
+        (1..=self.topology.sentinels)
+            .map(|i| format!("sentinel-{i}"))
+            .collect()
+    }
+
+    /// When the random nemesis heals everything: its `heal_at_ms`, or two liveness windows
+    /// before the end of the run, so that a lock-out after healing can last a whole window
+    /// before the run ends and be seen (validated to be after the start).
+    pub fn heal_at_ms(&self, scheme: &SchemeSpec) -> u64 {
+        self.nemesis
+            .as_ref()
+            .and_then(|n| n.heal_at_ms)
+            .unwrap_or_else(|| {
+                self.duration_ms
+                    .saturating_sub(2 * self.liveness_window_ms(scheme))
+            })
+    }
+
+    /// The liveness window for a scheme: the scenario's `liveness_window_ms`, or
+    /// 2 × max(lease, longest hold) + 1 s — long enough for a dead holder's lease to run out
+    /// and for a live holder to finish, twice over. A lease-less scheme is judged as if its
+    /// lease were [`LEASELESS_WINDOW_LEASE_MS`], never on a shorter window than a leased one.
+    pub fn liveness_window_ms(&self, scheme: &SchemeSpec) -> u64 {
+        self.liveness_window_ms.unwrap_or_else(|| {
+            let lease_ms = match scheme.ttl_ms() {
+                0 => LEASELESS_WINDOW_LEASE_MS,
+                ttl_ms => ttl_ms,
+            };
+            2 * lease_ms.max(self.clients.hold_ms.max) + 1000
+        })
+    }
+}
+
+fn node_names(topology: &Topology, clients: &Clients) -> Vec<String> {
+    let mut names: Vec<String> = (1..=topology.masters)
+        .map(|i| format!("redis-{i}"))
+        .collect();
+    for m in 1..=topology.masters {
+        names.extend((1..=topology.replicas).map(|r| format!("redis-{m}-replica-{r}")));
+    }
+    names.extend((1..=topology.sentinels).map(|i| format!("sentinel-{i}")));
+    names.extend((1..=clients.count).map(|i| format!("client-{i}")));
+    names.push("resource".into());
+    names
+}
+
+impl ScenarioFile {
+    fn validate(self, path: &str) -> Result<Scenario, String> {
+        if self.name.trim().is_empty() {
+            return Err("name: must not be empty".into());
+        }
+        if self.duration_ms == 0 {
+            return Err("duration_ms: must be greater than 0".into());
+        }
+        let t = &self.topology;
+        if t.masters == 0 {
+            return Err("topology.masters: must be at least 1".into());
+        }
+        if t.masters > 64 {
+            return Err("topology.masters: at most 64".into());
+        }
+        if !["off", "no", "everysec", "always"].contains(&t.appendfsync.as_str()) {
+            return Err(format!(
+                "topology.appendfsync: \"{}\" is not one of off, no, everysec, always",
+                t.appendfsync
+            ));
+        }
+        if t.replicas > 16 {
+            return Err("topology.replicas: at most 16 per master".into());
+        }
+        if t.sentinels > 15 {
+            return Err("topology.sentinels: at most 15".into());
+        }
+        if t.sentinel_down_after_ms == 0 {
+            return Err("topology.sentinel_down_after_ms: must be greater than 0".into());
+        }
+        if t.sentinel_failover_timeout_ms == 0 {
+            return Err("topology.sentinel_failover_timeout_ms: must be greater than 0".into());
+        }
+        if t.min_replicas_max_lag_ms == 0 || !t.min_replicas_max_lag_ms.is_multiple_of(1000) {
+            return Err(format!(
+                "topology.min_replicas_max_lag_ms: Redis takes min-replicas-max-lag in whole seconds: give a positive multiple of 1000, got {}",
+                t.min_replicas_max_lag_ms
+            ));
+        }
+        if !["absolute", "relative"].contains(&t.ttl_propagation.as_str()) {
+            return Err(format!(
+                "topology.ttl_propagation: \"{}\" is not one of absolute (Redis 7.0), relative (Redis 6.2)",
+                t.ttl_propagation
+            ));
+        }
+        if t.min_replicas_to_write > t.replicas {
+            return Err(format!(
+                "topology.min_replicas_to_write: {} is more than the {} replicas per master: no write could ever succeed",
+                t.min_replicas_to_write, t.replicas
+            ));
+        }
+        let c = &self.clients;
+        if c.count == 0 {
+            return Err("clients.count: must be at least 1".into());
+        }
+        if c.count > 1000 {
+            return Err("clients.count: at most 1000".into());
+        }
+        if c.command_timeout_ms == 0 {
+            return Err("clients.command_timeout_ms: must be greater than 0".into());
+        }
+        if c.threads == 0 || c.threads > 64 {
+            return Err(format!(
+                "clients.threads: must be from 1 to 64, got {}",
+                c.threads
+            ));
+        }
+        let schemes =
+            match (&self.scheme, &self.schemes) {
+                (Some(_), Some(_)) => {
+                    return Err("scheme and schemes: give one of them, not both".into());
+                }
+                (None, None) => return Err(
+                    "scheme: missing (a scheme id such as \"set-nx-px-lua\", or `schemes`: a list)"
+                        .into(),
+                ),
+                (Some(one), None) => vec![SchemeSpec::from_json(one, "scheme")?],
+                (None, Some(list)) => {
+                    if list.is_empty() {
+                        return Err("schemes: must list at least one scheme".into());
+                    }
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, v)| SchemeSpec::from_json(v, &format!("schemes[{i}]")))
+                        .collect::<Result<_, _>>()?
+                }
+            };
+        if let Some(extend) = c.extend {
+            match (extend.every_ms, extend.before_write) {
+                (Some(0), _) => {
+                    return Err("clients.extend.every_ms: must be greater than 0".into());
+                }
+                (Some(_), true) | (None, false) => {
+                    return Err(
+                        "clients.extend: give exactly one of every_ms (extend every N ms of the hold) and before_write: true"
+                            .into(),
+                    );
+                }
+                _ => {}
+            }
+            for (i, spec) in schemes.iter().enumerate() {
+                let field = if self.schemes.is_some() {
+                    format!("schemes[{i}]")
+                } else {
+                    "scheme".to_string()
+                };
+                if !spec.build(&field)?.can_extend() {
+                    return Err(format!(
+                        "clients.extend: {field} ({}) has no extend operation (schemes with one: redlock presets leandromoreira/redlock-rb and redsync, set-nx-px-lua presets redis-py with ttl_ms and redbeat@*)",
+                        spec.label()
+                    ));
+                }
+            }
+        }
+        if let Some(incident) = &self.incident {
+            incident.validate()?;
+        }
+        let nodes: BTreeSet<String> = node_names(&self.topology, &self.clients)
+            .into_iter()
+            .collect();
+        let faults = self
+            .faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.validate(&format!("faults[{i}]"), &nodes))
+            .collect::<Result<Vec<_>, _>>()?;
+        let nemesis = match &self.nemesis {
+            Some(value) => Some(NemesisSpec::from_json(value, &nodes, self.duration_ms)?),
+            None => None,
+        };
+        let seeds = match &self.seeds {
+            Some(text) => SeedRange::parse(text).map_err(|e| format!("seeds: {e}"))?,
+            None => DEFAULT_SEEDS,
+        };
+        if self.liveness_window_ms == Some(0) {
+            return Err("liveness_window_ms: must be greater than 0".into());
+        }
+        let scenario = Scenario {
+            path: path.to_string(),
+            name: self.name,
+            description: self.description,
+            source: self.source,
+            seed: self.seed,
+            seeds,
+            duration_ms: self.duration_ms,
+            topology: self.topology,
+            network: self.network,
+            schemes,
+            clients: self.clients,
+            resource: self.resource,
+            faults,
+            nemesis,
+            expect: self.expect,
+            expect_some: self.expect_some,
+            liveness_window_ms: self.liveness_window_ms,
+            incident: self.incident,
+        };
+        scenario.validate_liveness_phase()?;
+        Ok(scenario)
+    }
+}
+
+impl Scenario {
+    /// With a random nemesis, the run must go on for more than a liveness window after the
+    /// nemesis heals, or a lock-out could never be judged `stuck`.
+    fn validate_liveness_phase(&self) -> Result<(), String> {
+        let Some(nemesis) = &self.nemesis else {
+            return Ok(());
+        };
+        for scheme in &self.schemes {
+            let window_ms = self.liveness_window_ms(scheme);
+            let heal_at_ms = self.heal_at_ms(scheme);
+            let after_ms = self.duration_ms - heal_at_ms.min(self.duration_ms);
+            if nemesis.heal_at_ms.is_some() && after_ms <= window_ms {
+                return Err(format!(
+                    "nemesis.heal_at_ms: healing at {heal_at_ms} ms leaves {after_ms} ms of the {} ms run, not more than the liveness window ({window_ms} ms for {}): a lock-out after healing could never be seen; heal earlier, lengthen duration_ms or shorten liveness_window_ms",
+                    self.duration_ms,
+                    scheme.label()
+                ));
+            }
+            if heal_at_ms == 0 {
+                return Err(format!(
+                    "duration_ms: {} ms leaves no time for random faults: the nemesis heals two liveness windows ({window_ms} ms each for {}) before the end; lengthen duration_ms, or set nemesis.heal_at_ms or liveness_window_ms",
+                    self.duration_ms,
+                    scheme.label()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"{ "name": "m", "scheme": "set-nx-px-lua" }"#;
+
+    #[test]
+    fn omitted_fields_take_their_defaults() {
+        let s = Scenario::parse(MINIMAL, "m.json").unwrap();
+        assert_eq!(s.topology.masters, 1);
+        assert_eq!(s.clients.count, 2);
+        assert_eq!(s.network.latency_ms, MsRange { min: 1, max: 5 });
+        assert_eq!(s.seeds, DEFAULT_SEEDS);
+        assert_eq!(
+            s.node_names(),
+            vec!["redis-1", "client-1", "client-2", "resource"]
+        );
+        assert_eq!(s.liveness_window_ms(&s.schemes[0]), 61_000);
+        let leaseless =
+            Scenario::parse(r#"{ "name": "m", "scheme": "setnx-del" }"#, "m.json").unwrap();
+        assert_eq!(
+            leaseless.liveness_window_ms(&leaseless.schemes[0]),
+            21_000,
+            "a lease-less scheme is judged as with a 10 s lease, not on 1 s"
+        );
+        let long_hold = Scenario::parse(
+            r#"{ "name": "m", "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+                 "clients": { "hold_ms": [100, 5000] } }"#,
+            "m.json",
+        )
+        .unwrap();
+        assert_eq!(long_hold.liveness_window_ms(&long_hold.schemes[0]), 11_000);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clientz": {} }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("f.json: "), "{err}");
+        assert!(err.contains("unknown field `clientz`"), "{err}");
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "count": "two" } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("f.json: clients.count: "), "{err}");
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "network": { "latency_ms": [5, 1] } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("network.latency_ms") && err.contains("min is greater than max"),
+            "{err}"
+        );
+        let err = Scenario::parse(r#"{ "name": "m", "scheme": "nope" }"#, "f.json").unwrap_err();
+        assert!(
+            err.starts_with("f.json: scheme.name: unknown scheme"),
+            "{err}"
+        );
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "seeds": "9..2" }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("f.json: seeds: "), "{err}");
+        let err = Scenario::parse("{ not json", "f.json").unwrap_err();
+        assert!(err.starts_with("f.json: "), "{err}");
+    }
+
+    #[test]
+    fn replicas_and_sentinels_are_nodes() {
+        let s = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "topology": { "replicas": 1, "sentinels": 3 } }"#,
+            "f.json",
+        )
+        .unwrap();
+        assert_eq!(
+            s.node_names(),
+            vec![
+                "redis-1",
+                "redis-1-replica-1",
+                "sentinel-1",
+                "sentinel-2",
+                "sentinel-3",
+                "client-1",
+                "client-2",
+                "resource"
+            ]
+        );
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "topology": { "min_replicas_to_write": 1 } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.min_replicas_to_write"), "{err}");
+    }
+
+    #[test]
+    fn threads_name_one_owner_each() {
+        let s = Scenario::parse(
+            r#"{ "name": "m", "scheme": "reentrant", "clients": { "count": 2, "threads": 2 } }"#,
+            "f.json",
+        )
+        .unwrap();
+        assert_eq!(
+            s.owner_names(),
+            vec!["client-1/t1", "client-1/t2", "client-2/t1", "client-2/t2"]
+        );
+        assert_eq!(
+            Scenario::parse(MINIMAL, "m.json").unwrap().owner_names(),
+            vec!["client-1", "client-2"]
+        );
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "reentrant", "clients": { "threads": 0 } }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert_eq!(err, "f.json: clients.threads: must be from 1 to 64, got 0");
+    }
+
+    /// The nemesis heals two liveness windows before the end by default, so that a lock-out
+    /// after healing can be seen; a heal time that leaves no whole window is an error.
+    #[test]
+    fn a_random_nemesis_leaves_room_to_judge_liveness() {
+        let with = |extra: &str| {
+            Scenario::parse(
+                &format!(
+                    r#"{{ "name": "n", "duration_ms": 20000,
+                          "scheme": {{ "name": "setnx-expire", "ttl_ms": 2000 }},
+                          "nemesis": {{ "crash": {{ "every_ms": [1000, 2000], "duration_ms": [0, 500] }} {extra} }} }}"#
+                ),
+                "n.json",
+            )
+        };
+        let s = with("").unwrap();
+        assert_eq!(s.liveness_window_ms(&s.schemes[0]), 5000);
+        assert_eq!(s.heal_at_ms(&s.schemes[0]), 10_000);
+        assert!(with(r#", "heal_at_ms": 14999"#).is_ok());
+        let err = with(r#", "heal_at_ms": 15000"#).unwrap_err();
+        assert!(
+            err.starts_with("n.json: nemesis.heal_at_ms: healing at 15000 ms leaves 5000 ms"),
+            "{err}"
+        );
+        let short = Scenario::parse(
+            r#"{ "name": "n", "duration_ms": 10000, "scheme": { "name": "setnx-expire", "ttl_ms": 2000 },
+                 "nemesis": { "crash": { "every_ms": [1000, 2000], "duration_ms": [0, 500] } } }"#,
+            "n.json",
+        )
+        .unwrap_err();
+        assert!(
+            short.starts_with("n.json: duration_ms: 10000 ms leaves no time for random faults"),
+            "{short}"
+        );
+    }
+
+    #[test]
+    fn extensions_incidents_and_ttl_propagation_are_validated() {
+        let parse = |json: &str| Scenario::parse(json, "x.json");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "extend": { "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("clients.extend: scheme (set-nx-px-lua) has no extend operation"),
+            "{err}"
+        );
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "clients": { "extend": { "every_ms": 100, "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("clients.extend: give exactly one of"), "{err}");
+        let ok = parse(
+            r#"{ "name": "m", "schemes": ["redlock", { "name": "redlock", "preset": "redsync@4.0.3" }],
+                 "clients": { "extend": { "every_ms": 100 } } }"#,
+        )
+        .unwrap();
+        assert_eq!(ok.clients.extend.and_then(|e| e.every_ms), Some(100));
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "ttl_propagation": "6.2" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.ttl_propagation"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "min_replicas_max_lag_ms": 1500 } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.min_replicas_max_lag_ms"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "incident": { "case": "c", "library": "l",
+                 "version": "1", "role": "broken", "link": "https://x", "mechanism": "m" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("incident.role"), "{err}");
+    }
+}

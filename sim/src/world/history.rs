@@ -1,0 +1,119 @@
+//! The history recorder: the run's events in the order they happen, what the checkers need to
+//! attribute them (which client wrote each lock value, who owns the lock key on each Redis
+//! node), and the event triggers of scripted faults (`on`: the `nth` matching event).
+//!
+//! Recording reports which triggers an event completed; injecting their faults is the fault
+//! layer's job (`World::record`), so the recorder knows nothing of faults beyond their index.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use model::history::{Event, EventKind};
+
+/// A scripted fault waiting for its `nth` event.
+pub struct Trigger {
+    /// The fault's index in the scenario's `faults`.
+    pub fault: usize,
+    pub event: String,
+    pub node: Option<String>,
+    /// For `command_sent`: the command's first word (any case).
+    pub command: Option<String>,
+    pub nth: u64,
+    /// 0: the fault is injected at the event's instant, before the node that saw the event
+    /// takes another step.
+    pub after_ms: u64,
+}
+
+/// A trigger that its event completed: the fault's index and its `after_ms`.
+pub struct Fired {
+    pub fault: usize,
+    pub after_ms: u64,
+}
+
+pub struct History {
+    state: Mutex<State>,
+}
+
+struct State {
+    events: Vec<Event>,
+    /// Lock values → the client that wrote them, for attributing key owners.
+    tokens: BTreeMap<String, String>,
+    /// The lock key's owner on each Redis node, as last recorded.
+    key_owners: BTreeMap<String, String>,
+    /// Triggers still waiting, each with how many matching events it has seen.
+    triggers: Vec<(Trigger, u64)>,
+}
+
+impl History {
+    pub fn new(triggers: Vec<Trigger>) -> History {
+        History {
+            state: Mutex::new(State {
+                events: Vec::new(),
+                tokens: BTreeMap::new(),
+                key_owners: BTreeMap::new(),
+                triggers: triggers.into_iter().map(|t| (t, 0)).collect(),
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("never poisoned")
+    }
+
+    /// Appends an event; returns the triggers it completed, in the scenario's order.
+    pub fn record(&self, event: Event) -> Vec<Fired> {
+        let mut state = self.state();
+        let name = event.name();
+        let command_word = match &event.kind {
+            EventKind::CommandSent { command, .. } => command.split(' ').next(),
+            _ => None,
+        };
+        let mut fired = Vec::new();
+        for (trigger, seen) in state.triggers.iter_mut() {
+            let matches = trigger.event == name
+                && trigger.node.as_deref().is_none_or(|n| n == event.node)
+                && trigger
+                    .command
+                    .as_deref()
+                    .is_none_or(|c| command_word.is_some_and(|w| w.eq_ignore_ascii_case(c)));
+            if matches {
+                *seen += 1;
+                if *seen == trigger.nth {
+                    fired.push(Fired {
+                        fault: trigger.fault,
+                        after_ms: trigger.after_ms,
+                    });
+                }
+            }
+        }
+        if let EventKind::KeyOwner { owner, .. } = &event.kind {
+            match owner {
+                Some(owner) => state.key_owners.insert(event.node.clone(), owner.clone()),
+                None => state.key_owners.remove(&event.node),
+            };
+        }
+        state.events.push(event);
+        fired
+    }
+
+    pub fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut self.state().events)
+    }
+
+    pub fn register_token(&self, token: &str, client: &str) {
+        self.state()
+            .tokens
+            .insert(token.to_string(), client.to_string());
+    }
+
+    /// The client whose token `value` is, if any.
+    pub fn owner_of(&self, value: &[u8]) -> Option<String> {
+        let value = std::str::from_utf8(value).ok()?;
+        self.state().tokens.get(value).cloned()
+    }
+
+    /// Whether the lock key on `node` has an owner, as last recorded.
+    pub fn has_key_owner(&self, node: &str) -> bool {
+        self.state().key_owners.contains_key(node)
+    }
+}

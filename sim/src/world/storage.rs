@@ -1,0 +1,59 @@
+//! Storage: every node's disk, which outlives the node's process.
+//!
+//! A disk holds the append-only file in two parts — what was fsynced (`durable`) and what was
+//! only written to the OS (`page_cache`) — and the small config files a process rewrites and
+//! fsyncs at once (redis.conf's `replicaof`, sentinel.conf). How a Redis process fills the AOF
+//! is `nodes::redis::persistence`; what is on the disk, and what a crash leaves of it, is here.
+//!
+//! Fault hook: `crash` (the `crash` fault is the machine going down: the page cache is lost).
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// One command as written to the AOF (its arguments).
+pub type Command = Vec<Vec<u8>>;
+
+/// One node's disk.
+#[derive(Default)]
+pub struct Disk {
+    /// The AOF as it is on disk (fsynced).
+    pub durable: Vec<Command>,
+    /// Written to the OS but not yet on disk: lost in a crash.
+    pub page_cache: Vec<Command>,
+    /// redis.conf's `replicaof`: the master's node name, `None` for a master.
+    pub replicaof: Option<String>,
+    /// Other config files by name (`sentinel.conf`), each in the format of the process that
+    /// writes it.
+    files: BTreeMap<&'static str, Box<dyn Any + Send>>,
+}
+
+impl Disk {
+    /// The file `name` as last written, if it was and holds a `T`.
+    pub fn read<T: Clone + 'static>(&self, name: &str) -> Option<T> {
+        self.files.get(name)?.downcast_ref::<T>().cloned()
+    }
+
+    /// Rewrites the file `name` (written and fsynced at once, as `sentinelFlushConfig` does).
+    pub fn write<T: Send + 'static>(&mut self, name: &'static str, content: T) {
+        self.files.insert(name, Box::new(content));
+    }
+}
+
+/// Every node's disk, created empty on first use.
+#[derive(Default)]
+pub struct Disks {
+    disks: Mutex<BTreeMap<String, Disk>>,
+}
+
+impl Disks {
+    pub fn with<R>(&self, node: &str, f: impl FnOnce(&mut Disk) -> R) -> R {
+        let mut disks = self.disks.lock().expect("never poisoned");
+        f(disks.entry(node.to_string()).or_default())
+    }
+
+    /// The machine crashed: whatever was not on disk is gone.
+    pub fn crash(&self, node: &str) {
+        self.with(node, |disk| disk.page_cache.clear());
+    }
+}

@@ -1,0 +1,165 @@
+//! Time: the run's true simulated time and every node's own clock.
+//!
+//! madsim has one global simulated clock; real machines do not agree on the time. A `NodeClock`
+//! maps true simulated time to what one node reads: its wall clock (Unix ms, which `clock_jump`
+//! moves and `clock_drift` speeds up or slows down) and its monotonic clock (drifts with the
+//! node's oscillator but never jumps) — Kleppmann 2016, "timing assumptions".
+//!
+//! Fault hooks: `jump` (`clock_jump`), `set_rate` (`clock_drift`, and its healing).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use madsim::time::Instant;
+
+/// The run's clocks: true time since the start, and one `NodeClock` per node (created on first
+/// use, at the epoch).
+pub struct Time {
+    start: Instant,
+    clocks: Mutex<BTreeMap<String, NodeClock>>,
+}
+
+impl Time {
+    /// Starts the run's true time now.
+    pub fn new() -> Time {
+        Time {
+            start: Instant::now(),
+            clocks: Mutex::default(),
+        }
+    }
+
+    /// True simulated time since the start of the run.
+    pub fn now_us(&self) -> u64 {
+        Instant::now().duration_since(self.start).as_micros() as u64
+    }
+
+    fn with_clock<R>(&self, node: &str, f: impl FnOnce(&mut NodeClock) -> R) -> R {
+        let mut clocks = self.clocks.lock().expect("never poisoned");
+        f(clocks.entry(node.to_string()).or_default())
+    }
+
+    /// The node's wall clock (Unix ms) now.
+    pub fn wall_ms(&self, node: &str) -> i64 {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.wall_ms(now))
+    }
+
+    /// The node's monotonic clock (ms) now.
+    pub fn mono_ms(&self, node: &str) -> u64 {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.mono_ms(now))
+    }
+
+    /// True time that passes while `node`'s clock advances `local_ms`: a sleep measured by a
+    /// drifting oscillator.
+    pub fn true_duration_us(&self, node: &str, local_ms: u64) -> u64 {
+        self.with_clock(node, |c| c.true_duration_us(local_ms))
+    }
+
+    /// `clock_jump`: steps the node's wall clock by `delta_ms` now.
+    pub fn jump(&self, node: &str, delta_ms: i64) {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.jump(now, delta_ms))
+    }
+
+    /// `clock_drift`: from now on the node's clocks run at `rate` × true time (1.0 heals it).
+    pub fn set_rate(&self, node: &str, rate: f64) {
+        let now = self.now_us();
+        self.with_clock(node, |c| c.set_rate(now, rate))
+    }
+}
+
+impl Default for Time {
+    fn default() -> Self {
+        Time::new()
+    }
+}
+
+/// The Unix time (ms) every wall clock reads at the start of a run: 2023-11-14T22:13:20Z.
+pub const EPOCH_MS: i64 = 1_700_000_000_000;
+
+/// A piecewise-linear clock: since `base_true_us` it has advanced at `rate` from `base_local_us`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeClock {
+    base_true_us: u64,
+    wall_base_us: i64,
+    mono_base_us: f64,
+    rate: f64,
+}
+
+impl Default for NodeClock {
+    fn default() -> Self {
+        NodeClock {
+            base_true_us: 0,
+            wall_base_us: EPOCH_MS * 1000,
+            mono_base_us: 0.0,
+            rate: 1.0,
+        }
+    }
+}
+
+impl NodeClock {
+    fn elapsed_local_us(&self, true_us: u64) -> f64 {
+        (true_us.saturating_sub(self.base_true_us)) as f64 * self.rate
+    }
+
+    /// Wall-clock Unix time in ms at true time `true_us` (what `System.currentTimeMillis()`
+    /// or Redis's `mstime()` return on this node).
+    pub fn wall_ms(&self, true_us: u64) -> i64 {
+        (self.wall_base_us + self.elapsed_local_us(true_us) as i64).div_euclid(1000)
+    }
+
+    /// Monotonic ms since the start of the run, as this node measures it.
+    pub fn mono_ms(&self, true_us: u64) -> u64 {
+        ((self.mono_base_us + self.elapsed_local_us(true_us)) / 1000.0) as u64
+    }
+
+    /// How much true time passes while this node's clocks advance `local_ms`.
+    pub fn true_duration_us(&self, local_ms: u64) -> u64 {
+        (local_ms as f64 * 1000.0 / self.rate).round() as u64
+    }
+
+    fn rebase(&mut self, true_us: u64) {
+        let elapsed = self.elapsed_local_us(true_us);
+        self.wall_base_us += elapsed as i64;
+        self.mono_base_us += elapsed;
+        self.base_true_us = true_us;
+    }
+
+    /// Steps the wall clock by `delta_ms` (NTP step, operator error): monotonic time is unaffected.
+    pub fn jump(&mut self, true_us: u64, delta_ms: i64) {
+        self.rebase(true_us);
+        self.wall_base_us += delta_ms * 1000;
+    }
+
+    /// From now on the clock runs at `rate` × true time (1.5 = 50 % fast).
+    pub fn set_rate(&mut self, true_us: u64, rate: f64) {
+        self.rebase(true_us);
+        self.rate = rate;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jump_moves_wall_time_only() {
+        let mut c = NodeClock::default();
+        assert_eq!(c.wall_ms(5_000), EPOCH_MS + 5);
+        c.jump(10_000, 60_000);
+        assert_eq!(c.wall_ms(10_000), EPOCH_MS + 60_010);
+        assert_eq!(c.mono_ms(10_000), 10);
+        c.jump(20_000, -120_000);
+        assert_eq!(c.wall_ms(20_000), EPOCH_MS - 59_980);
+    }
+
+    #[test]
+    fn drift_scales_both_clocks_from_the_change_on() {
+        let mut c = NodeClock::default();
+        c.set_rate(1_000_000, 1.5);
+        assert_eq!(c.mono_ms(3_000_000), 1000 + 3000);
+        assert_eq!(c.wall_ms(3_000_000), EPOCH_MS + 4000);
+        assert_eq!(c.true_duration_us(300), 200_000);
+    }
+}
