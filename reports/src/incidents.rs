@@ -245,6 +245,7 @@ mod tests {
             ("inc-fixed", "fixed", "v4.0.4", OK, vec![]),
         ] {
             s.scenarios.push(ScenarioInfo {
+                matrix: None,
                 name: name.into(),
                 file: format!("scenarios/incidents/{name}.json"),
                 description: String::new(),

@@ -49,6 +49,8 @@ pub fn run(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> Result<R
 
 fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> RunOutput {
     let wall_start = std::time::Instant::now();
+    // The row's own world: its masters, faults and expectations.
+    let scenario = &Arc::new(scenario.for_scheme(scheme_index));
     let latency = scenario.network.latency_ms;
     let mut config = madsim::Config::default();
     // madsim draws each message's one-way latency from [start, end): include the max.
@@ -132,12 +134,16 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
         .ip(node_ip("network"))
         .build();
     world.net.set_node(network_node);
+    let lag_us = scenario.topology.replica_lag_ms * 1000;
     for master in scenario.master_names() {
         for replica in scenario.replica_names(&master) {
             // redis.conf of a replica: `replicaof <master> 6379`.
             world
                 .disks
                 .with(&replica, |disk| disk.replicaof = Some(master.clone()));
+            if lag_us > 0 {
+                world.net.add_delay(&master, &replica, lag_us);
+            }
         }
     }
     for name in scenario.redis_names() {

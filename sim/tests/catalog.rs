@@ -1,5 +1,7 @@
-//! Every scenario of the catalog gives the verdicts its `expect` promises, on every seed of its
-//! range, for every scheme it sweeps (the CI regression set).
+//! Every scenario of the catalog (`scenarios/*.json`) gives the verdicts its `expect` promises,
+//! on every seed of its range, for every scheme it sweeps (the CI regression set). The fault
+//! matrix (`scenarios/matrix/`, ~6,000 runs) is checked in release by `locksim check` in CI;
+//! `tests/matrix.rs` runs each of its files on one seed here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,11 +48,8 @@ fn every_catalog_scenario_meets_its_expectations() {
             });
             results.sort_by_key(|r| r.seed);
             assert_eq!(results.len() as u64, scenario.seeds.len());
-            failures.extend(mismatches(
-                &scenario.expect,
-                &scenario.expect_some,
-                &results,
-            ));
+            let (expect, expect_some) = scenario.expectations(scheme);
+            failures.extend(mismatches(&expect, &expect_some, &results));
         }
     }
     assert!(

@@ -51,8 +51,8 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 
 use super::{
-    CallError, Extension, Grant, LocalBoxFuture, LockEnv, LockScheme, Params, Release, SchemeInfo,
-    argv, uuid4,
+    CallError, Extension, Family, Grant, Lease, LocalBoxFuture, LockEnv, LockScheme, Params,
+    PresetInfo, Release, SchemeInfo, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -61,6 +61,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "Redlock: lock on N masters, majority + validity check on the client's clock, unlock all on failure",
     source: "redis.io distlock; leandromoreira/redlock-rb 2.0.6 (presets: antirez/redlock-rb, redsync v4.17.0, node-redlock v5.0.0-beta.2); seeds 000/003/004",
     default_ttl_ms: 10_000,
+    family: Family::Redlock,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESET_ROWS,
     build: build_redlock,
 };
 
@@ -69,8 +73,66 @@ pub const NO_VALIDITY_INFO: SchemeInfo = SchemeInfo {
     summary: "Redlock without the validity check (node-redlock v5): a majority of votes is enough; retries keep earlier keys",
     source: "mike-marcacci/node-redlock v5.0.0-beta.2 src/index.ts",
     default_ttl_ms: 10_000,
+    family: Family::Redlock,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build: build_no_validity,
 };
+
+/// `redlock`'s named presets besides the default (`leandromoreira/redlock-rb`), as rows of
+/// `locksim schemes`: `node-redlock` has no validity check, which makes it `redlock-no-validity`,
+/// and `redlock-rb` is the default's old name.
+const PRESET_ROWS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "antirez/redlock-rb",
+        summary: "antirez's original (commit 2af803d): SET NX PX on each master in turn, validity > 0 on the wall clock, 3 tries",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redsync",
+        summary: "go-redsync v4.17.0: masters in parallel, 8 s expiry, 32 tries 50-250 ms apart, drift ttl*0.01",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "node-redlock",
+        summary: "node-redlock v5.0.0-beta.2: no validity check, retries keep earlier keys",
+        lease: Lease::Ms,
+        same_as: Some("redlock-no-validity"),
+    },
+    PresetInfo {
+        name: "redlock-rb",
+        summary: "the default's former name (leandromoreira/redlock-rb 2.0.6)",
+        lease: Lease::Ms,
+        same_as: Some("redlock"),
+    },
+    PresetInfo {
+        name: "leandromoreira/redlock-rb@2.0.1",
+        summary: "redlock-rb 2.0.1: a timed-out lock reply escapes as an error and the keys already set are never unlocked (issue 76)",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "node-redlock@4.2.0",
+        summary: "node-redlock v4.2.0: as v5 but with the validity check (votes >= quorum and expiration > Date.now())",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redsync@4.0.3",
+        summary: "redsync v4.0.3: Extend() reports success whatever the masters answered (PR 61); otherwise redsync",
+        lease: Lease::Ms,
+        same_as: Some("redlock:redsync"),
+    },
+    PresetInfo {
+        name: "redsync@4.0.4",
+        summary: "redsync v4.0.4: Extend() counts real successes, no validity check; otherwise redsync",
+        lease: Lease::Ms,
+        same_as: Some("redlock:redsync"),
+    },
+];
 
 /// antirez/redlock-rb's `UnlockScript`.
 const ANTIREZ_UNLOCK: &str = "\n    if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n        return redis.call(\"del\",KEYS[1])\n    else\n        return 0\n    end";

@@ -46,8 +46,8 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval, not_acquired,
-    random_token, retry_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
+    not_acquired, random_token, retry_until,
 };
 use crate::redis::script_limits::is_runaway_script_error;
 use crate::redis::{Outcome, RedisServer, Reply, ServerConfig};
@@ -57,6 +57,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "user-defined: acquire/release/renew Lua scripts from the scenario, KEYS/ARGV templates, reply tests",
     source: "user-defined (the scenario's scheme object)",
     default_ttl_ms: 10_000,
+    family: Family::SetNxPx,
+    lease: Lease::Ms,
+    in_all: false,
+    presets: &[],
     build,
 };
 

@@ -43,8 +43,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{
-    COMPARE_AND_DELETE, Extension, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, argv,
-    command, eval, evalsha, random_token, retry_until, undashed, uuid1,
+    COMPARE_AND_DELETE, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo,
+    Release, SchemeInfo, argv, command, eval, evalsha, random_token, retry_until, undashed, uuid1,
 };
 use crate::redis::Reply;
 
@@ -53,6 +53,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET NX PX with a random token; release with a Lua compare-and-delete",
     source: "redis.io single-instance pattern; seeds 000 (scheme 4), 001, 003, 004",
     default_ttl_ms: 30_000,
+    family: Family::SetNxPx,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESETS,
     build,
 };
 
@@ -107,6 +111,38 @@ enum ExtendBy {
     /// redbeat 2.0.0: `lock.extend` with `LUA_EXTEND_TO_SCRIPT`.
     ExtendTo,
 }
+
+/// Named presets besides the default (`redis.io`).
+///
+/// The version presets of the incident catalog differ from `redis-py` only where the matrix does
+/// not look (one process thread; their `extend`; redbeat's timing parameters), so its `redis-py`
+/// row stands for them there.
+const PRESETS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "redis-py",
+        summary: "redis-py Lock: uuid1 token, 100 ms polling, no TTL unless ttl_ms (timeout=None), release script by EVALSHA",
+        lease: Lease::None,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redis-py@2.10.1",
+        summary: "redis-py 2.10.1: one token shared by the threads of a process (issue 416); otherwise redis-py",
+        lease: Lease::None,
+        same_as: Some("set-nx-px-lua:redis-py"),
+    },
+    PresetInfo {
+        name: "redbeat@1.0.0",
+        summary: "celery-redbeat 1.0.0's scheduler lock: redis-py's Lock, 25 s lease, 5 s polling, extended by a bare PEXPIRE (issue 127)",
+        lease: Lease::Ms,
+        same_as: Some("set-nx-px-lua:redis-py"),
+    },
+    PresetInfo {
+        name: "redbeat@2.0.0",
+        summary: "celery-redbeat 2.0.0's scheduler lock: as 1.0.0, extended only while the token is the value (PR 128)",
+        lease: Lease::Ms,
+        same_as: Some("set-nx-px-lua:redis-py"),
+    },
+];
 
 /// redis-py's `Lock.LUA_RELEASE_SCRIPT`.
 pub const REDIS_PY_RELEASE: &str = "

@@ -27,6 +27,21 @@ pub struct Expect {
     pub extension_safety: Option<SafetyExpect>,
 }
 
+impl Expect {
+    /// This, with every property `other` names taken from `other`.
+    pub fn overridden_by(&self, other: &Expect) -> Expect {
+        Expect {
+            mutual_exclusion: other.mutual_exclusion.or(self.mutual_exclusion),
+            resource_safety: other.resource_safety.or(self.resource_safety),
+            liveness: other.liveness.or(self.liveness),
+            fairness: other.fairness.or(self.fairness),
+            max_wait_ms: other.max_wait_ms.or(self.max_wait_ms),
+            starved_over_ms: other.starved_over_ms.or(self.starved_over_ms),
+            extension_safety: other.extension_safety.or(self.extension_safety),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyExpect {
