@@ -7,6 +7,8 @@
 //! and RESP2 has a null array, neither of which `redis-protocol`'s encoders write. Decoding (for
 //! clients and tests) goes through `redis-protocol`.
 
+use std::fmt;
+
 use redis_protocol::resp2::types::OwnedFrame;
 use redis_protocol::resp3::types::OwnedFrame as Frame3;
 
@@ -31,7 +33,7 @@ impl Protocol {
 }
 
 /// One reply, by type; `encode_into` writes it for one protocol.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum Reply {
     /// `+OK`: a status line.
     Status(String),
@@ -65,6 +67,37 @@ pub enum Reply {
     Push(Vec<Reply>),
     /// Several top-level replies sent back to back for one command (SUBSCRIBE to N channels).
     Sequence(Vec<Reply>),
+}
+
+/// As `derive(Debug)`, except that an error prints as text, as it did when it was a `String`:
+/// schemes put `{reply:?}` in their event details, which are part of the trace.
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Status(s) => f.debug_tuple("Status").field(s).finish(),
+            Reply::Error(e) => f
+                .debug_tuple("Error")
+                .field(&String::from_utf8_lossy(e))
+                .finish(),
+            Reply::Integer(n) => f.debug_tuple("Integer").field(n).finish(),
+            Reply::Bulk(b) => f.debug_tuple("Bulk").field(b).finish(),
+            Reply::Nil => f.write_str("Nil"),
+            Reply::NilArray => f.write_str("NilArray"),
+            Reply::Array(items) => f.debug_tuple("Array").field(items).finish(),
+            Reply::Map(pairs) => f.debug_tuple("Map").field(pairs).finish(),
+            Reply::Set(items) => f.debug_tuple("Set").field(items).finish(),
+            Reply::Double(x) => f.debug_tuple("Double").field(x).finish(),
+            Reply::Bool(b) => f.debug_tuple("Bool").field(b).finish(),
+            Reply::BigNumber(n) => f.debug_tuple("BigNumber").field(n).finish(),
+            Reply::Verbatim { format, text } => f
+                .debug_struct("Verbatim")
+                .field("format", format)
+                .field("text", text)
+                .finish(),
+            Reply::Push(items) => f.debug_tuple("Push").field(items).finish(),
+            Reply::Sequence(items) => f.debug_tuple("Sequence").field(items).finish(),
+        }
+    }
 }
 
 impl Reply {
@@ -296,6 +329,19 @@ fn aggregate(out: &mut Vec<u8>, prefix: u8, items: &[Reply], protocol: Protocol)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_prints_errors_as_text_and_the_rest_as_derived() {
+        let reply = Reply::Array(vec![
+            Reply::error("NOREPLICAS Not enough good replicas"),
+            Reply::bulk("v"),
+            Reply::Nil,
+        ]);
+        assert_eq!(
+            format!("{reply:?}"),
+            r#"Array([Error("NOREPLICAS Not enough good replicas"), Bulk([118]), Nil])"#
+        );
+    }
 
     #[test]
     fn encodes_like_redis() {
