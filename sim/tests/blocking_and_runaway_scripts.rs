@@ -115,7 +115,9 @@ fn runaway_scenario(script: &str) -> Arc<Scenario> {
             "release": { "script": "return redis.call('del', KEYS[1])", "args": [],
                          "success": { "at_least": 0 } }
         },
-        "clients": { "count": 2, "acquisitions": 2 }
+        "clients": { "count": 2, "acquisitions": 2 },
+        // The limits scaled down from the defaults (200 million units, 1 GiB): the same code.
+        "topology": { "lua_time_limit_work": 4000000, "lua_memory_limit_mb": 16 }
     });
     Arc::new(Scenario::parse(&json.to_string(), "inline.json").unwrap())
 }

@@ -19,7 +19,8 @@ pub use reply::{Protocol, Reply};
 pub use resp::{ProtocolError, RequestParser};
 pub use script_limits::{ScriptBudget, ScriptMonitor, ScriptProgress, ScriptVerdict};
 pub use server::{
-    ClientId, Outcome, RedisServer, ReplicaInfo, ReplicationInfo, Role, ServerConfig,
+    ClientId, DEFAULT_LUA_MEMORY_LIMIT_BYTES, Outcome, RedisServer, ReplicaInfo, ReplicationInfo,
+    Role, ServerConfig,
 };
 
 #[cfg(test)]

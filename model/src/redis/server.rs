@@ -13,7 +13,7 @@ use super::commands::{self, CommandSpec, Kind, flags};
 use super::keyspace::{Db, Entry};
 use super::lua::LuaEngine;
 use super::reply::{Protocol, Reply};
-use super::script_limits::{ScriptBudget, ScriptMonitor};
+use super::script_limits::{DEFAULT_SCRIPT_WORK, ScriptBudget, ScriptMonitor};
 
 pub use super::client::ClientId;
 
@@ -38,6 +38,10 @@ pub struct ServerConfig {
     /// The most memory Lua's heap may use; an allocation beyond it fails with Lua's
     /// `not enough memory` error (Redis has no such limit: its process would be killed).
     pub lua_memory_limit_bytes: usize,
+    /// The work (see [`ScriptProgress::work`](super::ScriptProgress::work)) after which the
+    /// default monitor, the deterministic [`ScriptBudget`], stops a script: the simulation's
+    /// `lua-time-limit` (a host with its own monitor, `locksim serve`, ignores it).
+    pub script_work_limit: u64,
 }
 
 /// 1 GiB: far above what any lock script needs, far below what takes a machine down.
@@ -53,6 +57,7 @@ impl Default for ServerConfig {
             maxclients: 10_000,
             lua_time_limit_ms: 5000,
             lua_memory_limit_bytes: DEFAULT_LUA_MEMORY_LIMIT_BYTES,
+            script_work_limit: DEFAULT_SCRIPT_WORK,
         }
     }
 }
@@ -278,6 +283,9 @@ pub struct RedisServer {
 impl RedisServer {
     pub fn new(config: ServerConfig) -> Self {
         let databases = config.databases.max(1);
+        let budget = ScriptBudget {
+            work: config.script_work_limit,
+        };
         RedisServer {
             core: Core {
                 dbs: (0..databases).map(|_| Db::new(config.seed)).collect(),
@@ -304,7 +312,7 @@ impl RedisServer {
             },
             lua: None,
             rand48: Rc::new(Cell::new(super::lua::RAND48_INITIAL)),
-            monitor: Rc::new(RefCell::new(Box::new(ScriptBudget::default()))),
+            monitor: Rc::new(RefCell::new(Box::new(budget))),
         }
     }
 

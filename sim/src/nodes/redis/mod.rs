@@ -80,6 +80,8 @@ pub async fn redis_node(world: Arc<World>, name: String) {
     let config = ServerConfig {
         seed: stream_seed(world.seed, &format!("{name}/{start}")),
         port: REDIS_PORT,
+        script_work_limit: world.scenario.topology.lua_time_limit_work,
+        lua_memory_limit_bytes: (world.scenario.topology.lua_memory_limit_mb << 20) as usize,
         ..ServerConfig::default()
     };
     let node = Rc::new(Node {
