@@ -21,6 +21,9 @@ for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sl
 python3 - "$port" "$pid" "$idle" "$concurrent" <<'EOF'
 import asyncio, sys, time
 
+sys.path.insert(0, "scripts")
+from resp import command
+
 port, pid, idle, concurrent = (int(a) for a in sys.argv[1:5])
 
 def server_status():
@@ -29,13 +32,6 @@ def server_status():
         key, _, value = line.partition(":")
         fields[key] = value.strip()
     return f"RSS {fields['VmRSS']}, {fields['Threads']} threads"
-
-def command(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 async def reply(reader):
     line = await reader.readline()

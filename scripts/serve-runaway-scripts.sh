@@ -20,15 +20,11 @@ for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sl
 python3 - "$port" "$pid" <<'EOF'
 import socket, sys, threading, time
 
+sys.path.insert(0, "scripts")
+from resp import command
+
 port, pid = int(sys.argv[1]), int(sys.argv[2])
 LIMIT_S = 5.0
-
-def command(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 def connect():
     return socket.create_connection(("127.0.0.1", port)).makefile("rwb", buffering=0)
