@@ -254,12 +254,23 @@ pub fn render_reply(reply: &crate::redis::Reply) -> String {
     use crate::redis::Reply;
     match reply {
         Reply::Status(s) => s.clone(),
-        Reply::Error(e) => format!("(error) {e}"),
+        Reply::Error(e) => format!("(error) {}", String::from_utf8_lossy(e)),
         Reply::Integer(i) => format!("(integer) {i}"),
-        Reply::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        Reply::Bool(b) => format!("(integer) {}", u8::from(*b)),
+        Reply::Bulk(b) | Reply::BigNumber(b) | Reply::Verbatim { text: b, .. } => {
+            format!("{:?}", String::from_utf8_lossy(b))
+        }
+        Reply::Double(d) => format!("{:?}", crate::redis::number::fmt_g17(*d)),
         Reply::Nil | Reply::NilArray => "(nil)".to_string(),
-        Reply::Array(items) | Reply::Sequence(items) => {
+        Reply::Array(items) | Reply::Sequence(items) | Reply::Set(items) | Reply::Push(items) => {
             let inner: Vec<String> = items.iter().map(render_reply).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        Reply::Map(pairs) => {
+            let inner: Vec<String> = pairs
+                .iter()
+                .flat_map(|(k, v)| [render_reply(k), render_reply(v)])
+                .collect();
             format!("[{}]", inner.join(", "))
         }
     }

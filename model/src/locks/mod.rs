@@ -34,7 +34,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use crate::redis::Reply;
-pub use params::{Params, SchemeSpec};
+pub use params::{ParamKind, Params, SchemeSpec, declared_params};
 
 /// A `!Send` boxed future: clients run on one simulated node, on one thread.
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -479,7 +479,7 @@ pub async fn evalsha(
         cmd
     };
     match env.call(server, call(&sha)).await? {
-        Reply::Error(e) if e.starts_with("NOSCRIPT") => {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
             env.call(
                 server,
                 vec![

@@ -26,7 +26,10 @@
 //!   string/status reply equal to the string), `{"status": "OK"}`, `{"not_nil": true}`,
 //!   `{"nil": true}`, `{"at_least": n}` (an integer reply ≥ n).
 //! - `acquire.fence: true` makes the (integer) reply the grant's fencing token.
-//! - Acquire retries every `retry_delay_ms` (default 100) until the workload's timeout.
+//! - Acquire retries every `retry_delay_ms` (default 100) until the workload's timeout; a script
+//!   that runs away (stopped at the simulated `lua-time-limit` budget, or out of Lua memory:
+//!   `docs/redis.md`) fails the attempt at once with its error, as retrying would do the same
+//!   work again.
 //! - `renew` (optional) runs every `every_ms` (default ttl/3) in the background from the grant to
 //!   the release; a reply that fails its test (the lock is gone) stops it, an error does not.
 //!
@@ -36,6 +39,7 @@
 //! Parameters: `key` (`lock`), `ttl_ms` (10 000), `retry_delay_ms` (100), `acquire`, `release`,
 //! `renew`.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -45,6 +49,7 @@ use super::{
     Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
     not_acquired, random_token, retry_until,
 };
+use crate::redis::script_limits::is_runaway_script_error;
 use crate::redis::{Outcome, RedisServer, Reply, ServerConfig};
 
 pub const INFO: SchemeInfo = SchemeInfo {
@@ -308,7 +313,7 @@ fn compile(script: &str) -> Result<(), String> {
         script.as_bytes().to_vec(),
     ];
     match server.execute(client, 0, &argv) {
-        Outcome::Reply(Reply::Error(e)) => Err(e),
+        Outcome::Reply(Reply::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
         _ => Ok(()),
     }
 }
@@ -318,20 +323,22 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
     let key = params.key()?;
     let ttl_ms = params.positive("ttl_ms", INFO.default_ttl_ms)?;
     let retry_delay_ms = params.positive("retry_delay_ms", 100)?;
-    let step = |params: &mut Params, name: &str, args: &[&str], extra: &[&str]| {
-        params
-            .value(name)
+    // All three are read before any is checked, so that every one is declared
+    // (`declared_params`) even when an earlier one is missing.
+    let [acquire, release, renew] = ["acquire", "release", "renew"].map(|name| params.value(name));
+    let step = |value: Option<&Value>, name: &str, args: &[&str], extra: &[&str]| {
+        value
             .map(|v| Step::parse(v, &format!("{field}.{name}"), args, extra))
             .transpose()
     };
     let acquire =
-        step(params, "acquire", &["{token}", "{ttl_ms}"], &["fence"])?.ok_or_else(|| {
+        step(acquire, "acquire", &["{token}", "{ttl_ms}"], &["fence"])?.ok_or_else(|| {
             format!("{field}.acquire: missing (an object with script, keys, args, success)")
         })?;
-    let release = step(params, "release", &["{token}"], &[])?.ok_or_else(|| {
+    let release = step(release, "release", &["{token}"], &[])?.ok_or_else(|| {
         format!("{field}.release: missing (an object with script, keys, args, success)")
     })?;
-    let renew = step(params, "renew", &["{token}", "{ttl_ms}"], &["every_ms"])?;
+    let renew = step(renew, "renew", &["{token}", "{ttl_ms}"], &["every_ms"])?;
     Ok(Box::new(Script {
         key,
         ttl_ms,
@@ -359,7 +366,8 @@ impl LockScheme for Script {
         let token = random_token(env.as_ref());
         env.register_token(&token);
         let (key, ttl_ms, step) = (self.key.clone(), self.ttl_ms, self.acquire.clone());
-        let grant = retry_until(env, timeout_ms, self.retry_delay_ms, async || {
+        let runaway: Cell<Option<String>> = Cell::new(None);
+        let attempt = retry_until(env, timeout_ms, self.retry_delay_ms, async || {
             let vars = Vars {
                 key: &key,
                 token: &token,
@@ -368,6 +376,16 @@ impl LockScheme for Script {
                 client: env.name(),
             };
             let reply = step.run(env, &vars).await.ok()?;
+            if let Reply::Error(e) = &reply
+                && is_runaway_script_error(e)
+            {
+                runaway.set(Some(String::from_utf8_lossy(e).into_owned()));
+                // Ends the retries: `retry_until` returns this grant, discarded below.
+                return Some(Grant {
+                    token: String::new(),
+                    fence: None,
+                });
+            }
             if !step.success.test(&reply) {
                 return None;
             }
@@ -381,7 +399,11 @@ impl LockScheme for Script {
                 fence,
             })
         })
-        .await?;
+        .await;
+        if let Some(error) = runaway.take() {
+            return Err(format!("the acquire script runs away: {error}"));
+        }
+        let grant = attempt?;
         let renewal = self.renew.clone().map(|renew| {
             let every = renew.every_ms.unwrap_or((ttl_ms / 3).max(1));
             let (task_env, key, token) = (env.clone(), key.clone(), grant.token.clone());
@@ -504,6 +526,26 @@ mod tests {
             shared.command(&["GET", "k:at:{x}"]),
             Reply::bulk(format!("a@{}", crate::locks::testing::EPOCH_MS))
         );
+    }
+
+    #[test]
+    fn a_runaway_acquire_script_fails_the_attempt_with_its_error() {
+        let shared = Shared::new();
+        for script in [
+            "while true do local s = string.rep('x', 100000) end",
+            "local s = 'x' for i = 1, 40 do s = s .. s end return s",
+        ] {
+            let mut scheme = set_nx_px_lua_as_a_script();
+            scheme["acquire"]["script"] = json!(script);
+            let spec = SchemeSpec::from_json(&scheme, "scheme").unwrap();
+            let a = DirectEnv::new(&shared, "a", 1);
+            let error = block_on(spec.build("s").unwrap().acquire(&a, 60_000)).unwrap_err();
+            assert!(
+                error.starts_with("the acquire script runs away: ERR "),
+                "{error}"
+            );
+        }
+        assert_eq!(shared.command(&["PING"]), Reply::Status("PONG".into()));
     }
 
     #[test]

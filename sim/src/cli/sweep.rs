@@ -14,13 +14,13 @@ use std::sync::atomic::AtomicBool;
 use model::result::RunResult;
 use reports::accumulate::CellAccumulator;
 use reports::summary::{CellStats, fmt_ms};
-use serde::Serialize;
-use serde_json::Value;
 
-use crate::cli::artifacts::path_component;
+use crate::cli::artifacts::{path_component, write_file};
 use crate::cli::batch::{Job, progress_bar, run_jobs};
-use crate::cli::catalog::{replay_command, select_schemes};
-use crate::cli::interrupt;
+use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
+use crate::cli::results::{Line, MANIFEST, Manifest};
+use crate::cli::shard::Shard;
+use crate::cli::{interrupt, shrink};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -40,6 +40,14 @@ pub struct Args {
     /// Where results.jsonl goes (default: sweeps/<scenario>/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Only shard I of N of the (scheme, seed) runs (`I/N`, or `env/N` in a Kubernetes
+    /// Indexed Job: I from JOB_COMPLETION_INDEX).
+    #[arg(long)]
+    shard: Option<String>,
+    /// Then shrink the first failing seed of each scheme (`locksim shrink`) into
+    /// shrunk/<name>.json.
+    #[arg(long)]
+    shrink: bool,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -53,15 +61,34 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         schemes: select_schemes(&scenario, &args.file, args.scheme.as_deref())?,
         jobs: super::jobs_or_default(args.jobs),
         dir: args.out.unwrap_or_else(|| default_dir(&scenario)),
+        shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
     };
     interrupt::install();
     let report = sweep(&scenario, &opts, interrupt::flag())?;
     print!("{}", summary_text(&scenario, &opts, &report));
-    Ok(super::exit_code(
-        report.interrupted,
-        !report.errors.is_empty(),
-    ))
+    let mut failed = !report.errors.is_empty();
+    if args.shrink && !report.interrupted {
+        for (scheme, seed) in first_failing_seeds(&opts, &report) {
+            match shrink::shrink(&scenario, scheme, seed, None, shrink::DEFAULT_MAX_RUNS) {
+                Ok(shrunk) => print!("{}", shrunk.render()),
+                Err(e) => {
+                    println!("shrink: {e}");
+                    failed = true;
+                }
+            }
+        }
+    }
+    Ok(super::exit_code(report.interrupted, failed))
+}
+
+/// The lowest violating seed of each scheme the sweep ran, in scheme order.
+fn first_failing_seeds(opts: &SweepOptions, report: &SweepReport) -> Vec<(usize, u64)> {
+    opts.schemes
+        .iter()
+        .zip(&report.cells)
+        .filter_map(|(&index, cell)| cell.first_failing_seed.map(|seed| (index, seed)))
+        .collect()
 }
 
 /// Where a sweep writes by default: `sweeps/<scenario>/`.
@@ -75,16 +102,9 @@ pub struct SweepOptions {
     pub schemes: Vec<usize>,
     pub jobs: usize,
     pub dir: PathBuf,
+    /// Only this shard of the runs.
+    pub shard: Option<Shard>,
     pub progress: bool,
-}
-
-/// One line of `results.jsonl`: the run's result (the contract's object, so any line parses as
-/// a `RunResult`), plus the full scheme it ran (id and parameters).
-#[derive(Serialize)]
-struct Line<'a> {
-    #[serde(flatten)]
-    result: &'a RunResult,
-    scheme_spec: Value,
 }
 
 /// What a sweep did.
@@ -105,7 +125,8 @@ pub struct SweepReport {
     pub unreadable_lines: u64,
 }
 
-/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable.
+/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable (none
+/// when there is no file yet).
 pub fn read_results(path: &Path) -> Result<(Vec<RunResult>, u64), String> {
     let mut results = Vec::new();
     let bad = for_each_result(path, |r| results.push(r))?;
@@ -121,8 +142,11 @@ pub fn for_each_result(path: &Path, mut f: impl FnMut(RunResult)) -> Result<u64,
         Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
     };
     let mut bad = 0;
-    for line in std::io::BufReader::new(file).lines() {
+    // Bytes, not `lines()`: a line cut inside a UTF-8 character by a kill is one unreadable
+    // line (its seed runs again), not an error that stops every resume (issue 17).
+    for line in std::io::BufReader::new(file).split(b'\n') {
         let line = line.map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let line = String::from_utf8_lossy(&line);
         if line.trim().is_empty() {
             continue;
         }
@@ -163,14 +187,6 @@ impl SeedSet {
     }
 }
 
-fn scheme_spec_json(scenario: &Scenario, index: usize) -> Value {
-    let spec = &scenario.schemes[index];
-    let mut map = serde_json::Map::new();
-    map.insert("name".into(), Value::String(spec.name.clone()));
-    map.extend(spec.params.clone());
-    Value::Object(map)
-}
-
 /// Runs the seeds of `opts` not yet in `DIR/results.jsonl`, appending each as it finishes.
 pub fn sweep(
     scenario: &Arc<Scenario>,
@@ -182,6 +198,10 @@ pub fn sweep(
         .map_err(|e| format!("{}: cannot create: {e}", opts.dir.display()))?;
     let path = opts.dir.join("results.jsonl");
     let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
+    let in_shard = |i: usize, seed: u64| {
+        opts.shard
+            .is_none_or(|shard| shard.holds(&scenario.name, &labels[i], seed))
+    };
     // Per requested scheme (position in `opts.schemes`): the seeds done and their cell.
     let mut done: Vec<SeedSet> = opts
         .schemes
@@ -198,7 +218,7 @@ pub fn sweep(
         let Some(k) = opts.schemes.iter().position(|&i| labels[i] == r.scheme) else {
             return;
         };
-        if done[k].insert(r.seed) {
+        if in_shard(opts.schemes[k], r.seed) && done[k].insert(r.seed) {
             cells[k].add(&r);
             runs += 1;
         }
@@ -210,13 +230,18 @@ pub fn sweep(
         .iter()
         .enumerate()
         .flat_map(|(k, &i)| opts.seeds.iter().map(move |seed| (k, i, seed)))
-        .filter(|&(k, _, seed)| !done[k].contains(seed))
+        .filter(|&(k, i, seed)| in_shard(i, seed) && !done[k].contains(seed))
         .map(|(_, scheme, seed)| Job {
             scenario: scenario.clone(),
             scheme,
             seed,
         });
-    let total = opts.seeds.len() * opts.schemes.len() as u64;
+    // The runs this invocation owns (its shard of the schemes × seeds).
+    let planned = opts
+        .schemes
+        .iter()
+        .map(|&i| opts.seeds.iter().filter(|&seed| in_shard(i, seed)).count() as u64)
+        .sum::<u64>();
 
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -232,7 +257,7 @@ pub fn sweep(
             .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     }
 
-    let bar = progress_bar(total - already_done, opts.progress);
+    let bar = progress_bar(planned - already_done, opts.progress);
     let mut new_runs = 0;
     let mut violating = 0;
     let mut errors = Vec::new();
@@ -244,6 +269,7 @@ pub fn sweep(
                 let line = Line {
                     result: &output.result,
                     scheme_spec: scheme_spec_json(scenario, job.scheme),
+                    scenario_file: &scenario.path,
                 };
                 let mut text = serde_json::to_string(&line).expect("results serialise");
                 text.push('\n');
@@ -270,6 +296,21 @@ pub fn sweep(
     if let Some(e) = write_error {
         return Err(e);
     }
+    let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
+    // What this invocation asked, for `locksim report` (which shards are there).
+    let manifest = Manifest {
+        command: "sweep".into(),
+        shard: opts.shard,
+        seed_policy: format!("seeds {}", opts.seeds),
+        runs_planned: planned,
+        runs_done: runs,
+        interrupted,
+        errors: errors.clone(),
+    };
+    write_file(
+        &opts.dir.join(MANIFEST),
+        serde_json::to_string_pretty(&manifest).expect("manifests serialise") + "\n",
+    )?;
     let cells = cells
         .into_iter()
         .zip(&opts.schemes)
@@ -283,7 +324,7 @@ pub fn sweep(
         already_done,
         wall_s: start.elapsed().as_secs_f64(),
         jobs: opts.jobs,
-        interrupted: stop.load(std::sync::atomic::Ordering::SeqCst),
+        interrupted,
         errors,
         unreadable_lines,
     })
@@ -308,9 +349,13 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
     } else {
         0.0
     };
+    let shard = opts
+        .shard
+        .map(|s| format!(" (shard {s})"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "sweep {} ({}), seeds {}: {} run(s) — {} new, {} already in {} — {:.1} s wall, {:.1} seeds/s on {} job(s)",
+        "sweep {} ({}), seeds {}{shard}: {} run(s) — {} new, {} already in {} — {:.1} s wall, {:.1} seeds/s on {} job(s)",
         scenario.name,
         scenario.path,
         opts.seeds,
@@ -432,6 +477,7 @@ mod tests {
             schemes: vec![0],
             jobs: 2,
             dir: dir.clone(),
+            shard: None,
             progress: false,
         };
         let stop = AtomicBool::new(false);

@@ -8,11 +8,13 @@ pub mod expect;
 pub mod faults;
 pub mod nemesis;
 pub mod range;
+pub mod schema;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use model::locks::{Family, Lease, SchemeSpec, matrix_rows};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -66,7 +68,7 @@ pub struct Scenario {
 }
 
 /// `matrix`: the column a `"schemes": "all"` scenario is in the comparison matrix.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixColumn {
     /// A short header (`pause > lease`); the description is its tooltip.
@@ -83,7 +85,7 @@ struct Variant {
 }
 
 /// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Topology {
     /// Independent masters `redis-1..N` (Redlock uses them all).
@@ -103,6 +105,7 @@ pub struct Topology {
     /// stream that lags this much (a failover loses what it has not delivered yet).
     pub replica_lag_ms: u64,
     /// `off` (no AOF) | `no` | `everysec` | `always`.
+    #[schemars(schema_with = "schema::appendfsync_schema")]
     pub appendfsync: String,
     /// A crashed Redis stays unavailable this long after its restart is due (antirez's delayed restart).
     pub restart_delay_ms: u64,
@@ -115,7 +118,14 @@ pub struct Topology {
     /// How a master sends TTLs down its replication stream: `absolute` (Redis 7.0: `SET ...
     /// PXAT`, `PEXPIREAT`; redis/redis PR 8474) or `relative` (Redis 6.2: `SET ... PX ms`,
     /// `PEXPIRE`, each replica counting from its own clock when it applies them).
+    #[schemars(schema_with = "schema::ttl_propagation_schema")]
     pub ttl_propagation: String,
+    /// The simulation's `lua-time-limit`: the work (Lua instructions, bytes the string functions
+    /// produce, bytes allocated / 8) after which a script is stopped as at the time limit
+    /// (`model::redis::ScriptBudget`; a fixed amount, not seconds of this machine's time).
+    pub lua_time_limit_work: u64,
+    /// Lua's heap limit per Redis node: past it a script fails with Lua's "not enough memory".
+    pub lua_memory_limit_mb: u64,
 }
 
 impl Default for Topology {
@@ -133,12 +143,14 @@ impl Default for Topology {
             min_replicas_to_write: 0,
             min_replicas_max_lag_ms: 10_000,
             ttl_propagation: "absolute".into(),
+            lua_time_limit_work: model::redis::script_limits::DEFAULT_SCRIPT_WORK,
+            lua_memory_limit_mb: (model::redis::DEFAULT_LUA_MEMORY_LIMIT_BYTES >> 20) as u64,
         }
     }
 }
 
 /// `network` (default one-way latency 1–5 ms on every link).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Network {
     pub latency_ms: MsRange,
@@ -158,7 +170,7 @@ impl Default for Network {
 /// doing the whole workload, sharing one lock object where the scheme's source shares state
 /// between threads (seed 003's one clientId per instance, Redisson's one client UUID); each
 /// thread is its own lock owner (`client-1/t2`) for the checkers.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Clients {
     pub count: u32,
@@ -178,7 +190,7 @@ pub struct Clients {
 /// tick, a job extending as it goes), `{ "before_write": true }` once, after the hold and just
 /// before writing. A client whose extension fails skips its write (the library told it the lock
 /// is lost) and releases.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Extend {
     #[serde(default)]
@@ -203,16 +215,23 @@ impl Default for Clients {
 }
 
 /// `resource`: the protected counter (the seeds' stock). With `fencing` it rejects stale tokens.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Resource {
     pub fencing: bool,
 }
 
-/// The file as written, before validation.
-#[derive(Deserialize)]
+/// A locksim scenario: a topology, a workload through one lock scheme (or several), the faults
+/// to inject and the verdicts to expect (docs/scenarios.md). The file as written, before
+/// validation.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ScenarioFile {
+#[schemars(title = "locksim scenario")]
+pub(crate) struct ScenarioFile {
+    /// The JSON Schema an editor completes the file from (`docs/scenario.schema.json`); the
+    /// run ignores it.
+    #[serde(default, rename = "$schema")]
+    _schema: Option<String>,
     name: String,
     #[serde(default)]
     description: String,
@@ -220,7 +239,9 @@ struct ScenarioFile {
     source: String,
     #[serde(default)]
     seed: u64,
+    /// The seeds `check`, `sweep` and `compare` use (default 0..19).
     #[serde(default)]
+    #[schemars(schema_with = "schema::seeds_schema")]
     seeds: Option<String>,
     #[serde(default = "default_duration_ms")]
     duration_ms: u64,
@@ -228,10 +249,16 @@ struct ScenarioFile {
     topology: Topology,
     #[serde(default)]
     network: Network,
+    /// The lock scheme the clients use (or `schemes`).
     #[serde(default)]
+    #[schemars(with = "Option<schema::SchemeSchema>")]
     scheme: Option<Value>,
+    /// Several schemes: the scenario runs once per scheme (rows of `compare`).
     #[serde(default)]
+    #[schemars(with = "Option<schema::SchemesSchema>")]
     schemes: Option<Value>,
+    /// The lease every scheme with one gets as its `ttl_ms`, unless it sets its own; a scheme
+    /// without a lease is judged on it (the liveness window).
     #[serde(default)]
     lease_ms: Option<u64>,
     #[serde(default)]
@@ -240,26 +267,41 @@ struct ScenarioFile {
     resource: Resource,
     #[serde(default)]
     faults: Vec<FaultSpec>,
+    /// Random faults drawn from the seed.
     #[serde(default)]
+    #[schemars(with = "Option<schema::NemesisSchema>")]
     nemesis: Option<Value>,
+    /// Verdicts every seed of `seeds` must give.
     #[serde(default)]
     expect: Expect,
+    /// Verdicts at least one seed of `seeds` must give (random-nemesis hunts).
     #[serde(default)]
     expect_some: Expect,
+    /// Per scheme row (its label, as `locksim schemes` lists it): verdicts that replace
+    /// `expect`'s, property by property.
     #[serde(default)]
     expect_by_scheme: BTreeMap<String, Expect>,
+    /// Per scheme row: verdicts that replace `expect_some`'s, property by property.
     #[serde(default)]
     expect_some_by_scheme: BTreeMap<String, Expect>,
+    /// How long the lock may go ungranted while live clients want it, once every fault has
+    /// healed (default 2 × max(lease, longest hold) + 1 s).
     #[serde(default)]
     liveness_window_ms: Option<u64>,
+    /// A reported failure of a real lock library this file reproduces (scenarios/incidents/).
     #[serde(default)]
     incident: Option<Incident>,
+    /// The column of the comparison matrix a `"schemes": "all"` file is.
+    #[serde(default)]
     matrix: Option<MatrixColumn>,
 }
 
 fn default_duration_ms() -> u64 {
-    60_000
+    DEFAULT_DURATION_MS
 }
+
+/// How long a run lasts when the file does not say (`duration_ms`).
+pub const DEFAULT_DURATION_MS: u64 = 60_000;
 
 /// The lease a scheme without one (`setnx-del`, `incr-semaphore`, `set`) is given for its
 /// default liveness window: the most common default lease of the other schemes (10 s).
@@ -498,6 +540,15 @@ impl ScenarioFile {
             return Err(format!(
                 "topology.min_replicas_max_lag_ms: Redis takes min-replicas-max-lag in whole seconds: give a positive multiple of 1000, got {}",
                 t.min_replicas_max_lag_ms
+            ));
+        }
+        if t.lua_time_limit_work == 0 {
+            return Err("topology.lua_time_limit_work: must be greater than 0".into());
+        }
+        if !(1..=1 << 20).contains(&t.lua_memory_limit_mb) {
+            return Err(format!(
+                "topology.lua_memory_limit_mb: must be from 1 to 1048576, got {}",
+                t.lua_memory_limit_mb
             ));
         }
         if !["absolute", "relative"].contains(&t.ttl_propagation.as_str()) {
@@ -975,7 +1026,7 @@ mod tests {
     }
 
     #[test]
-    fn extensions_incidents_and_ttl_propagation_are_validated() {
+    fn extensions_incidents_and_topology_options_are_validated() {
         let parse = |json: &str| Scenario::parse(json, "x.json");
         let err = parse(
             r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "extend": { "before_write": true } } }"#,
@@ -1006,6 +1057,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("topology.min_replicas_max_lag_ms"), "{err}");
+        for (topology, field) in [
+            (
+                r#"{ "lua_time_limit_work": 0 }"#,
+                "topology.lua_time_limit_work",
+            ),
+            (
+                r#"{ "lua_memory_limit_mb": 0 }"#,
+                "topology.lua_memory_limit_mb",
+            ),
+        ] {
+            let json = format!(r#"{{ "name": "m", "scheme": "redlock", "topology": {topology} }}"#);
+            let err = parse(&json).unwrap_err();
+            assert!(err.contains(field), "{err}");
+        }
         let err = parse(
             r#"{ "name": "m", "scheme": "redlock", "incident": { "case": "c", "library": "l",
                  "version": "1", "role": "broken", "link": "https://x", "mechanism": "m" } }"#,
