@@ -5,6 +5,7 @@
 //! order and content must be deterministic for a given scenario and seed.
 
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 
 /// One observation. `t_us` is true simulated time since the start of the run (not any node's
 /// clock, which may jump or drift); `node` is the node that observed it; `thread` the worker
@@ -203,20 +204,49 @@ pub fn render_command(argv: &[Vec<u8>]) -> String {
         if i > 0 {
             out.push(' ');
         }
-        let text = String::from_utf8_lossy(arg);
-        let plain = !text.is_empty()
-            && text
-                .chars()
-                .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'');
-        if plain && i == 0 {
-            out.push_str(&text.to_uppercase());
-        } else if plain {
-            out.push_str(&text);
-        } else {
-            out.push_str(&format!("{text:?}"));
+        let plain = !arg.is_empty()
+            && arg
+                .iter()
+                .all(|b| b.is_ascii_graphic() && *b != b'"' && *b != b'\'');
+        match std::str::from_utf8(arg) {
+            Ok(text) if plain && i == 0 => out.extend(text.chars().map(|c| c.to_ascii_uppercase())),
+            Ok(text) if plain => out.push_str(text),
+            Ok(text) => quote(&mut out, text),
+            Err(_) => quote(&mut out, &String::from_utf8_lossy(arg)),
         }
     }
     out
+}
+
+/// Appends `text` as Rust's `{:?}` writes a string. Every EVAL's script goes through here, so
+/// printable ASCII (with tabs and newlines) is escaped by hand, runs of plain bytes copied at
+/// once; anything else goes to `Debug`.
+fn quote(out: &mut String, text: &str) {
+    let simple = text
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'));
+    if !simple {
+        let _ = write!(out, "{text:?}");
+        return;
+    }
+    out.reserve(text.len() + 2);
+    out.push('"');
+    let mut plain_from = 0;
+    for (i, b) in text.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            _ => continue,
+        };
+        out.push_str(&text[plain_from..i]);
+        out.push_str(escaped);
+        plain_from = i + 1;
+    }
+    out.push_str(&text[plain_from..]);
+    out.push('"');
 }
 
 /// Renders a reply the way `redis-cli` prints it, on one line.
@@ -261,9 +291,13 @@ pub fn trace_jsonl(events: &[Event]) -> String {
 pub fn trace_hash(events: &[Event]) -> String {
     use sha1::{Digest, Sha1};
     let mut hasher = Sha1::new();
+    // One buffer for every line: the bytes of `to_json_line`, without a String per event.
+    let mut line = Vec::new();
     for event in events {
-        hasher.update(event.to_json_line().as_bytes());
-        hasher.update(b"\n");
+        line.clear();
+        serde_json::to_writer(&mut line, event).expect("events always serialise");
+        line.push(b'\n');
+        hasher.update(&line);
     }
     hex(&hasher.finalize())
 }
@@ -275,6 +309,27 @@ pub fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoting_is_debug_formatting() {
+        let ascii: String = (0u8..128).map(char::from).collect();
+        let printable: String = (b' '..=b'~')
+            .map(char::from)
+            .chain(['\t', '\n', '\r'])
+            .collect();
+        for text in [
+            ascii.as_str(),
+            printable.as_str(),
+            "local v = redis.call('GET', KEYS[1])\n\tif v == ARGV[1] then return 1 end",
+            "say \"hi\" \\ there\r\n",
+            "caf\u{e9} \u{301}\u{200b}",
+            "",
+        ] {
+            let mut quoted = String::new();
+            quote(&mut quoted, text);
+            assert_eq!(quoted, format!("{text:?}"));
+        }
+    }
 
     #[test]
     fn events_serialise_with_their_name_and_round_trip() {

@@ -3,6 +3,7 @@
 //! comparison report as HTML and Markdown — the fault matrix (`matrix`) and the debate
 //! (`debate`) at its head; JUnit XML for CI systems (`junit`).
 
+pub mod accumulate;
 pub mod charts;
 pub mod debate;
 pub mod events;

@@ -107,7 +107,7 @@ pub fn is_violating(r: &RunResult) -> bool {
         || r.counts.stolen_extensions > 0
 }
 
-fn outcome_of(r: &RunResult) -> Outcome {
+pub(crate) fn outcome_of(r: &RunResult) -> Outcome {
     if r.verdicts.resource_safety == Safety::Violated {
         Outcome::Corrupted
     } else if r.verdicts.mutual_exclusion == Safety::Violated {
@@ -133,7 +133,8 @@ pub struct CellStats {
     pub seeds_violating: u64,
     /// The lowest seed that broke something (the one to replay).
     pub first_failing_seed: Option<u64>,
-    /// Every violating seed, ascending.
+    /// Every violating seed, ascending (a streamed cell, `accumulate`, keeps the lowest
+    /// `KEPT_SEEDS`; `seeds_violating` counts them all).
     pub violating_seeds: Vec<u64>,
     pub outcome: Outcome,
     pub verdicts: VerdictCounts,
@@ -187,7 +188,7 @@ impl WaitSummary {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
@@ -200,7 +201,7 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-fn round3(x: f64) -> f64 {
+pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 

@@ -26,6 +26,8 @@ use crate::world::{FaultHook, World};
 pub struct RunOutput {
     pub result: RunResult,
     pub events: Vec<Event>,
+    /// Messages the processes sent (not in the result contract: `locksim bench` divides by it).
+    pub messages: u64,
     /// The faults the random nemesis injected, as drawn (empty without a `nemesis`).
     pub nemesis_faults: Vec<Fault>,
 }
@@ -62,7 +64,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
     let runtime = Runtime::with_seed_and_config(seed, config);
     let world_scenario = scenario.clone();
     let log = NemesisLog::default();
-    let (events, end_us) =
+    let (events, end_us, messages) =
         runtime.block_on(simulate(world_scenario, scheme_index, seed, log.clone()));
     drop(runtime);
     let wall_ms = wall_start.elapsed().as_millis() as u64;
@@ -103,6 +105,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
     RunOutput {
         result,
         events,
+        messages,
         nemesis_faults,
     }
 }
@@ -123,13 +126,13 @@ where
     world.procs.register(name, node.id(), ip);
 }
 
-/// The simulation proper; returns the history and the true time the run ended.
+/// The simulation proper; returns the history, the true time the run ended and the messages sent.
 async fn simulate(
     scenario: Arc<Scenario>,
     scheme_index: usize,
     seed: u64,
     nemesis_log: NemesisLog,
-) -> (Vec<Event>, u64) {
+) -> (Vec<Event>, u64, u64) {
     let handle = Handle::current();
     let world = World::new(
         scenario.clone(),
@@ -199,7 +202,7 @@ async fn simulate(
     for id in world.procs.ids() {
         handle.kill(id);
     }
-    (world.history.take_events(), end_us)
+    (world.history.take_events(), end_us, world.net.messages())
 }
 
 /// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh

@@ -24,7 +24,7 @@ pub fn check(events: &[Event]) -> Latencies {
             }
             EventKind::Acquired { .. } => {
                 if let Some(start) = acquire_started.remove(node) {
-                    acquire.saturating_record(event.t_us - start);
+                    record(&mut acquire, event.t_us - start);
                 }
             }
             EventKind::AcquireFailed { .. } => {
@@ -35,7 +35,7 @@ pub fn check(events: &[Event]) -> Latencies {
             }
             EventKind::Released { .. } => {
                 if let Some(start) = release_started.remove(node) {
-                    release.saturating_record(event.t_us - start);
+                    record(&mut release, event.t_us - start);
                 }
             }
             _ => {}
@@ -47,9 +47,25 @@ pub fn check(events: &[Event]) -> Latencies {
     }
 }
 
-/// 1 µs to 1 simulated hour, 3 significant digits; longer waits saturate at an hour.
+/// The histogram's nominal bound: one simulated hour.
+const HIGHEST_US: u64 = 3_600_000_000;
+
+/// The last value a histogram bounded at `HIGHEST_US` holds (its last bucket, 3 digits from
+/// 1 µs, ends at 2^32 µs); `saturating_record` moves only larger values to `HIGHEST_US`.
+const LAST_HELD_US: u64 = (1 << 32) - 1;
+
+/// From 1 µs, 3 significant digits, growing to the largest value recorded: a histogram sized for
+/// an hour up front is 188 KB zeroed twice per run (issue 15). The buckets depend only on the
+/// lowest value and the precision, so the quantiles are those of the full-size histogram.
 fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+    Histogram::new(3).expect("valid histogram precision")
+}
+
+/// Records `us` as `saturating_record` on the full-size histogram did.
+fn record(h: &mut Histogram<u64>, us: u64) {
+    let us = if us > LAST_HELD_US { HIGHEST_US } else { us };
+    h.record(us)
+        .expect("an auto-resizing histogram takes every value up to its bound");
 }
 
 /// Quantiles in ms; all zero for an empty histogram.
@@ -72,6 +88,31 @@ pub fn quantiles(h: &Histogram<u64>) -> Quantiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_growing_histogram_answers_as_the_full_size_one() {
+        let mut full = Histogram::<u64>::new_with_bounds(1, HIGHEST_US, 3).unwrap();
+        let mut growing = new_histogram();
+        // Spread over every magnitude, past the bound (saturated by both).
+        for us in [LAST_HELD_US, LAST_HELD_US + 1, HIGHEST_US + 1] {
+            let mut full_alone = Histogram::<u64>::new_with_bounds(1, HIGHEST_US, 3).unwrap();
+            let mut growing_alone = new_histogram();
+            full_alone.saturating_record(us);
+            record(&mut growing_alone, us);
+            assert_eq!(full_alone.max(), growing_alone.max(), "{us}");
+        }
+        let mut v: u64 = 7;
+        for _ in 0..2_000 {
+            v = v
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let us = ((v >> 20) % (HIGHEST_US * 2)) >> (v % 24);
+            full.saturating_record(us);
+            record(&mut growing, us);
+        }
+        assert_eq!(quantiles(&full), quantiles(&growing));
+        assert_eq!(full.max(), growing.max());
+    }
 
     #[test]
     fn measures_from_start_to_success() {

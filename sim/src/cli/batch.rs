@@ -40,9 +40,10 @@ pub fn every_run(
 }
 
 /// Runs `work` on `jobs` threads, calling `on_done` in the caller's thread as each run finishes
-/// (completion order). Stops taking new work once `stop` is set.
+/// (completion order). Stops taking new work once `stop` is set. `work` is drawn as the threads
+/// need it, so a sweep of a million seeds need not list them first.
 pub fn run_jobs(
-    work: Vec<Job>,
+    work: impl IntoIterator<Item = Job, IntoIter: Send>,
     jobs: usize,
     stop: &AtomicBool,
     mut on_done: impl FnMut(&Job, Result<RunOutput, String>),

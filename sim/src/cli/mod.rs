@@ -13,6 +13,7 @@ pub mod bench;
 pub mod catalog;
 pub mod check;
 pub mod compare;
+pub mod floor;
 pub mod interrupt;
 pub mod record;
 pub mod replay;

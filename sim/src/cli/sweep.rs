@@ -1,22 +1,24 @@
 //! `locksim sweep FILE --seeds A..B`: one scenario over many seeds (every scheme it lists),
 //! streaming each finished run as one JSON line to `results.jsonl`, so an interrupted sweep
-//! keeps what finished and a re-run skips every (scenario, scheme, seed) already there.
+//! keeps what finished and a re-run skips every (scenario, scheme, seed) already there. The
+//! summary is accumulated run by run (`reports::accumulate`), so memory stays flat however many
+//! seeds a sweep runs.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use model::result::RunResult;
+use reports::accumulate::CellAccumulator;
 use reports::summary::{CellStats, fmt_ms};
 
 use crate::cli::artifacts::{path_component, write_file};
 use crate::cli::batch::{Job, progress_bar, run_jobs};
 use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
-use crate::cli::results::{Line, MANIFEST, Manifest, read_lines};
+use crate::cli::results::{Line, MANIFEST, Manifest};
 use crate::cli::shard::Shard;
 use crate::cli::{interrupt, shrink};
 use crate::scenario::Scenario;
@@ -67,7 +69,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     print!("{}", summary_text(&scenario, &opts, &report));
     let mut failed = !report.errors.is_empty();
     if args.shrink && !report.interrupted {
-        for (scheme, seed) in first_failing_seeds(&scenario, &opts, &report) {
+        for (scheme, seed) in first_failing_seeds(&opts, &report) {
             match shrink::shrink(&scenario, scheme, seed, None, shrink::DEFAULT_MAX_RUNS) {
                 Ok(shrunk) => print!("{}", shrunk.render()),
                 Err(e) => {
@@ -81,23 +83,11 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
 }
 
 /// The lowest violating seed of each scheme the sweep ran, in scheme order.
-fn first_failing_seeds(
-    scenario: &Scenario,
-    opts: &SweepOptions,
-    report: &SweepReport,
-) -> Vec<(usize, u64)> {
+fn first_failing_seeds(opts: &SweepOptions, report: &SweepReport) -> Vec<(usize, u64)> {
     opts.schemes
         .iter()
-        .filter_map(|&index| {
-            let label = scenario.schemes[index].label();
-            report
-                .results
-                .iter()
-                .filter(|r| r.scheme == label && reports::summary::is_violating(r))
-                .map(|r| r.seed)
-                .min()
-                .map(|seed| (index, seed))
-        })
+        .zip(&report.cells)
+        .filter_map(|(&index, cell)| cell.first_failing_seed.map(|seed| (index, seed)))
         .collect()
 }
 
@@ -120,8 +110,11 @@ pub struct SweepOptions {
 /// What a sweep did.
 pub struct SweepReport {
     pub results_path: PathBuf,
-    /// Every result of the requested schemes × seeds: loaded from the file or run now.
-    pub results: Vec<RunResult>,
+    /// One cell per requested scheme (in `SweepOptions::schemes` order), over every result of
+    /// its seeds: loaded from the file or run now.
+    pub cells: Vec<CellStats>,
+    /// How many results the cells hold.
+    pub runs: u64,
     pub new_runs: u64,
     pub already_done: u64,
     pub wall_s: f64,
@@ -135,11 +128,63 @@ pub struct SweepReport {
 /// Reads a `results.jsonl`: the results it holds and how many lines were unreadable (none
 /// when there is no file yet).
 pub fn read_results(path: &Path) -> Result<(Vec<RunResult>, u64), String> {
-    if !path.exists() {
-        return Ok((Vec::new(), 0));
+    let mut results = Vec::new();
+    let bad = for_each_result(path, |r| results.push(r))?;
+    Ok((results, bad))
+}
+
+/// Streams a `results.jsonl` line by line (a million seeds' file need not fit in memory): each
+/// result to `f`; returns how many lines were unreadable. A missing file holds nothing.
+pub fn for_each_result(path: &Path, mut f: impl FnMut(RunResult)) -> Result<u64, String> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+    };
+    let mut bad = 0;
+    // Bytes, not `lines()`: a line cut inside a UTF-8 character by a kill is one unreadable
+    // line (its seed runs again), not an error that stops every resume (issue 17).
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let line = String::from_utf8_lossy(&line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<RunResult>(&line) {
+            Ok(r) => f(r),
+            Err(_) => bad += 1,
+        }
     }
-    let (lines, bad) = read_lines(path)?;
-    Ok((lines.into_iter().map(|l| l.result).collect(), bad))
+    Ok(bad)
+}
+
+/// Which seeds of a range are done, one bit each.
+struct SeedSet {
+    first: u64,
+    bits: Vec<u64>,
+}
+
+impl SeedSet {
+    fn new(seeds: SeedRange) -> SeedSet {
+        SeedSet {
+            first: seeds.first,
+            bits: vec![0; seeds.len().div_ceil(64) as usize],
+        }
+    }
+
+    /// Marks `seed` (within the range); false when it was already marked.
+    fn insert(&mut self, seed: u64) -> bool {
+        let i = seed - self.first;
+        let (word, bit) = ((i / 64) as usize, 1u64 << (i % 64));
+        let fresh = self.bits[word] & bit == 0;
+        self.bits[word] |= bit;
+        fresh
+    }
+
+    fn contains(&self, seed: u64) -> bool {
+        let i = seed - self.first;
+        self.bits[(i / 64) as usize] & (1u64 << (i % 64)) != 0
+    }
 }
 
 /// Runs the seeds of `opts` not yet in `DIR/results.jsonl`, appending each as it finishes.
@@ -152,40 +197,51 @@ pub fn sweep(
     std::fs::create_dir_all(&opts.dir)
         .map_err(|e| format!("{}: cannot create: {e}", opts.dir.display()))?;
     let path = opts.dir.join("results.jsonl");
-    let (existing, unreadable_lines) = read_results(&path)?;
     let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
     let in_shard = |i: usize, seed: u64| {
         opts.shard
             .is_none_or(|shard| shard.holds(&scenario.name, &labels[i], seed))
     };
-    let wanted: BTreeSet<(String, u64)> = opts
+    // Per requested scheme (position in `opts.schemes`): the seeds done and their cell.
+    let mut done: Vec<SeedSet> = opts
         .schemes
         .iter()
-        .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
-        .filter(|&(i, seed)| in_shard(i, seed))
-        .map(|(i, seed)| (labels[i].clone(), seed))
+        .map(|_| SeedSet::new(opts.seeds))
         .collect();
-    // Results already there for this scenario, keyed (scheme, seed); the first line wins.
-    let mut done: BTreeMap<(String, u64), RunResult> = BTreeMap::new();
-    for r in existing.into_iter().filter(|r| r.scenario == scenario.name) {
-        let key = (r.scheme.clone(), r.seed);
-        if wanted.contains(&key) {
-            done.entry(key).or_insert(r);
+    let mut cells: Vec<CellAccumulator> = vec![CellAccumulator::default(); opts.schemes.len()];
+    let mut runs = 0;
+    // Results already there for this scenario's requested schemes and seeds; the first line wins.
+    let unreadable_lines = for_each_result(&path, |r| {
+        if r.scenario != scenario.name || !(opts.seeds.first..=opts.seeds.last).contains(&r.seed) {
+            return;
         }
-    }
-    let already_done = done.len() as u64;
-    let work: Vec<Job> = opts
+        let Some(k) = opts.schemes.iter().position(|&i| labels[i] == r.scheme) else {
+            return;
+        };
+        if in_shard(opts.schemes[k], r.seed) && done[k].insert(r.seed) {
+            cells[k].add(&r);
+            runs += 1;
+        }
+    })?;
+    let already_done = runs;
+    let done = &done;
+    let work = opts
         .schemes
         .iter()
-        .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
-        .filter(|&(i, seed)| in_shard(i, seed))
-        .filter(|(i, seed)| !done.contains_key(&(labels[*i].clone(), *seed)))
-        .map(|(scheme, seed)| Job {
+        .enumerate()
+        .flat_map(|(k, &i)| opts.seeds.iter().map(move |seed| (k, i, seed)))
+        .filter(|&(k, i, seed)| in_shard(i, seed) && !done[k].contains(seed))
+        .map(|(_, scheme, seed)| Job {
             scenario: scenario.clone(),
             scheme,
             seed,
-        })
-        .collect();
+        });
+    // The runs this invocation owns (its shard of the schemes × seeds).
+    let planned = opts
+        .schemes
+        .iter()
+        .map(|&i| opts.seeds.iter().filter(|&seed| in_shard(i, seed)).count() as u64)
+        .sum::<u64>();
 
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -201,7 +257,7 @@ pub fn sweep(
             .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     }
 
-    let bar = progress_bar(work.len() as u64, opts.progress);
+    let bar = progress_bar(planned - already_done, opts.progress);
     let mut new_runs = 0;
     let mut violating = 0;
     let mut errors = Vec::new();
@@ -225,10 +281,13 @@ pub fn sweep(
                     bar.set_message(format!("{violating} violating"));
                 }
                 new_runs += 1;
-                done.insert(
-                    (output.result.scheme.clone(), output.result.seed),
-                    output.result,
-                );
+                runs += 1;
+                let k = opts
+                    .schemes
+                    .iter()
+                    .position(|&i| i == job.scheme)
+                    .expect("every job is of a requested scheme");
+                cells[k].add(&output.result);
             }
             Err(e) => errors.push(e),
         }
@@ -243,8 +302,8 @@ pub fn sweep(
         command: "sweep".into(),
         shard: opts.shard,
         seed_policy: format!("seeds {}", opts.seeds),
-        runs_planned: wanted.len() as u64,
-        runs_done: done.len() as u64,
+        runs_planned: planned,
+        runs_done: runs,
         interrupted,
         errors: errors.clone(),
     };
@@ -252,20 +311,15 @@ pub fn sweep(
         &opts.dir.join(MANIFEST),
         serde_json::to_string_pretty(&manifest).expect("manifests serialise") + "\n",
     )?;
-    // Results in scheme order, then seed order.
-    let mut results: Vec<RunResult> = done.into_values().collect();
-    results.sort_by_key(|r| {
-        (
-            labels
-                .iter()
-                .position(|l| *l == r.scheme)
-                .unwrap_or(usize::MAX),
-            r.seed,
-        )
-    });
+    let cells = cells
+        .into_iter()
+        .zip(&opts.schemes)
+        .map(|(cell, &i)| cell.finish(&scenario.name, &labels[i]))
+        .collect();
     Ok(SweepReport {
         results_path: path,
-        results,
+        cells,
+        runs,
         new_runs,
         already_done,
         wall_s: start.elapsed().as_secs_f64(),
@@ -276,12 +330,12 @@ pub fn sweep(
     })
 }
 
-/// A list of seeds, the first `max` of them.
-fn seed_list(seeds: &[u64], max: usize) -> String {
+/// A list of seeds, the first `max` of them, of `count` in all.
+fn seed_list(seeds: &[u64], count: u64, max: usize) -> String {
     let shown: Vec<String> = seeds.iter().take(max).map(u64::to_string).collect();
     let mut text = shown.join(", ");
-    if seeds.len() > max {
-        let _ = write!(text, ", … ({} more)", seeds.len() - max);
+    if count > max as u64 {
+        let _ = write!(text, ", … ({} more)", count - max as u64);
     }
     text
 }
@@ -289,7 +343,7 @@ fn seed_list(seeds: &[u64], max: usize) -> String {
 /// The summary a sweep prints.
 pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepReport) -> String {
     let mut out = String::new();
-    let runs = report.results.len();
+    let runs = report.runs;
     let rate = if report.wall_s > 0.0 {
         report.new_runs as f64 / report.wall_s
     } else {
@@ -330,15 +384,8 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
         );
     }
     let mut first_failing: Option<(usize, u64)> = None;
-    for &index in &opts.schemes {
-        let label = scenario.schemes[index].label();
-        let results: Vec<RunResult> = report
-            .results
-            .iter()
-            .filter(|r| r.scheme == label)
-            .cloned()
-            .collect();
-        let cell = CellStats::from_results(&scenario.name, &label, &results);
+    for (&index, cell) in opts.schemes.iter().zip(&report.cells) {
+        let label = &cell.scheme;
         let v = &cell.verdicts;
         let _ = write!(
             out,
@@ -357,7 +404,7 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
             let _ = writeln!(
                 out,
                 "    violating seeds: {}",
-                seed_list(&cell.violating_seeds, 20)
+                seed_list(&cell.violating_seeds, cell.seeds_violating, 20)
             );
         }
         if cell.acquire_ms.runs > 0 {
@@ -454,10 +501,9 @@ mod tests {
         let second = sweep(&scenario, &opts("0..4"), &stop).unwrap();
         assert_eq!((second.new_runs, second.already_done), (2, 3));
         assert_eq!(second.unreadable_lines, 1);
-        assert_eq!(
-            second.results.iter().map(|r| r.seed).collect::<Vec<_>>(),
-            vec![0, 1, 2, 3, 4]
-        );
+        assert_eq!(second.runs, 5);
+        // kleppmann-gc-pause breaks every seed: all five are in the cell, once each.
+        assert_eq!(second.cells[0].violating_seeds, vec![0, 1, 2, 3, 4]);
         let (back, bad) = read_results(&dir.join("results.jsonl")).unwrap();
         assert_eq!((back.len(), bad), (5, 1));
         let text = summary_text(&scenario, &opts("0..4"), &second);

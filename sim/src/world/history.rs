@@ -43,14 +43,54 @@ pub struct History {
     state: Mutex<State>,
 }
 
+/// Triggers that count the same events (one event name, node and command) share one count:
+/// each event then costs a lookup per group instead of a visit to every trigger, so a scenario
+/// with many triggered faults is not quadratic (issue 15).
+struct TriggerGroup {
+    node: Option<String>,
+    command: Option<String>,
+    /// Matching events seen so far.
+    seen: u64,
+    /// The faults (index, `after_ms`) each count fires, in the scenario's order.
+    by_nth: BTreeMap<u64, Vec<(usize, u64)>>,
+}
+
+fn group(triggers: Vec<Trigger>) -> BTreeMap<String, Vec<TriggerGroup>> {
+    let mut groups: BTreeMap<String, Vec<TriggerGroup>> = BTreeMap::new();
+    for t in triggers {
+        let same_event = groups.entry(t.event).or_default();
+        let index = match same_event
+            .iter()
+            .position(|g| g.node == t.node && g.command == t.command)
+        {
+            Some(index) => index,
+            None => {
+                same_event.push(TriggerGroup {
+                    node: t.node,
+                    command: t.command,
+                    seen: 0,
+                    by_nth: BTreeMap::new(),
+                });
+                same_event.len() - 1
+            }
+        };
+        same_event[index]
+            .by_nth
+            .entry(t.nth)
+            .or_default()
+            .push((t.fault, t.after_ms));
+    }
+    groups
+}
+
 struct State {
     events: Vec<Event>,
     /// Lock values → the client that wrote them, for attributing key owners.
     tokens: BTreeMap<String, String>,
     /// The lock key's owner on each Redis node, as last recorded.
     key_owners: BTreeMap<String, String>,
-    /// Triggers still waiting, each with how many matching events it has seen.
-    triggers: Vec<(Trigger, u64)>,
+    /// The triggers by event name, in groups that count the same events.
+    triggers: BTreeMap<String, Vec<TriggerGroup>>,
     /// The client whose write each Redis node's lock key holds, while it exists.
     lock_writers: BTreeMap<String, String>,
     /// Clients whose writes stand on a quorum of the masters (`lock_granted` fired).
@@ -64,7 +104,7 @@ impl History {
                 events: Vec::new(),
                 tokens: BTreeMap::new(),
                 key_owners: BTreeMap::new(),
-                triggers: triggers.into_iter().map(|t| (t, 0)).collect(),
+                triggers: group(triggers),
                 lock_writers: BTreeMap::new(),
                 granted: BTreeSet::new(),
             }),
@@ -193,24 +233,82 @@ impl State {
         holder: Option<&str>,
     ) -> Vec<Fired> {
         let mut fired = Vec::new();
-        for (trigger, seen) in self.triggers.iter_mut() {
-            let matches = trigger.event == name
-                && trigger.node.as_deref().is_none_or(|n| n == node)
-                && trigger
+        let Some(groups) = self.triggers.get_mut(name) else {
+            return fired;
+        };
+        for group in groups {
+            let matches = group.node.as_deref().is_none_or(|n| n == node)
+                && group
                     .command
                     .as_deref()
                     .is_none_or(|c| command_word.is_some_and(|w| w.eq_ignore_ascii_case(c)));
-            if matches {
-                *seen += 1;
-                if *seen == trigger.nth {
-                    fired.push(Fired {
-                        fault: trigger.fault,
-                        after_ms: trigger.after_ms,
-                        holder: holder.map(str::to_string),
-                    });
-                }
+            if !matches {
+                continue;
+            }
+            group.seen += 1;
+            for &(fault, after_ms) in group.by_nth.get(&group.seen).into_iter().flatten() {
+                fired.push(Fired {
+                    fault,
+                    after_ms,
+                    holder: holder.map(str::to_string),
+                });
             }
         }
+        // In the scenario's order, as when every trigger was visited in turn.
+        fired.sort_by_key(|f| f.fault);
         fired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trigger(
+        fault: usize,
+        event: &str,
+        node: Option<&str>,
+        command: Option<&str>,
+        nth: u64,
+    ) -> Trigger {
+        Trigger {
+            fault,
+            event: event.into(),
+            node: node.map(Into::into),
+            command: command.map(Into::into),
+            nth,
+            after_ms: fault as u64,
+        }
+    }
+
+    fn sent(history: &History, node: &str, command: &str) -> Vec<usize> {
+        let kind = EventKind::CommandSent {
+            command: command.into(),
+            server: "redis-1".into(),
+        };
+        let fired = history.record(Event {
+            t_us: 0,
+            node: node.into(),
+            thread: None,
+            kind,
+        });
+        fired.iter().map(|f| f.fault).collect()
+    }
+
+    #[test]
+    fn each_trigger_fires_on_its_nth_matching_event_in_scenario_order() {
+        let history = History::new(vec![
+            trigger(0, "command_sent", Some("c1"), Some("set"), 2),
+            trigger(1, "command_sent", None, None, 1),
+            trigger(2, "command_sent", Some("c1"), Some("SET"), 2),
+            trigger(3, "command_sent", Some("c1"), Some("set"), 1),
+            trigger(4, "acquired", None, None, 1),
+            trigger(5, "command_sent", Some("c2"), None, 1),
+            trigger(6, "command_sent", None, None, 3),
+        ]);
+        assert_eq!(sent(&history, "c1", "SET k v"), vec![1, 3]);
+        assert_eq!(sent(&history, "c2", "GET k"), vec![5]);
+        assert_eq!(sent(&history, "c1", "set k v"), vec![0, 2, 6]);
+        assert_eq!(sent(&history, "c1", "SET k v"), Vec::<usize>::new());
     }
 }

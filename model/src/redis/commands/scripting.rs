@@ -36,7 +36,10 @@ impl RedisServer {
         self.engine()?
             .create_function(&sha, body)
             .map_err(Reply::error)?;
-        self.core.scripts.insert(sha.clone(), body.to_vec());
+        // Every EVAL comes here: the body is copied only the first time (same sha1, same body).
+        if !self.core.scripts.contains_key(&sha) {
+            self.core.scripts.insert(sha.clone(), body.to_vec());
+        }
         Ok(sha)
     }
 

@@ -91,6 +91,7 @@ impl NetWriter {
         if self.reset.is_set() {
             return Err(reset_error());
         }
+        self.world.net.count_message();
         let extra_us = self.world.net.extra_delay_us(&self.local, &self.peer);
         let mut out = self.out.borrow_mut();
         if out.queue.is_none() {
