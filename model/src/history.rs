@@ -188,16 +188,30 @@ impl Event {
     }
 }
 
+/// The most of one command or reply the trace keeps, in bytes: a longer argument or string
+/// keeps its head and its size (`"xxxx…" (52428800 bytes)`), and once a rendering has reached
+/// this size the remaining arguments or elements are counted, not shown (`… (999000 more)`),
+/// as Redis's slow log shortens what it keeps (`slowlog.c`: `SLOWLOG_ENTRY_MAX_STRING`,
+/// `SLOWLOG_ENTRY_MAX_ARGC`). Far above what a lock scheme sends (the catalog's longest command,
+/// an `EVAL` of Redisson 3.12's fair-lock script, is 1,817 bytes), so ordinary traces are
+/// complete; a 50 MB value or a script returning a million elements costs a few KB per event.
+pub const TRACE_TEXT_MAX_BYTES: usize = 4096;
+
 /// Renders argv the way `redis-cli` echoes a command: space-separated, quoting arguments that
-/// need it, so the trace stays readable and stable.
+/// need it, so the trace stays readable and stable; shortened past [`TRACE_TEXT_MAX_BYTES`].
 pub fn render_command(argv: &[Vec<u8>]) -> String {
     let mut out = String::new();
     for (i, arg) in argv.iter().enumerate() {
+        if out.len() >= TRACE_TEXT_MAX_BYTES {
+            out.push_str(&format!(" … ({} more arguments)", argv.len() - i));
+            break;
+        }
         if i > 0 {
             out.push(' ');
         }
         let text = String::from_utf8_lossy(arg);
         let plain = !text.is_empty()
+            && arg.len() <= TRACE_TEXT_MAX_BYTES
             && text
                 .chars()
                 .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'');
@@ -206,24 +220,73 @@ pub fn render_command(argv: &[Vec<u8>]) -> String {
         } else if plain {
             out.push_str(&text);
         } else {
-            out.push_str(&format!("{text:?}"));
+            push_quoted(&mut out, arg);
         }
     }
     out
 }
 
-/// Renders a reply the way `redis-cli` prints it, on one line.
+/// A string as Rust's `{:?}` quotes it; one longer than [`TRACE_TEXT_MAX_BYTES`] as its head
+/// (cut before a character, never inside one) and its size.
+fn push_quoted(out: &mut String, bytes: &[u8]) {
+    if bytes.len() <= TRACE_TEXT_MAX_BYTES {
+        out.push_str(&format!("{:?}", String::from_utf8_lossy(bytes)));
+        return;
+    }
+    let mut end = TRACE_TEXT_MAX_BYTES;
+    while end > 0 && bytes[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    let quoted = format!("{:?}", String::from_utf8_lossy(&bytes[..end]));
+    out.push_str(&quoted[..quoted.len() - 1]);
+    out.push_str(&format!("…\" ({} bytes)", bytes.len()));
+}
+
+/// A status or error line as `redis-cli` prints it, shortened as [`push_quoted`] does.
+fn push_line(out: &mut String, text: &str) {
+    if text.len() <= TRACE_TEXT_MAX_BYTES {
+        out.push_str(text);
+        return;
+    }
+    let mut end = TRACE_TEXT_MAX_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&format!("{}… ({} bytes)", &text[..end], text.len()));
+}
+
+/// Renders a reply the way `redis-cli` prints it, on one line, shortened past
+/// [`TRACE_TEXT_MAX_BYTES`].
 pub fn render_reply(reply: &crate::redis::Reply) -> String {
+    let mut out = String::new();
+    push_reply(&mut out, reply);
+    out
+}
+
+fn push_reply(out: &mut String, reply: &crate::redis::Reply) {
     use crate::redis::Reply;
     match reply {
-        Reply::Status(s) => s.clone(),
-        Reply::Error(e) => format!("(error) {e}"),
-        Reply::Integer(i) => format!("(integer) {i}"),
-        Reply::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
-        Reply::Nil | Reply::NilArray => "(nil)".to_string(),
+        Reply::Status(s) => push_line(out, s),
+        Reply::Error(e) => {
+            out.push_str("(error) ");
+            push_line(out, e);
+        }
+        Reply::Integer(i) => out.push_str(&format!("(integer) {i}")),
+        Reply::Bulk(b) => push_quoted(out, b),
+        Reply::Nil | Reply::NilArray => out.push_str("(nil)"),
         Reply::Array(items) | Reply::Sequence(items) => {
-            let inner: Vec<String> = items.iter().map(render_reply).collect();
-            format!("[{}]", inner.join(", "))
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                if out.len() >= TRACE_TEXT_MAX_BYTES {
+                    out.push_str(&format!("… ({} more)", items.len() - i));
+                    break;
+                }
+                push_reply(out, item);
+            }
+            out.push(']');
         }
     }
 }
@@ -305,5 +368,50 @@ mod tests {
     fn commands_render_like_redis_cli() {
         let argv: Vec<Vec<u8>> = vec![b"set".to_vec(), b"lock".to_vec(), b"a b".to_vec()];
         assert_eq!(render_command(&argv), r#"SET lock "a b""#);
+    }
+
+    /// A 50 MB argument or a million-element reply costs the trace a few KB, not its size.
+    #[test]
+    fn long_commands_and_replies_keep_their_head_and_size() {
+        use crate::redis::Reply;
+        let value = vec![b'x'; 50 << 20];
+        let command = render_command(&[b"set".to_vec(), b"k".to_vec(), value.clone()]);
+        assert!(command.starts_with("SET k \"xxxx"), "{}", &command[..20]);
+        assert!(command.ends_with("x…\" (52428800 bytes)"), "{command:.20}");
+        assert!(command.len() < TRACE_TEXT_MAX_BYTES + 100);
+
+        let many: Vec<Vec<u8>> = (0..100_000).map(|i| i.to_string().into_bytes()).collect();
+        let command = render_command(&many);
+        assert!(command.starts_with("0 1 2 3"));
+        assert!(command.len() < TRACE_TEXT_MAX_BYTES + 100);
+        let shown = command.split(' ').count() - 4;
+        assert!(
+            command.ends_with(&format!(" … ({} more arguments)", 100_000 - shown)),
+            "{}",
+            &command[command.len() - 60..]
+        );
+
+        let reply = Reply::Array((0..1_000_000).map(Reply::Integer).collect());
+        let text = render_reply(&reply);
+        assert!(text.starts_with("[(integer) 0, (integer) 1, "));
+        assert!(text.ends_with(" more)]"), "{}", &text[text.len() - 40..]);
+        assert!(text.len() < TRACE_TEXT_MAX_BYTES + 100);
+
+        let nested = Reply::Array(vec![Reply::Array(vec![Reply::bulk(&value); 3]); 3]);
+        let text = render_reply(&nested);
+        assert!(
+            text.len() < 2 * TRACE_TEXT_MAX_BYTES + 100,
+            "{}",
+            text.len()
+        );
+        assert!(
+            text.ends_with("x…\" (52428800 bytes), … (2 more)], … (2 more)]"),
+            "{}",
+            &text[text.len() - 60..]
+        );
+
+        let error = Reply::error(format!("ERR {}", "é".repeat(3000)));
+        let text = render_reply(&error);
+        assert!(text.starts_with("(error) ERR éé") && text.ends_with("é… (6004 bytes)"));
     }
 }
