@@ -182,6 +182,49 @@ impl Event {
         }
     }
 
+    /// About how much memory the event holds: its own size and the text of its strings (for
+    /// the recorder's budget; the allocator's rounding is not counted).
+    pub fn size_bytes(&self) -> usize {
+        let text: usize = match &self.kind {
+            EventKind::AcquireStarted { .. }
+            | EventKind::ReleaseStarted
+            | EventKind::ClientDone => 0,
+            EventKind::Acquired { token, .. } => token.len(),
+            EventKind::AcquireFailed { reason } => reason.len(),
+            EventKind::Released { detail, .. } => detail.len(),
+            EventKind::CommandSent { server, command } => server.len() + command.len(),
+            EventKind::CommandReply { server, reply } => server.len() + reply.len(),
+            EventKind::CommandFailed {
+                server,
+                command,
+                error,
+            } => server.len() + command.len() + error.len(),
+            EventKind::Executed {
+                client,
+                command,
+                reply,
+            } => client.len() + command.len() + reply.len(),
+            EventKind::KeyOwner { key, owner, by } => {
+                key.len() + owner.as_ref().map_or(0, String::len) + by.len()
+            }
+            EventKind::ResourceRead { client, .. } | EventKind::ResourceWrite { client, .. } => {
+                client.len()
+            }
+            EventKind::ResourceRejected { client, op, .. } => client.len() + op.len(),
+            EventKind::Replicated {
+                master, command, ..
+            } => master.len() + command.len(),
+            EventKind::Replication { what, detail } => what.len() + detail.len(),
+            EventKind::Sentinel {
+                what,
+                master,
+                detail,
+            } => what.len() + master.len() + detail.len(),
+            EventKind::Fault { fault, detail, .. } => fault.len() + detail.len(),
+        };
+        std::mem::size_of::<Event>() + self.node.len() + text
+    }
+
     /// One canonical JSON line (no trailing newline): the unit of the trace and its hash.
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("events always serialise")

@@ -18,6 +18,7 @@ use crate::nodes::redis::redis_node;
 use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
+use crate::world::history::{MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS};
 use crate::world::procs::node_ip;
 use crate::world::{FaultHook, World};
 
@@ -44,10 +45,14 @@ pub fn run(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> Result<R
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
             format!("the simulation of {name} seed {seed} panicked: {message}")
-        })
+        })?
 }
 
-fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> RunOutput {
+fn run_on_this_thread(
+    scenario: &Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+) -> Result<RunOutput, String> {
     let wall_start = std::time::Instant::now();
     let latency = scenario.network.latency_ms;
     let mut config = madsim::Config::default();
@@ -56,7 +61,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         ..Duration::from_millis(latency.max) + Duration::from_micros(1);
     let runtime = Runtime::with_seed_and_config(seed, config);
     let world_scenario = scenario.clone();
-    let (events, end_us) = runtime.block_on(simulate(world_scenario, scheme_index, seed));
+    let (events, end_us) = runtime.block_on(simulate(world_scenario, scheme_index, seed))?;
     drop(runtime);
     let wall_ms = wall_start.elapsed().as_millis() as u64;
 
@@ -91,7 +96,7 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         max_wait_ms_by_client: report.max_wait_ms_by_client,
         violations: report.violations,
     };
-    RunOutput { result, events }
+    Ok(RunOutput { result, events })
 }
 
 pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
@@ -110,8 +115,13 @@ where
     world.procs.register(name, node.id(), ip);
 }
 
-/// The simulation proper; returns the history and the true time the run ended.
-async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (Vec<Event>, u64) {
+/// The simulation proper; returns the history and the true time the run ended, or why the run
+/// was stopped (its history's budget ran out).
+async fn simulate(
+    scenario: Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+) -> Result<(Vec<Event>, u64), String> {
     let handle = Handle::current();
     let world = World::new(
         scenario.clone(),
@@ -169,7 +179,10 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
 
     let duration_us = scenario.duration_ms * 1000;
     let clients = scenario.clients.count;
-    while world.procs.clients_done() < clients && world.time.now_us() < duration_us {
+    while world.procs.clients_done() < clients
+        && world.time.now_us() < duration_us
+        && !world.history.full()
+    {
         madsim::time::sleep(Duration::from_millis(10)).await;
     }
     let end_us = world.time.now_us().min(duration_us);
@@ -177,7 +190,18 @@ async fn simulate(scenario: Arc<Scenario>, scheme_index: usize, seed: u64) -> (V
     for id in world.procs.ids() {
         handle.kill(id);
     }
-    (world.history.take_events(), end_us)
+    if world.history.full() {
+        let (events, bytes) = world.history.size();
+        return Err(format!(
+            "{}: {} seed {seed}: stopped at {:.3} s of simulated time with {events} events ({} MiB) recorded (limit {MAX_HISTORY_EVENTS} events, {} MiB): the run would go on too long; shorten duration_ms, or lower clients.count, clients.threads, clients.acquisitions or the nemesis's rate",
+            scenario.path,
+            scenario.schemes[scheme_index].label(),
+            end_us as f64 / 1e6,
+            bytes >> 20,
+            MAX_HISTORY_BYTES >> 20
+        ));
+    }
+    Ok((world.history.take_events(), end_us))
 }
 
 /// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh

@@ -30,12 +30,26 @@ pub struct Fired {
     pub after_ms: u64,
 }
 
+/// The most events one run's history may hold: 50 times the catalog's busiest run (18,783
+/// events), about 3 s of simulation. A run that reaches it or [`MAX_HISTORY_BYTES`] stops (its
+/// tasks park at their next event) and is reported as an error, so that no product of
+/// scenario fields (clients × threads × duration × polling rate × faults) can run for hours or
+/// fill the memory.
+pub const MAX_HISTORY_EVENTS: usize = 1_000_000;
+
+/// The most memory one run's events may hold (as `Event::size_bytes` counts it).
+pub const MAX_HISTORY_BYTES: usize = 256 << 20;
+
 pub struct History {
     state: Mutex<State>,
 }
 
 struct State {
     events: Vec<Event>,
+    /// What `events` holds, as `Event::size_bytes` counts it.
+    bytes: usize,
+    /// The budget ran out: nothing more is recorded.
+    full: bool,
     /// Lock values → the client that wrote them, for attributing key owners.
     tokens: BTreeMap<String, String>,
     /// The lock key's owner on each Redis node, as last recorded.
@@ -49,6 +63,8 @@ impl History {
         History {
             state: Mutex::new(State {
                 events: Vec::new(),
+                bytes: 0,
+                full: false,
                 tokens: BTreeMap::new(),
                 key_owners: BTreeMap::new(),
                 triggers: triggers.into_iter().map(|t| (t, 0)).collect(),
@@ -60,9 +76,16 @@ impl History {
         self.state.lock().expect("never poisoned")
     }
 
-    /// Appends an event; returns the triggers it completed, in the scenario's order.
+    /// Appends an event; returns the triggers it completed, in the scenario's order. Once the
+    /// budget is spent nothing more is recorded (see [`MAX_HISTORY_EVENTS`]).
     pub fn record(&self, event: Event) -> Vec<Fired> {
         let mut state = self.state();
+        if state.full {
+            return Vec::new();
+        }
+        state.bytes += event.size_bytes();
+        state.full =
+            state.events.len() + 1 >= MAX_HISTORY_EVENTS || state.bytes >= MAX_HISTORY_BYTES;
         let name = event.name();
         let command_word = match &event.kind {
             EventKind::CommandSent { command, .. } => command.split(' ').next(),
@@ -94,6 +117,17 @@ impl History {
         }
         state.events.push(event);
         fired
+    }
+
+    /// Whether the run's budget is spent: the run must stop.
+    pub fn full(&self) -> bool {
+        self.state().full
+    }
+
+    /// Events and bytes recorded so far.
+    pub fn size(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.events.len(), state.bytes)
     }
 
     pub fn take_events(&self) -> Vec<Event> {

@@ -113,7 +113,13 @@ impl World {
     /// Records an event of a task that can go on running, and yields if the event injected a
     /// fault at its instant: madsim stops a paused or killed node's task only where it yields.
     pub async fn emit(&self, node: &str, thread: Option<u32>, kind: EventKind) {
-        if self.record_thread(node, thread, kind) {
+        let injected = self.record_thread(node, thread, kind);
+        if self.history.full() {
+            // The run is over (the history's budget is spent): the task stops here, so that even
+            // a loop that takes no simulated time lets the runner see it.
+            std::future::pending::<()>().await;
+        }
+        if injected {
             madsim::task::yield_now().await;
         }
     }
