@@ -26,6 +26,7 @@ use crate::runner::RunOutput;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
 use crate::scenario::expect::mismatches;
+use crate::scenario::limits::MAX_SEEDS;
 use crate::scenario::range::SeedRange;
 
 #[derive(clap::Args)]
@@ -49,6 +50,12 @@ pub struct Args {
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
     let seeds = args.seeds.as_deref().map(super::seed_range).transpose()?;
+    if args.seeds_per_scenario > MAX_SEEDS {
+        return Err(format!(
+            "--seeds-per-scenario: {} seeds (limit {MAX_SEEDS} in one range)",
+            args.seeds_per_scenario
+        ));
+    }
     let scenarios = load_all(&scenario_files(&args.paths)?)?;
     let opts = CompareOptions {
         seeds,
@@ -89,7 +96,10 @@ impl CompareOptions {
             Some(seeds) => seeds,
             None if self.seeds_per_scenario > 0 => SeedRange {
                 first: scenario.seeds.first,
-                last: scenario.seeds.first + self.seeds_per_scenario - 1,
+                last: scenario
+                    .seeds
+                    .first
+                    .saturating_add(self.seeds_per_scenario - 1),
             },
             None => scenario.seeds,
         }

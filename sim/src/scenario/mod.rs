@@ -6,6 +6,7 @@
 
 pub mod expect;
 pub mod faults;
+pub mod limits;
 pub mod nemesis;
 pub mod range;
 
@@ -198,6 +199,15 @@ impl Scenario {
     /// Loads and validates a scenario file. Errors read `FILE: FIELD: PROBLEM`.
     pub fn load(path: &Path) -> Result<Scenario, String> {
         let shown = path.display().to_string();
+        let bytes = std::fs::metadata(path)
+            .map_err(|e| format!("{shown}: cannot read: {e}"))?
+            .len();
+        if bytes > limits::MAX_FILE_BYTES {
+            return Err(format!(
+                "{shown}: {bytes} bytes is too large for a scenario file (limit {} bytes)",
+                limits::MAX_FILE_BYTES
+            ));
+        }
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
         Scenario::parse(&text, &shown)
@@ -205,6 +215,10 @@ impl Scenario {
 
     /// Parses scenario JSON; `path` is only used in messages.
     pub fn parse(text: &str, path: &str) -> Result<Scenario, String> {
+        // Sizes first: an oversized string or list is named before anything is built from it.
+        if let Ok(value) = serde_json::from_str::<Value>(text) {
+            limits::check_sizes(&value).map_err(|e| format!("{path}: {e}"))?;
+        }
         let de = &mut serde_json::Deserializer::from_str(text);
         let file: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
@@ -331,6 +345,7 @@ impl ScenarioFile {
         if self.duration_ms == 0 {
             return Err("duration_ms: must be greater than 0".into());
         }
+
         let t = &self.topology;
         if t.masters == 0 {
             return Err("topology.masters: must be at least 1".into());
@@ -376,6 +391,38 @@ impl ScenarioFile {
             return Err(format!(
                 "clients.threads: must be from 1 to 64, got {}",
                 c.threads
+            ));
+        }
+        if c.count * c.threads > limits::MAX_LOCK_OWNERS {
+            return Err(format!(
+                "clients.threads: {} clients × {} threads is {} lock owners (limit {})",
+                c.count,
+                c.threads,
+                c.count * c.threads,
+                limits::MAX_LOCK_OWNERS
+            ));
+        }
+        if c.acquisitions > limits::MAX_ACQUISITIONS {
+            return Err(format!(
+                "clients.acquisitions: {} per worker (limit {}; the run also ends at duration_ms)",
+                c.acquisitions,
+                limits::MAX_ACQUISITIONS
+            ));
+        }
+        if self.faults.len() > limits::MAX_FAULTS {
+            return Err(format!(
+                "faults: {} scripted faults (limit {}; a random nemesis draws many more)",
+                self.faults.len(),
+                limits::MAX_FAULTS
+            ));
+        }
+        if let Some(list) = &self.schemes
+            && list.len() > limits::MAX_SCHEMES
+        {
+            return Err(format!(
+                "schemes: {} schemes, each a run of its own (limit {})",
+                list.len(),
+                limits::MAX_SCHEMES
             ));
         }
         let schemes =
@@ -543,6 +590,65 @@ mod tests {
         assert!(err.starts_with("f.json: seeds: "), "{err}");
         let err = Scenario::parse("{ not json", "f.json").unwrap_err();
         assert!(err.starts_with("f.json: "), "{err}");
+    }
+
+    /// Unbounded work is refused with the field and the limit (issue 17).
+    #[test]
+    fn work_beyond_the_limits_is_an_error_naming_the_field() {
+        let err = |fields: &str| {
+            Scenario::parse(
+                &format!(r#"{{ "name": "m", "scheme": "set-nx-px-lua", {fields} }}"#),
+                "f.json",
+            )
+            .unwrap_err()
+        };
+        assert_eq!(
+            err(r#""duration_ms": 1000000000000000, "clients": { "acquisitions": 4294967295 }"#),
+            "f.json: duration_ms: 1000000000000000 ms is longer than a run may be (limit 3600000 ms, one simulated hour)"
+        );
+        assert_eq!(
+            err(r#""clients": { "acquisitions": 4294967295 }"#),
+            "f.json: clients.acquisitions: 4294967295 per worker (limit 1000000; the run also ends at duration_ms)"
+        );
+        assert_eq!(
+            err(r#""clients": { "count": 100, "threads": 64 }"#),
+            "f.json: clients.threads: 100 clients × 64 threads is 6400 lock owners (limit 1000)"
+        );
+        assert!(
+            err(r#""clients": { "hold_ms": [10, 1e300] }"#)
+                .starts_with("f.json: clients.hold_ms[1]: ")
+        );
+        let faults = vec![r#"{ "kind": "pause", "node": "client-1", "at_ms": 1 }"#; 1001];
+        assert_eq!(
+            err(&format!(r#""faults": [{}]"#, faults.join(","))),
+            "f.json: faults: 1001 scripted faults (limit 1000; a random nemesis draws many more)"
+        );
+        let value = "x".repeat(50 << 20);
+        let err = Scenario::parse(
+            &format!(r#"{{ "name": "m", "scheme": {{ "name": "set", "value": "{value}" }} }}"#),
+            "f.json",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "f.json: scheme.value: a string of 52428800 bytes (limit 65536 bytes)"
+        );
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "seeds": "0..18446744073709551615" }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("f.json: seeds: ") && err.ends_with("(limit 1000000 in one range)")
+        );
+        assert!(
+            Scenario::parse(
+                r#"{ "name": "m", "scheme": "set-nx-px-lua", "duration_ms": 3600000,
+                     "clients": { "count": 1000, "acquisitions": 1000000 } }"#,
+                "f.json"
+            )
+            .is_ok()
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::scenario::faults::is_master_name;
+use crate::scenario::limits::MIN_NEMESIS_EVERY_MS;
 use crate::scenario::range::MsRange;
 
 /// The kinds the random nemesis draws, in the order it lists them.
@@ -162,8 +163,11 @@ impl KindSpec {
             })?,
             &format!("{field}.every_ms"),
         )?;
-        if every_ms.min == 0 {
-            return Err(format!("{field}.every_ms: must be at least 1 ms"));
+        if every_ms.min < MIN_NEMESIS_EVERY_MS {
+            return Err(format!(
+                "{field}.every_ms: faults {} ms apart are too frequent (limit: at least {MIN_NEMESIS_EVERY_MS} ms)",
+                every_ms.min
+            ));
         }
         let duration_ms = match map.get("duration_ms") {
             Some(v) => Some(ms_range(v, &format!("{field}.duration_ms"))?),
@@ -305,19 +309,25 @@ mod tests {
         let err = |v: Value| NemesisSpec::from_json(&v, &nodes(), 30_000).unwrap_err();
         assert!(err(serde_json::json!({"paws": {}})).starts_with("nemesis.paws: unknown field"));
         assert_eq!(
-            err(serde_json::json!({"pause": {"every_ms": [1, 2]}})),
+            err(serde_json::json!({"pause": {"every_ms": [100, 200]}})),
             "nemesis.pause.duration_ms: missing ([min, max] ms each fault lasts)"
         );
         assert!(
             err(
-                serde_json::json!({"pause": {"every_ms": [1, 2], "duration_ms": 5, "nodes": ["x"]}})
+                serde_json::json!({"pause": {"every_ms": [100, 200], "duration_ms": 5, "nodes": ["x"]}})
             )
             .starts_with("nemesis.pause.nodes[0]: no node \"x\"")
         );
         assert!(
-            err(serde_json::json!({"clock_jump": {"every_ms": 5}}))
+            err(serde_json::json!({"clock_jump": {"every_ms": 500}}))
                 .starts_with("nemesis.clock_jump.delta_ms: missing")
         );
-        assert!(err(serde_json::json!({"failover": {"every_ms": 5}})).contains("needs Sentinels"));
+        assert!(
+            err(serde_json::json!({"failover": {"every_ms": 500}})).contains("needs Sentinels")
+        );
+        assert_eq!(
+            err(serde_json::json!({"failover": {"every_ms": [1, 1]}})),
+            "nemesis.failover.every_ms: faults 1 ms apart are too frequent (limit: at least 10 ms)"
+        );
     }
 }
