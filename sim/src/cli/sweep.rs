@@ -100,17 +100,22 @@ pub struct SweepReport {
     pub unreadable_lines: u64,
 }
 
-/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable.
+/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable. A line is
+/// unreadable when it is not a result, or not even UTF-8 (a kill can cut the last line inside
+/// a character); its seed simply runs again.
 pub fn read_results(path: &Path) -> Result<(Vec<RunResult>, u64), String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
         Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
     };
     let mut results = Vec::new();
     let mut bad = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str::<RunResult>(line) {
+    for line in bytes.split(|&b| b == b'\n') {
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<RunResult>(line) {
             Ok(r) => results.push(r),
             Err(_) => bad += 1,
         }
@@ -400,12 +405,13 @@ mod tests {
             "{lines}"
         );
 
-        // Simulate a kill in the middle of writing a line.
+        // Simulate a kill in the middle of writing a line, inside a character (the first byte
+        // of "—").
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(dir.join("results.jsonl"))
             .unwrap();
-        f.write_all(br#"{"scenario":"kleppmann-gc-pause","sch"#)
+        f.write_all(b"{\"scenario\":\"kleppmann-gc-pause\",\"sch\xe2")
             .unwrap();
 
         let second = sweep(&scenario, &opts("0..4"), &stop).unwrap();
