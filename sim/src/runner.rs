@@ -18,7 +18,7 @@ use crate::nodes::redis::redis_node;
 use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
-use crate::world::history::{MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS};
+use crate::world::history::Budget;
 use crate::world::procs::node_ip;
 use crate::world::{FaultHook, World};
 
@@ -31,11 +31,21 @@ pub struct RunOutput {
 /// Runs one seed on a fresh OS thread: std's `HashMap` seeds and madsim's thread-locals follow
 /// the seed only for the first runtime on a thread (DESIGN.md, determinism rules).
 pub fn run(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> Result<RunOutput, String> {
+    run_within(scenario, scheme_index, seed, Budget::DEFAULT)
+}
+
+/// As [`run`], with the history's budget given: past it the run stops and is an error.
+pub fn run_within(
+    scenario: &Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+    budget: Budget,
+) -> Result<RunOutput, String> {
     let name = scenario.name.clone();
     let scenario = scenario.clone();
     std::thread::Builder::new()
         .name(format!("seed-{seed}"))
-        .spawn(move || run_on_this_thread(&scenario, scheme_index, seed))
+        .spawn(move || run_on_this_thread(&scenario, scheme_index, seed, budget))
         .map_err(|e| format!("cannot start a simulation thread: {e}"))?
         .join()
         .map_err(|panic| {
@@ -52,6 +62,7 @@ fn run_on_this_thread(
     scenario: &Arc<Scenario>,
     scheme_index: usize,
     seed: u64,
+    budget: Budget,
 ) -> Result<RunOutput, String> {
     let wall_start = std::time::Instant::now();
     let latency = scenario.network.latency_ms;
@@ -61,7 +72,8 @@ fn run_on_this_thread(
         ..Duration::from_millis(latency.max) + Duration::from_micros(1);
     let runtime = Runtime::with_seed_and_config(seed, config);
     let world_scenario = scenario.clone();
-    let (events, end_us) = runtime.block_on(simulate(world_scenario, scheme_index, seed))?;
+    let (events, end_us) =
+        runtime.block_on(simulate(world_scenario, scheme_index, seed, budget))?;
     drop(runtime);
     let wall_ms = wall_start.elapsed().as_millis() as u64;
 
@@ -121,12 +133,14 @@ async fn simulate(
     scenario: Arc<Scenario>,
     scheme_index: usize,
     seed: u64,
+    budget: Budget,
 ) -> Result<(Vec<Event>, u64), String> {
     let handle = Handle::current();
     let world = World::new(
         scenario.clone(),
         scenario.schemes[scheme_index].clone(),
         seed,
+        budget,
     );
     let (fire, fired) = tokio::sync::mpsc::unbounded_channel();
     world.set_fault_hook(FaultHook {
@@ -193,12 +207,13 @@ async fn simulate(
     if world.history.full() {
         let (events, bytes) = world.history.size();
         return Err(format!(
-            "{}: {} seed {seed}: stopped at {:.3} s of simulated time with {events} events ({} MiB) recorded (limit {MAX_HISTORY_EVENTS} events, {} MiB): the run would go on too long; shorten duration_ms, or lower clients.count, clients.threads, clients.acquisitions or the nemesis's rate",
+            "{}: {} seed {seed}: stopped at {:.3} s of simulated time with {events} events ({} MiB) recorded (limit {} events, {} MiB): the run would go on too long; shorten duration_ms, or lower clients.count, clients.threads, clients.acquisitions or the nemesis's rate",
             scenario.path,
             scenario.schemes[scheme_index].label(),
             end_us as f64 / 1e6,
             bytes >> 20,
-            MAX_HISTORY_BYTES >> 20
+            budget.events,
+            budget.bytes >> 20
         ));
     }
     Ok((world.history.take_events(), end_us))

@@ -30,21 +30,31 @@ pub struct Fired {
     pub after_ms: u64,
 }
 
-/// The most events one run's history may hold: 50 times the catalog's busiest run (18,783
-/// events), about 3 s of simulation. A run that reaches it or [`MAX_HISTORY_BYTES`] stops (its
-/// tasks park at their next event) and is reported as an error, so that no product of
-/// scenario fields (clients × threads × duration × polling rate × faults) can run for hours or
-/// fill the memory.
-pub const MAX_HISTORY_EVENTS: usize = 1_000_000;
+/// How much one run's history may hold. A run that reaches it stops (its tasks park at their
+/// next event) and is reported as an error, so that no product of scenario fields (clients ×
+/// threads × duration × polling rate × faults) can run for hours or fill the memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    pub events: usize,
+    /// As `Event::size_bytes` counts them.
+    pub bytes: usize,
+}
 
-/// The most memory one run's events may hold (as `Event::size_bytes` counts it).
-pub const MAX_HISTORY_BYTES: usize = 256 << 20;
+impl Budget {
+    /// 1,000,000 events — 50 times the catalog's busiest run (18,783 events), about 3 s of
+    /// simulation — or 256 MiB.
+    pub const DEFAULT: Budget = Budget {
+        events: 1_000_000,
+        bytes: 256 << 20,
+    };
+}
 
 pub struct History {
     state: Mutex<State>,
 }
 
 struct State {
+    budget: Budget,
     events: Vec<Event>,
     /// What `events` holds, as `Event::size_bytes` counts it.
     bytes: usize,
@@ -59,9 +69,10 @@ struct State {
 }
 
 impl History {
-    pub fn new(triggers: Vec<Trigger>) -> History {
+    pub fn new(triggers: Vec<Trigger>, budget: Budget) -> History {
         History {
             state: Mutex::new(State {
+                budget,
                 events: Vec::new(),
                 bytes: 0,
                 full: false,
@@ -77,7 +88,7 @@ impl History {
     }
 
     /// Appends an event; returns the triggers it completed, in the scenario's order. Once the
-    /// budget is spent nothing more is recorded (see [`MAX_HISTORY_EVENTS`]).
+    /// budget is spent nothing more is recorded (see [`Budget`]).
     pub fn record(&self, event: Event) -> Vec<Fired> {
         let mut state = self.state();
         if state.full {
@@ -85,7 +96,7 @@ impl History {
         }
         state.bytes += event.size_bytes();
         state.full =
-            state.events.len() + 1 >= MAX_HISTORY_EVENTS || state.bytes >= MAX_HISTORY_BYTES;
+            state.events.len() + 1 >= state.budget.events || state.bytes >= state.budget.bytes;
         let name = event.name();
         let command_word = match &event.kind {
             EventKind::CommandSent { command, .. } => command.split(' ').next(),

@@ -30,7 +30,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::scenario::Scenario;
 use crate::scenario::faults::When;
-use history::{History, Trigger};
+use history::{Budget, History, Trigger};
 use net::Network;
 use procs::Procs;
 use storage::Disks;
@@ -60,7 +60,12 @@ pub struct FaultHook {
 }
 
 impl World {
-    pub fn new(scenario: Arc<Scenario>, scheme: SchemeSpec, seed: u64) -> Arc<World> {
+    pub fn new(
+        scenario: Arc<Scenario>,
+        scheme: SchemeSpec,
+        seed: u64,
+        budget: Budget,
+    ) -> Arc<World> {
         let mut triggers = Vec::new();
         for (fault, f) in scenario.faults.iter().enumerate() {
             if let When::On {
@@ -89,7 +94,7 @@ impl World {
             net: Network::default(),
             disks: Disks::default(),
             procs: Procs::default(),
-            history: History::new(triggers),
+            history: History::new(triggers, budget),
             fault_hook: OnceLock::new(),
             me: me.clone(),
         })
