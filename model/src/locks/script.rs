@@ -26,7 +26,9 @@
 //!   string/status reply equal to the string), `{"status": "OK"}`, `{"not_nil": true}`,
 //!   `{"nil": true}`, `{"at_least": n}` (an integer reply ≥ n).
 //! - `acquire.fence: true` makes the (integer) reply the grant's fencing token.
-//! - Acquire retries every `retry_delay_ms` (default 100) until the workload's timeout.
+//! - Acquire retries every `retry_delay_ms` (default 100) until the workload's timeout; a script
+//!   the server stopped (past its work budget, or out of Lua memory) fails the attempt at once
+//!   with the server's error, since a retry would only be stopped again.
 //! - `renew` (optional) runs every `every_ms` (default ttl/3) in the background from the grant to
 //!   the release; a reply that fails its test (the lock is gone) stops it, an error does not.
 //!
@@ -43,7 +45,7 @@ use serde_json::{Map, Value};
 
 use super::{
     Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval, not_acquired,
-    random_token, retry_until,
+    random_token, try_until,
 };
 use crate::redis::{Outcome, RedisServer, Reply, ServerConfig};
 
@@ -294,6 +296,25 @@ impl Step {
     }
 }
 
+/// The error texts of a script the server stopped: past its work budget (the simulation's
+/// `lua-time-limit`: Redis's `Script killed by user with SCRIPT KILL...`, or the simulation's
+/// own error for a script that already wrote) or out of Lua's heap (`not enough memory`).
+const STOPPED_BY_SERVER: &[&str] = &[
+    "Script killed by user with SCRIPT KILL",
+    "lua-time-limit",
+    "not enough memory",
+];
+
+/// The error of a reply that says the server stopped the script (see [`STOPPED_BY_SERVER`]):
+/// the same script would only be stopped again, after the same work, so a step gives up
+/// instead of retrying (and a renewal stops, as after any failed test).
+fn stopped_by_server(reply: &Reply) -> Option<&str> {
+    match reply {
+        Reply::Error(e) if STOPPED_BY_SERVER.iter().any(|s| e.contains(s)) => Some(e),
+        _ => None,
+    }
+}
+
 /// Compiles a script as Redis would on `SCRIPT LOAD`, for its error text.
 fn compile(script: &str) -> Result<(), String> {
     let mut server = RedisServer::new(ServerConfig::default());
@@ -355,7 +376,7 @@ impl LockScheme for Script {
         let token = random_token(env.as_ref());
         env.register_token(&token);
         let (key, ttl_ms, step) = (self.key.clone(), self.ttl_ms, self.acquire.clone());
-        let grant = retry_until(env, timeout_ms, self.retry_delay_ms, async || {
+        let grant = try_until(env, timeout_ms, self.retry_delay_ms, async || {
             let vars = Vars {
                 key: &key,
                 token: &token,
@@ -363,19 +384,29 @@ impl LockScheme for Script {
                 now_ms: env.wall_ms(),
                 client: env.name(),
             };
-            let reply = step.run(env, &vars).await.ok()?;
+            let Ok(reply) = step.run(env, &vars).await else {
+                return Ok(None);
+            };
+            if let Some(error) = stopped_by_server(&reply) {
+                return Err(format!(
+                    "the acquire script was stopped by the server: {error}"
+                ));
+            }
             if !step.success.test(&reply) {
-                return None;
+                return Ok(None);
             }
             let fence = if step.fence {
-                Some(reply.as_integer().filter(|f| *f >= 0)? as u64)
+                let Some(fence) = reply.as_integer().filter(|f| *f >= 0) else {
+                    return Ok(None);
+                };
+                Some(fence as u64)
             } else {
                 None
             };
-            Some(Grant {
+            Ok(Some(Grant {
                 token: token.clone(),
                 fence,
-            })
+            }))
         })
         .await?;
         let renewal = self.renew.clone().map(|renew| {
