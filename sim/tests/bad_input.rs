@@ -106,6 +106,21 @@ fn the_issues_cases_are_errors_naming_the_file_and_the_field() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A command may not list more runs than it could ever finish (schemes × seeds).
+#[test]
+fn too_many_runs_for_one_command_are_an_error() {
+    let file = catalog("schemes-no-faults.json");
+    for command in ["sweep", "check", "compare", "bench"] {
+        let out = locksim(&[command, file.to_str().unwrap(), "--seeds", "0..999999"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.starts_with("locksim: error: 15000000 runs (scenarios × schemes × seeds) in one command (limit 1000000)"),
+            "{command}: {stderr}"
+        );
+    }
+}
+
 /// What no single field bounds, the history's budget does: the run stops and says which fields
 /// to lower.
 #[test]

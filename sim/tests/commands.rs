@@ -56,7 +56,7 @@ fn check_reports_a_wrong_expectation() {
         jobs: 2,
         progress: false,
     };
-    let report = check(&scenarios, &opts, &AtomicBool::new(false));
+    let report = check(&scenarios, &opts, &AtomicBool::new(false)).unwrap();
     assert!(!report.passed());
     assert_eq!(report.runs, 3);
     assert_eq!(report.mismatches.len(), 3);

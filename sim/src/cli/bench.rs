@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::cli::batch::within_run_limit;
 use crate::runner::{default_jobs, run_parallel};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
@@ -76,6 +77,7 @@ pub fn bench(
     seeds: SeedRange,
     jobs: usize,
 ) -> Result<BenchReport, String> {
+    within_run_limit(scenario.schemes.len() as u64 * seeds.len())?;
     let work: Vec<(usize, u64)> = (0..scenario.schemes.len())
         .flat_map(|s| seeds.iter().map(move |seed| (s, seed)))
         .collect();

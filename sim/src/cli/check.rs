@@ -39,7 +39,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         progress: true,
     };
     interrupt::install();
-    let report = check(&scenarios, &opts, interrupt::flag());
+    let report = check(&scenarios, &opts, interrupt::flag())?;
     print!("{}", report.render());
     Ok(super::exit_code(report.interrupted, !report.passed()))
 }
@@ -121,8 +121,12 @@ fn expects_nothing(e: &Expect) -> bool {
     *e == Expect::default()
 }
 
-pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool) -> CheckReport {
-    let work = every_run(scenarios, |s| opts.seeds.unwrap_or(s.seeds));
+pub fn check(
+    scenarios: &[Arc<Scenario>],
+    opts: &CheckOptions,
+    stop: &AtomicBool,
+) -> Result<CheckReport, String> {
+    let work = every_run(scenarios, |s| opts.seeds.unwrap_or(s.seeds))?;
     let bar = progress_bar(work.len() as u64, opts.progress);
     let mut results: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
     let mut errors = Vec::new();
@@ -166,7 +170,7 @@ pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool
             }
         }
     }
-    CheckReport {
+    Ok(CheckReport {
         scenarios: scenarios.len(),
         runs,
         mismatches: found,
@@ -177,5 +181,5 @@ pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool
             .filter(|s| expects_nothing(&s.expect) && expects_nothing(&s.expect_some))
             .map(|s| s.name.clone())
             .collect(),
-    }
+    })
 }

@@ -123,9 +123,9 @@ pub fn compare(
     stop: &AtomicBool,
 ) -> Result<Summary, String> {
     let start = std::time::Instant::now();
+    let work = every_run(scenarios, |s| opts.seeds_for(s))?;
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| format!("{}: cannot create: {e}", opts.out.display()))?;
-    let work = every_run(scenarios, |s| opts.seeds_for(s));
     let index_of: BTreeMap<String, usize> = scenarios
         .iter()
         .enumerate()

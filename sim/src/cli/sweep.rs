@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::artifacts::path_component;
-use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::batch::{Job, progress_bar, run_jobs, within_run_limit};
 use crate::cli::catalog::{replay_command, select_schemes};
 use crate::cli::interrupt;
 use crate::scenario::Scenario;
@@ -138,6 +138,7 @@ pub fn sweep(
     stop: &AtomicBool,
 ) -> Result<SweepReport, String> {
     let start = std::time::Instant::now();
+    within_run_limit(opts.seeds.len() * opts.schemes.len() as u64)?;
     std::fs::create_dir_all(&opts.dir)
         .map_err(|e| format!("{}: cannot create: {e}", opts.dir.display()))?;
     let path = opts.dir.join("results.jsonl");

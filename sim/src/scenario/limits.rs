@@ -43,6 +43,10 @@ pub const MIN_NEMESIS_EVERY_MS: u64 = 10;
 /// Seeds in one range (`seeds`, `--seeds`): a million runs is days of work for one scenario.
 pub const MAX_SEEDS: u64 = 1_000_000;
 
+/// Runs one command may start (scenarios × schemes × seeds): each is listed before the first
+/// starts and its result kept (the whole catalog compared is 7,300).
+pub const MAX_RUNS: u64 = 1_000_000;
+
 /// Checks the sizes every field shares before the file is read into its types: strings, lists,
 /// `*_ms` numbers and `duration_ms`. Errors read `FIELD: PROBLEM (limit …)`.
 pub fn check_sizes(value: &Value) -> Result<(), String> {
