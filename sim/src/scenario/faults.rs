@@ -224,7 +224,7 @@ impl FaultSpec {
                     one_way: self.one_way.unwrap_or(false),
                 };
                 let nodes: Vec<String> = nodes.iter().cloned().collect();
-                if kind.links(&nodes).is_empty() {
+                if kind.count_links(&nodes, 0) == 0 {
                     return Err(format!(
                         "{field}.groups: cuts no link (every two listed nodes share a group; a partition needs two nodes kept apart)"
                     ));
@@ -368,6 +368,27 @@ impl FaultKind {
     /// nodes that share no group (with `one_way`, only from a node's first group to a later
     /// one); for `isolate`, every link of the node.
     pub fn links(&self, nodes: &[String]) -> Vec<(String, String)> {
+        let mut links = Vec::new();
+        self.visit_links(nodes, |a, b| {
+            links.push((a.clone(), b.clone()));
+            true
+        });
+        links
+    }
+
+    /// How many directed links this fault cuts, counting no further than `max + 1`.
+    pub fn count_links(&self, nodes: &[String], max: u64) -> u64 {
+        let mut count = 0;
+        self.visit_links(nodes, |_, _| {
+            count += 1;
+            count <= max
+        });
+        count
+    }
+
+    /// Calls `visit` with each directed link [`FaultKind::links`] lists, in its order, until
+    /// `visit` returns false.
+    fn visit_links(&self, nodes: &[String], mut visit: impl FnMut(&String, &String) -> bool) {
         match self {
             FaultKind::Partition { groups, one_way } => {
                 // Each listed node's groups, in order: the first is where it is first listed.
@@ -377,24 +398,24 @@ impl FaultKind {
                         member_of.entry(node).or_default().push(g);
                     }
                 }
-                let mut links = Vec::new();
                 for (a, a_groups) in &member_of {
                     for (b, b_groups) in &member_of {
                         let together = a_groups.iter().any(|g| b_groups.contains(g));
                         let cut_direction = !one_way || a_groups[0] < b_groups[0];
-                        if a != b && !together && cut_direction {
-                            links.push(((*a).clone(), (*b).clone()));
+                        if a != b && !together && cut_direction && !visit(a, b) {
+                            return;
                         }
                     }
                 }
-                links
             }
-            FaultKind::Isolate { node } => nodes
-                .iter()
-                .filter(|n| *n != node)
-                .flat_map(|n| [(node.clone(), n.clone()), (n.clone(), node.clone())])
-                .collect(),
-            _ => Vec::new(),
+            FaultKind::Isolate { node } => {
+                for n in nodes.iter().filter(|n| *n != node) {
+                    if !visit(node, n) || !visit(n, node) {
+                        return;
+                    }
+                }
+            }
+            _ => {}
         }
     }
 

@@ -454,6 +454,18 @@ impl ScenarioFile {
             .enumerate()
             .map(|(i, f)| f.validate(&format!("faults[{i}]"), &nodes))
             .collect::<Result<Vec<_>, _>>()?;
+        let node_list: Vec<String> = nodes.iter().cloned().collect();
+        let mut link_changes = 0;
+        for (i, fault) in faults.iter().enumerate() {
+            let left = (limits::MAX_LINK_CHANGES - link_changes) / 2;
+            link_changes += 2 * fault.kind.count_links(&node_list, left);
+            if link_changes > limits::MAX_LINK_CHANGES {
+                return Err(format!(
+                    "faults[{i}]: the partitions and isolations up to this one cut and heal more than {0} links (limit {0} link changes)",
+                    limits::MAX_LINK_CHANGES
+                ));
+            }
+        }
         let nemesis = match &self.nemesis {
             Some(value) => Some(NemesisSpec::from_json(value, &nodes, self.duration_ms)?),
             None => None,
@@ -622,6 +634,23 @@ mod tests {
         assert_eq!(
             err(&format!(r#""faults": [{}]"#, faults.join(","))),
             "f.json: faults: 1001 scripted faults (limit 1000; a random nemesis draws many more)"
+        );
+        let clients: Vec<String> = (1..=1000).map(|i| format!("\"client-{i}\"")).collect();
+        let split = format!(
+            r#"{{ "kind": "partition", "groups": [[{}], [{}]], "at_ms": 1 }}"#,
+            clients[..500].join(","),
+            clients[500..].join(",")
+        );
+        assert_eq!(
+            err(&format!(
+                r#""clients": {{ "count": 1000 }}, "faults": [{split}, {split}, {split}]"#
+            )),
+            "f.json: faults[2]: the partitions and isolations up to this one cut and heal more than 2000000 links (limit 2000000 link changes)"
+        );
+        assert!(
+            err(r#""clients": { "count": 1000 }, "duration_ms": 30000,
+                   "nemesis": { "partition": { "every_ms": [1000, 2000], "duration_ms": 100 } }"#)
+                .starts_with("f.json: nemesis.partition: up to 31 faults, each cutting and healing up to 1002001 links of its 1001 nodes")
         );
         let value = "x".repeat(50 << 20);
         let err = Scenario::parse(

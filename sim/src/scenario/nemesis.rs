@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::scenario::faults::is_master_name;
-use crate::scenario::limits::MIN_NEMESIS_EVERY_MS;
+use crate::scenario::limits::{MAX_LINK_CHANGES, MIN_NEMESIS_EVERY_MS};
 use crate::scenario::range::MsRange;
 
 /// The kinds the random nemesis draws, in the order it lists them.
@@ -111,9 +111,11 @@ impl NemesisSpec {
                         .as_bool()
                         .ok_or_else(|| format!("{field}: expected true or false, got {v}"))?;
                 }
-                kind if KINDS.contains(&kind) => spec
-                    .kinds
-                    .push(KindSpec::from_json(kind, v, &field, nodes)?),
+                kind if KINDS.contains(&kind) => {
+                    let spec_of_kind = KindSpec::from_json(kind, v, &field, nodes)?;
+                    spec_of_kind.check_link_changes(&field, nodes.len(), duration_ms)?;
+                    spec.kinds.push(spec_of_kind);
+                }
                 other => {
                     return Err(format!(
                         "nemesis.{other}: unknown field (fault kinds: {}; or heal_at_ms, swarm)",
@@ -260,6 +262,37 @@ impl KindSpec {
             rate,
             extra_ms,
         })
+    }
+}
+
+impl KindSpec {
+    /// A partition of the kind's n nodes cuts up to n²/2 links and an isolation 2(N−1) of the
+    /// scenario's N nodes, each healed again: with a fault every `every_ms.min` for the whole
+    /// run, the total must stay within [`MAX_LINK_CHANGES`].
+    fn check_link_changes(
+        &self,
+        field: &str,
+        all_nodes: usize,
+        duration_ms: u64,
+    ) -> Result<(), String> {
+        let per_fault = match self.kind.as_str() {
+            "partition" => (self.nodes.len() as u64).pow(2),
+            "isolate" => 4 * (all_nodes as u64).saturating_sub(1),
+            _ => return Ok(()),
+        };
+        let faults = duration_ms / self.every_ms.min + 1;
+        let changes = faults.saturating_mul(per_fault);
+        if changes > MAX_LINK_CHANGES {
+            return Err(format!(
+                "{field}: up to {faults} faults, each cutting and healing up to {per_fault} links of its {} nodes, are {changes} link changes (limit {MAX_LINK_CHANGES}); list fewer nodes or raise every_ms",
+                if self.kind == "isolate" {
+                    all_nodes
+                } else {
+                    self.nodes.len()
+                }
+            ));
+        }
+        Ok(())
     }
 }
 
