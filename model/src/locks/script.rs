@@ -533,6 +533,26 @@ mod tests {
         );
     }
 
+    /// A script past the server's budget fails the attempt after one run: retrying it until the
+    /// acquire timeout would pay the whole budget every `retry_delay_ms`.
+    #[test]
+    fn a_script_the_server_stopped_fails_the_attempt_at_once() {
+        let shared = Shared::new();
+        let mut spec = set_nx_px_lua_as_a_script();
+        spec["acquire"]["script"] = json!("while true do end");
+        let spec = SchemeSpec::from_json(&spec, "scheme").unwrap();
+        let env = std::rc::Rc::new(DirectEnv::concrete(&shared, "a", 1));
+        let dyn_env: std::rc::Rc<dyn crate::locks::LockEnv> = env.clone();
+        let err = block_on(spec.build("s").unwrap().acquire(&dyn_env, 60_000)).unwrap_err();
+        assert!(
+            err.starts_with(
+                "the acquire script was stopped by the server: ERR Script killed by user with SCRIPT KILL..."
+            ),
+            "{err}"
+        );
+        assert_eq!(env.sent.borrow().len(), 1, "{:?}", env.sent.borrow());
+    }
+
     #[test]
     fn mistakes_are_errors_naming_the_field() {
         let err = |v: Value| SchemeSpec::from_json(&v, "scheme").unwrap_err();
