@@ -38,6 +38,11 @@ pub enum EventKind {
     ReleaseStarted,
     /// The release finished; `ok` is the scheme's own view of success.
     Released { ok: bool, detail: String },
+    /// The client asks its library to extend the lease it holds (`clients.extend`).
+    ExtendStarted,
+    /// The extension finished; `ok` is the library's own answer (a client that gets `false`
+    /// stops using the resource).
+    Extended { ok: bool, detail: String },
     /// A client sent a command to a server.
     CommandSent { server: String, command: String },
     /// The reply reached the client.
@@ -166,6 +171,8 @@ impl Event {
             EventKind::AcquireFailed { .. } => "acquire_failed",
             EventKind::ReleaseStarted => "release_started",
             EventKind::Released { .. } => "released",
+            EventKind::ExtendStarted => "extend_started",
+            EventKind::Extended { .. } => "extended",
             EventKind::CommandSent { .. } => "command_sent",
             EventKind::CommandReply { .. } => "command_reply",
             EventKind::CommandFailed { .. } => "command_failed",
@@ -188,10 +195,11 @@ impl Event {
         let text: usize = match &self.kind {
             EventKind::AcquireStarted { .. }
             | EventKind::ReleaseStarted
+            | EventKind::ExtendStarted
             | EventKind::ClientDone => 0,
             EventKind::Acquired { token, .. } => token.len(),
             EventKind::AcquireFailed { reason } => reason.len(),
-            EventKind::Released { detail, .. } => detail.len(),
+            EventKind::Released { detail, .. } | EventKind::Extended { detail, .. } => detail.len(),
             EventKind::CommandSent { server, command } => server.len() + command.len(),
             EventKind::CommandReply { server, reply } => server.len() + reply.len(),
             EventKind::CommandFailed {

@@ -95,6 +95,10 @@ pub struct Counts {
     pub stale_writes_rejected: u64,
     pub foreign_releases: u64,
     pub faults_injected: u64,
+    /// Extensions the library reported as successful although the client no longer held the
+    /// lock (`model::check::extension`): only runs with `clients.extend` make any.
+    #[serde(default)]
+    pub stolen_extensions: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
-//! The comparison charts, as SVG drawn with plotters: the violation matrix as a heat map, acquire
-//! latency quantiles per scheme and throughput per scheme. Layout is computed here in pixels (long
+//! The comparison charts, as SVG drawn with plotters: the fault matrix and the catalog's
+//! violation matrix as heat maps, acquire latency quantiles per scheme and throughput per
+//! scheme. Layout is computed here in pixels (long
 //! scheme and scenario names get the room they need); plotters draws the shapes and the text.
 
 use plotters::prelude::*;
@@ -82,22 +83,30 @@ fn render(size: (u32, u32), draw: impl FnOnce(&Area) -> DrawResult) -> String {
     svg
 }
 
-/// The violation matrix as a heat map: a row per scheme, a column per scenario, each cell
-/// coloured by its worst outcome, as strong as the share of seeds that broke something, and
-/// labelled `violating/run`.
+/// The catalog's violation matrix as a heat map: a row per scheme, a column per catalog
+/// scenario, each cell coloured by its worst outcome, as strong as the share of seeds that
+/// broke something, and labelled `violating/run`.
 pub fn heatmap(summary: &Summary) -> String {
-    let cols = summary.scenarios.len().max(1) as u32;
-    let rows = summary.schemes.len().max(1) as u32;
-    let label_w = summary
+    let scenarios = summary.catalog_scenarios();
+    let schemes: Vec<&String> = summary
         .schemes
+        .iter()
+        .filter(|scheme| {
+            scenarios
+                .iter()
+                .any(|sc| summary.cell(&sc.name, scheme).is_some())
+        })
+        .collect();
+    let cols = scenarios.len().max(1) as u32;
+    let rows = schemes.len().max(1) as u32;
+    let label_w = schemes
         .iter()
         .map(|s| text_width(s, 13.0))
         .max()
         .unwrap_or(60)
         .clamp(60, 320)
         + 16;
-    let header_h = summary
-        .scenarios
+    let header_h = scenarios
         .iter()
         .map(|s| text_width(&s.name, 12.0))
         .max()
@@ -128,7 +137,7 @@ pub fn heatmap(summary: &Summary) -> String {
             Pos::new(HPos::Left, VPos::Top),
         )?;
         let grid_top = (top + header_h) as i32;
-        for (c, scenario) in summary.scenarios.iter().enumerate() {
+        for (c, scenario) in scenarios.iter().enumerate() {
             let x = (label_w + c as u32 * cell_w + cell_w / 2) as i32;
             let style = ("sans-serif", 12.0 * FONT_SCALE)
                 .into_font()
@@ -138,7 +147,7 @@ pub fn heatmap(summary: &Summary) -> String {
             area.draw(&Text::new(scenario.name.clone(), (x, grid_top - 6), style))
                 .map_err(|e| e.to_string())?;
         }
-        for (r, scheme) in summary.schemes.iter().enumerate() {
+        for (r, scheme) in schemes.iter().enumerate() {
             let y = grid_top + (r as u32 * cell_h) as i32;
             text(
                 area,
@@ -148,21 +157,16 @@ pub fn heatmap(summary: &Summary) -> String {
                 &INK,
                 Pos::new(HPos::Right, VPos::Center),
             )?;
-            for (c, scenario) in summary.scenarios.iter().enumerate() {
+            for (c, scenario) in scenarios.iter().enumerate() {
                 let x = (label_w + c as u32 * cell_w) as i32;
                 let (x1, y1) = (x + cell_w as i32 - 2, y + cell_h as i32 - 2);
                 match summary.cell(&scenario.name, scheme) {
                     None => rect(area, (x, y), (x1, y1), RGBColor(246, 246, 246).filled())?,
                     Some(cell) => {
                         let s = &cell.stats;
-                        let base = outcome_color(s.outcome);
-                        let share = match s.outcome {
-                            Outcome::Ok | Outcome::NoRuns => 0.35,
-                            _ => 0.3 + 0.7 * s.violating_share(),
-                        };
-                        let fill = tint(base, share);
+                        let (fill, dark) = cell_fill(s);
                         rect(area, (x, y), (x1, y1), fill.filled())?;
-                        let ink = if share > 0.6 { WHITE } else { INK };
+                        let ink = if dark { WHITE } else { INK };
                         text(
                             area,
                             &format!("{}/{}", s.seeds_violating, s.seeds_run),
@@ -176,9 +180,16 @@ pub fn heatmap(summary: &Summary) -> String {
             }
         }
         let legend_top = grid_top + (rows * cell_h) as i32 + 14;
-        for (i, outcome) in Outcome::ALL.iter().enumerate() {
+        outcome_legend(area, legend_top)
+    })
+}
+
+/// The outcome colours, one a line, from `top`.
+fn outcome_legend(area: &Area, top: i32) -> DrawResult {
+    for (i, outcome) in Outcome::ALL.iter().enumerate() {
+        {
             let x = 12;
-            let y = legend_top + i as i32 * 18;
+            let y = top + i as i32 * 18;
             rect(
                 area,
                 (x, y),
@@ -194,7 +205,148 @@ pub fn heatmap(summary: &Summary) -> String {
                 Pos::new(HPos::Left, VPos::Center),
             )?;
         }
-        Ok(())
+    }
+    Ok(())
+}
+
+/// The cell colour: the outcome's, as strong as the share of seeds that broke something.
+fn cell_fill(stats: &crate::summary::CellStats) -> (RGBColor, bool) {
+    let share = match stats.outcome {
+        Outcome::Ok | Outcome::NoRuns => 0.35,
+        _ => 0.3 + 0.7 * stats.violating_share(),
+    };
+    (tint(outcome_color(stats.outcome), share), share > 0.6)
+}
+
+/// The fault matrix as a heat map (the picture the README shows): a row per scheme, grouped by
+/// family, a column per fault class, grouped by fault family; worst-case cells say
+/// `violating/run`, random-rate cells (headers marked `~`) the share of seeds.
+pub fn matrix_heatmap(summary: &Summary) -> String {
+    let columns = crate::matrix::ordered_columns(summary);
+    let rows = &summary.matrix_rows;
+    let families = rows
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| *i == 0 || rows[i - 1].family != r.family)
+        .count() as u32;
+    let header = |c: &crate::summary::ScenarioInfo| {
+        let m = c.matrix.as_ref();
+        let prefix = if m.is_some_and(|m| m.random) {
+            "~ "
+        } else {
+            ""
+        };
+        format!(
+            "{prefix}{}",
+            m.map_or(c.name.as_str(), |m| m.column.as_str())
+        )
+    };
+    let label_w = rows
+        .iter()
+        .map(|r| text_width(&r.scheme, 12.0))
+        .max()
+        .unwrap_or(60)
+        .clamp(60, 260)
+        + 14;
+    let header_h = columns
+        .iter()
+        .map(|c| text_width(&header(c), 11.0))
+        .max()
+        .unwrap_or(60)
+        .clamp(40, 200)
+        + 12;
+    let cols = columns.len().max(1) as u32;
+    let cell_w = ((WIDTH - label_w - 16) / cols).clamp(30, 90);
+    let (cell_h, family_h, top) = (20, 18, 40);
+    let width = (label_w + cols * cell_w + 16).clamp(460, WIDTH);
+    let grid_h = rows.len() as u32 * cell_h + families * family_h;
+    let height = top + header_h + grid_h + 24 + 18 * Outcome::ALL.len() as u32;
+    render((width, height), |area| {
+        text(
+            area,
+            "Which lock survives what: seeds that broke something (~ random faults: share of seeds)",
+            (12, 10),
+            16.0,
+            &INK,
+            Pos::new(HPos::Left, VPos::Top),
+        )?;
+        let grid_top = (top + header_h) as i32;
+        let mut previous_family = "";
+        for (c, col) in columns.iter().enumerate() {
+            let family = col.matrix.as_ref().map_or("", |m| m.family.as_str());
+            let x = (label_w + c as u32 * cell_w) as i32;
+            if c > 0 && family != previous_family {
+                area.draw(&PathElement::new(
+                    vec![
+                        (x - 1, grid_top - header_h as i32 + 4),
+                        (x - 1, grid_top + grid_h as i32),
+                    ],
+                    MUTED.stroke_width(1),
+                ))
+                .map_err(|e| e.to_string())?;
+            }
+            previous_family = family;
+            let style = ("sans-serif", 11.0 * FONT_SCALE)
+                .into_font()
+                .transform(FontTransform::Rotate270)
+                .color(&INK)
+                .pos(Pos::new(HPos::Left, VPos::Center));
+            area.draw(&Text::new(
+                header(col),
+                (x + cell_w as i32 / 2, grid_top - 6),
+                style,
+            ))
+            .map_err(|e| e.to_string())?;
+        }
+        let mut y = grid_top;
+        for (r, row) in rows.iter().enumerate() {
+            if r == 0 || rows[r - 1].family != row.family {
+                text(
+                    area,
+                    &row.family,
+                    (12, y + family_h as i32 / 2 + 2),
+                    11.5,
+                    &MUTED,
+                    Pos::new(HPos::Left, VPos::Center),
+                )?;
+                y += family_h as i32;
+            }
+            let label = if row.lease {
+                row.scheme.clone()
+            } else {
+                format!("{} (no lease)", row.scheme)
+            };
+            text(
+                area,
+                &label,
+                (label_w as i32 - 6, y + cell_h as i32 / 2),
+                12.0,
+                &INK,
+                Pos::new(HPos::Right, VPos::Center),
+            )?;
+            for (c, col) in columns.iter().enumerate() {
+                let x = (label_w + c as u32 * cell_w) as i32;
+                let (x1, y1) = (x + cell_w as i32 - 2, y + cell_h as i32 - 2);
+                let Some(cell) = summary.cell(&col.name, &row.scheme) else {
+                    rect(area, (x, y), (x1, y1), RGBColor(246, 246, 246).filled())?;
+                    continue;
+                };
+                let (fill, dark) = cell_fill(&cell.stats);
+                rect(area, (x, y), (x1, y1), fill.filled())?;
+                let random = col.matrix.as_ref().is_some_and(|m| m.random);
+                let (figure, _) = crate::matrix::figure(cell, random);
+                text(
+                    area,
+                    &figure,
+                    ((x + x1) / 2, (y + y1) / 2),
+                    10.0,
+                    if dark { &WHITE } else { &INK },
+                    Pos::new(HPos::Center, VPos::Center),
+                )?;
+            }
+            y += cell_h as i32;
+        }
+        outcome_legend(area, y + 14)
     })
 }
 
@@ -437,25 +589,34 @@ pub struct Chart {
 }
 
 impl ChartSet {
+    /// The charts of a report: the fault matrix's when it has one, then the catalog's.
     pub fn render(summary: &Summary) -> ChartSet {
+        let matrix = (!summary.matrix_columns().is_empty()).then(|| Chart {
+            file: "matrix.svg",
+            title: "Fault matrix",
+            svg: matrix_heatmap(summary),
+        });
         ChartSet {
-            charts: vec![
-                Chart {
-                    file: "violations.svg",
-                    title: "Violation matrix",
-                    svg: heatmap(summary),
-                },
-                Chart {
-                    file: "acquire-latency.svg",
-                    title: "Acquire latency per scheme",
-                    svg: latency(summary),
-                },
-                Chart {
-                    file: "throughput.svg",
-                    title: "Throughput per scheme",
-                    svg: throughput(summary),
-                },
-            ],
+            charts: matrix
+                .into_iter()
+                .chain([
+                    Chart {
+                        file: "violations.svg",
+                        title: "Violation matrix (catalog)",
+                        svg: heatmap(summary),
+                    },
+                    Chart {
+                        file: "acquire-latency.svg",
+                        title: "Acquire latency per scheme",
+                        svg: latency(summary),
+                    },
+                    Chart {
+                        file: "throughput.svg",
+                        title: "Throughput per scheme",
+                        svg: throughput(summary),
+                    },
+                ])
+                .collect(),
         }
     }
 }

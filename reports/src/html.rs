@@ -1,11 +1,14 @@
 //! `index.html`: the comparison as one self-contained page (inline CSS, the charts inlined as
-//! SVG, no network), readable at 1280 px without horizontal scrolling: the scheme × scenario
-//! matrix is split into tables of at most [`MAX_COLUMNS`] scenarios.
+//! SVG, no network), readable at 1280 px without horizontal scrolling. It opens with the fault
+//! matrix (`matrix`: every scheme under every fault class) and what breaks each scheme, then
+//! the debate replayed (`debate`), then the catalog's scheme × scenario matrix, split into
+//! tables of at most [`MAX_COLUMNS`] scenarios, its charts, the scenarios and expectations.
+//! [`render`] is a list of sections, one call each.
 
 use std::fmt::Write;
 
 use crate::charts::{ChartSet, hex, outcome_color};
-use crate::summary::{Cell, Outcome, Summary, fmt_ms};
+use crate::summary::{Cell, Outcome, ScenarioInfo, Summary, fmt_ms};
 
 /// Scenarios per matrix table: more would not fit 1280 px.
 pub const MAX_COLUMNS: usize = 6;
@@ -32,7 +35,9 @@ fn breakable(name: &str) -> String {
 }
 
 fn css() -> String {
-    let mut css = String::from(
+    let mut css = String::from(crate::matrix::CSS);
+    css.push_str(crate::debate::CSS);
+    css.push_str(
         r#"
 * { box-sizing: border-box; }
 body { margin: 0; background: #eef0f2; color: #212121;
@@ -64,6 +69,8 @@ dl.scenarios dt { font-weight: 700; margin-top: 10px; }
 dl.scenarios dd { margin: 2px 0 0 18px; }
 code { background: #f3f3f3; padding: 0 3px; border-radius: 3px; font-size: 12.5px; }
 ul.mismatches li { margin: 2px 0; }
+table.incidents { border-collapse: collapse; width: 100%; font-size: 12.5px; margin: 10px 0; }
+table.incidents th, table.incidents td { border-bottom: 1px solid #e0e0e0; padding: 5px 6px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 footer { margin-top: 30px; color: #777; font-size: 12.5px; }
 "#,
     );
@@ -141,7 +148,8 @@ fn cell_html(cell: &Cell) -> String {
     );
     let _ = write!(
         out,
-        r#"<td class="cell o-{}" title="{}">"#,
+        r#"<td id="{}" class="cell o-{}" title="{}">"#,
+        crate::matrix::cell_id(&s.scenario, &s.scheme),
         s.outcome.as_str(),
         esc(&title)
     );
@@ -198,12 +206,13 @@ fn cell_html(cell: &Cell) -> String {
     out
 }
 
-fn matrix_html(s: &Summary, out: &mut String) {
-    if s.scenarios.is_empty() {
-        out.push_str("<p>No scenarios.</p>\n");
+fn catalog_html(s: &Summary, out: &mut String) {
+    let scenarios: Vec<&ScenarioInfo> = s.catalog_scenarios();
+    if scenarios.is_empty() {
+        out.push_str("<p>No catalog scenarios in this report.</p>\n");
         return;
     }
-    for chunk in s.scenarios.chunks(MAX_COLUMNS) {
+    for chunk in scenarios.chunks(MAX_COLUMNS) {
         // Rows: the schemes that ran on at least one scenario of this table.
         let schemes: Vec<&String> = s
             .schemes
@@ -222,7 +231,7 @@ fn matrix_html(s: &Summary, out: &mut String) {
             );
         }
         // Keep columns the same width in every table.
-        for _ in chunk.len()..MAX_COLUMNS.min(s.scenarios.len()) {
+        for _ in chunk.len()..MAX_COLUMNS.min(scenarios.len()) {
             out.push_str("<th></th>");
         }
         out.push_str("</tr></thead>\n<tbody>\n");
@@ -234,7 +243,7 @@ fn matrix_html(s: &Summary, out: &mut String) {
                     None => out.push_str(r#"<td class="none">—</td>"#),
                 }
             }
-            for _ in chunk.len()..MAX_COLUMNS.min(s.scenarios.len()) {
+            for _ in chunk.len()..MAX_COLUMNS.min(scenarios.len()) {
                 out.push_str("<td></td>");
             }
             out.push_str("</tr>\n");
@@ -248,15 +257,26 @@ fn inline_svg(svg: &str) -> String {
     svg.replacen("<svg ", r#"<svg style="max-width:100%;height:auto" "#, 1)
 }
 
-/// The whole page.
-pub fn render(s: &Summary, charts: &ChartSet) -> String {
-    let mut out = String::new();
+fn legend(out: &mut String) {
+    out.push_str("<div class=\"legend\">");
+    for outcome in Outcome::ALL {
+        let _ = write!(
+            out,
+            r#"<div><span class="sw o-{}"></span>{}</div>"#,
+            outcome.as_str(),
+            esc(outcome.legend())
+        );
+    }
+    out.push_str("</div>\n");
+}
+
+fn header(s: &Summary, out: &mut String) {
     let _ = write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>locksim — lock schemes × scenarios</title>\n<style>{}</style>\n</head>\n<body>\n<main>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>locksim — which lock survives what</title>\n<style>{}</style>\n</head>\n<body>\n<main>\n",
         css()
     );
-    out.push_str("<h1>locksim — lock schemes × scenarios</h1>\n");
+    out.push_str("<h1>locksim — which lock survives what, and what it costs</h1>\n");
     let _ = writeln!(out, r#"<p class="meta">{}</p>"#, esc(&headline(s)));
     if s.interrupted {
         out.push_str(r#"<p class="alert">Interrupted (Ctrl-C): this report shows only the runs that finished.</p>"#);
@@ -276,19 +296,34 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
             r##"<p class="alert bad">{mismatches} verdict(s) differ from the scenarios' expectations: see <a href="#expectations">Expectations</a>.</p>"##
         );
     }
+}
 
-    out.push_str("<h2>Matrix</h2>\n<p>A row per lock scheme, a column per scenario. Each cell: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); the longest any client waited for the lock on any seed (starvation, not a liveness failure); which verdicts failed and how often. Hover a cell for every count.</p>\n<div class=\"legend\">");
-    for outcome in Outcome::ALL {
-        let _ = write!(
-            out,
-            r#"<div><span class="sw o-{}"></span>{}</div>"#,
-            outcome.as_str(),
-            esc(outcome.legend())
-        );
+fn fault_matrix(s: &Summary, out: &mut String) {
+    if s.matrix_columns().is_empty() {
+        return;
     }
-    out.push_str("</div>\n");
-    matrix_html(s, &mut out);
+    out.push_str("<h2 id=\"matrix\">The matrix: every lock under every fault</h2>\n<p>A row per lock scheme (grouped by how it locks; <span class=\"nolease\">no lease</span>: the key never expires by itself), a column per fault class (grouped by family). Upright headers are worst cases, scripted to strike the first grant: each cell is the seeds that broke something out of the seeds run. <i>Italic</i> headers are random-rate columns (the random nemesis restricted to that family): the share of seeds that broke something, with its 95% Wilson interval below. Colour: the worst outcome; a linked figure opens the first failing seed's timeline; hover for the counts and the column's description. The cost columns are the fault-free column's acquire latency and throughput.</p>\n");
+    legend(out);
+    crate::matrix::html(s, out);
+    out.push_str("<h2 id=\"breaks\">What breaks it</h2>\n<p>Per scheme, the worst cases that broke it on some seed, by outcome, then the random-rate columns in which some seed broke something.</p>\n");
+    crate::matrix::breaks_html(s, out);
+}
 
+fn debate(s: &Summary, out: &mut String) {
+    if s.matrix_columns().is_empty() {
+        return;
+    }
+    out.push_str("<h2 id=\"debate\">The debate, replayed</h2>\n<p>Each claim of Martin Kleppmann’s <i>How to do distributed locking</i> (2016), antirez’s answer <i>Is Redlock safe?</i> (2016), redis.io’s Redlock page and the seed articles, next to the cells that test it and what the runs say (✓: the runs show what the claim predicts on these seeds; ✗: they do not). Claims are paraphrased; quotes are verbatim from the seed articles.</p>\n");
+    crate::debate::html(s, out);
+}
+
+fn catalog(s: &Summary, out: &mut String) {
+    out.push_str("<h2 id=\"catalog\">The catalog</h2>\n<p>Every other scenario: each scheme under the one case its source (or the literature) says breaks it, and the fault-free baselines. A row per lock scheme, a column per scenario. Each cell: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); the longest any client waited for the lock on any seed (starvation, not a liveness failure); which verdicts failed and how often. Hover a cell for every count.</p>\n");
+    legend(out);
+    catalog_html(s, out);
+}
+
+fn charts(charts: &ChartSet, out: &mut String) {
     out.push_str("<h2>Charts</h2>\n");
     for chart in &charts.charts {
         let _ = writeln!(
@@ -300,7 +335,9 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
             chart.file
         );
     }
+}
 
+fn scenarios(s: &Summary, out: &mut String) {
     out.push_str("<h2>Scenarios</h2>\n<dl class=\"scenarios\">\n");
     for sc in &s.scenarios {
         let _ = write!(
@@ -317,9 +354,11 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         out.push_str("</dd>\n");
     }
     out.push_str("</dl>\n");
+}
 
+fn expectations(s: &Summary, out: &mut String) {
     out.push_str("<h2 id=\"expectations\">Expectations</h2>\n");
-    if mismatches == 0 {
+    if s.mismatch_count() == 0 {
         out.push_str(
             "<p>Every verdict these runs gave matches its scenario's <code>expect</code>.</p>\n",
         );
@@ -332,29 +371,52 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         }
         out.push_str("</ul>\n");
     }
+}
+
+fn reproduce(s: &Summary, out: &mut String) {
     let replays: Vec<&Cell> = s.cells.iter().filter(|c| c.replay.is_some()).collect();
-    if !replays.is_empty() {
-        out.push_str(
-            "<h2>Reproduce</h2>\n<p>The first failing seed of each cell, as a command:</p>\n<ul>\n",
+    if replays.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2>Reproduce</h2>\n<p>The first failing seed of each cell, as a command:</p>\n<ul>\n",
+    );
+    for cell in replays {
+        let _ = writeln!(
+            out,
+            "<li>{} × {}: <code>{}</code></li>",
+            esc(&cell.stats.scheme),
+            esc(&cell.stats.scenario),
+            esc(cell.replay.as_deref().unwrap_or_default())
         );
-        for cell in replays {
-            let _ = writeln!(
-                out,
-                "<li>{} × {}: <code>{}</code></li>",
-                esc(&cell.stats.scheme),
-                esc(&cell.stats.scenario),
-                esc(cell.replay.as_deref().unwrap_or_default())
-            );
-        }
-        out.push_str("</ul>\n");
     }
-    if !s.errors.is_empty() {
-        out.push_str("<h2 id=\"errors\">Errors</h2>\n<ul>\n");
-        for e in &s.errors {
-            let _ = writeln!(out, "<li>{}</li>", esc(e));
-        }
-        out.push_str("</ul>\n");
+    out.push_str("</ul>\n");
+}
+
+fn errors(s: &Summary, out: &mut String) {
+    if s.errors.is_empty() {
+        return;
     }
+    out.push_str("<h2 id=\"errors\">Errors</h2>\n<ul>\n");
+    for e in &s.errors {
+        let _ = writeln!(out, "<li>{}</li>", esc(e));
+    }
+    out.push_str("</ul>\n");
+}
+
+/// The whole page: one call per section, in reading order.
+pub fn render(s: &Summary, chart_set: &ChartSet) -> String {
+    let mut out = String::new();
+    header(s, &mut out);
+    fault_matrix(s, &mut out);
+    debate(s, &mut out);
+    catalog(s, &mut out);
+    out.push_str(&crate::incidents::html(s));
+    charts(chart_set, &mut out);
+    scenarios(s, &mut out);
+    expectations(s, &mut out);
+    reproduce(s, &mut out);
+    errors(s, &mut out);
     out.push_str("<footer>Generated by <code>locksim compare</code>. The same numbers are in <code>summary.json</code> and <code>report.md</code> beside this page. Same scenario + same seed ⇒ the same trace: every seed named here replays exactly.</footer>\n</main>\n</body>\n</html>\n");
     out
 }
@@ -380,6 +442,7 @@ pub(crate) mod tests {
             stats,
             mismatches,
             timeline: timeline.map(String::from),
+            expect_broken_seeds: None,
         };
         let all: Vec<_> = a.iter().chain(&c).cloned().collect();
         Summary {
@@ -394,6 +457,8 @@ pub(crate) mod tests {
                     description: "a pause".into(),
                     source: "Kleppmann 2016".into(),
                     seeds: "0..9".into(),
+                    incident: None,
+                    matrix: None,
                 },
                 ScenarioInfo {
                     name: "base<line>".into(),
@@ -401,9 +466,12 @@ pub(crate) mod tests {
                     description: "no faults".into(),
                     source: String::new(),
                     seeds: "0..9".into(),
+                    incident: None,
+                    matrix: None,
                 },
             ],
             schemes: vec!["set-nx-px-lua".into(), "fencing".into()],
+            matrix_rows: vec![],
             cells: vec![
                 cell(
                     CellStats::from_results("gc-pause", "set-nx-px-lua", &a),

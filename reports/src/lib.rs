@@ -1,11 +1,15 @@
 //! Renders locksim results for people: a text summary of a run, its timeline picture and its
 //! event log; and for many runs the aggregate numbers (`summary`), the charts, and the
-//! comparison report as HTML and Markdown.
+//! comparison report as HTML and Markdown — the fault matrix (`matrix`) and the debate
+//! (`debate`) at its head.
 
 pub mod charts;
+pub mod debate;
 pub mod events;
 pub mod html;
+pub mod incidents;
 pub mod markdown;
+pub mod matrix;
 pub mod summary;
 pub mod text;
 pub mod timeline;

@@ -1,6 +1,8 @@
-//! `report.md`: the comparison in Markdown — the same numbers as `index.html`, one table row per
-//! scenario × scheme cell (a wide matrix reads badly as Markdown), the charts as image links to
-//! `charts/*.svg`, the scenarios, mismatches and errors.
+//! `report.md`: the comparison in Markdown — the same numbers as `index.html`: the fault
+//! matrix as one table (a letter per outcome) and what breaks each scheme, the debate, then the
+//! catalog with one table row per scenario × scheme cell (a wide matrix of long scenario names
+//! reads badly as Markdown), the charts as image links to `charts/*.svg`, the scenarios,
+//! mismatches and errors.
 
 use std::fmt::Write;
 
@@ -15,7 +17,10 @@ fn cell_text(s: &str) -> String {
 
 pub fn render(s: &Summary, charts: &ChartSet) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# locksim — lock schemes × scenarios\n");
+    let _ = writeln!(
+        out,
+        "# locksim — which lock survives what, and what it costs\n"
+    );
     let _ = writeln!(out, "{}\n", headline(s));
     if s.interrupted {
         let _ = writeln!(
@@ -30,7 +35,17 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
             "> **{mismatches} verdict(s) differ from the scenarios' expectations** (see below).\n"
         );
     }
-    let _ = writeln!(out, "## Matrix\n");
+    if !s.matrix_columns().is_empty() {
+        let _ = writeln!(out, "## The matrix: every lock under every fault\n");
+        crate::matrix::markdown(s, &mut out);
+        let _ = writeln!(out, "## The debate, replayed\n");
+        let _ = writeln!(
+            out,
+            "Each claim next to the cells that test it (✓: the runs show what it predicts; ✗: they do not). Claims are paraphrased; quotes are verbatim from the seed articles.\n"
+        );
+        crate::debate::markdown(s, &mut out);
+    }
+    let _ = writeln!(out, "## The catalog\n");
     let _ = writeln!(
         out,
         "Outcome: `ok` every seed safe and live · `unfair` FIFO order lost (scenarios that judge it) · `stuck` liveness failed · `overlap` lock held twice, no update lost · `corrupted` a lost update. Latency: each seed's acquire p50/p99, median over the seeds (simulated ms). Longest wait: the longest any client waited for the lock, on any seed (starvation; not a liveness failure while others get the lock).\n"
@@ -40,7 +55,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         "| scenario | scheme | outcome | seeds run | violating | first failing seed | failed verdicts | acquire p50 | acquire p99 | longest wait | acq/s | expectations |"
     );
     let _ = writeln!(out, "|---|---|---|--:|--:|---|---|--:|--:|--:|--:|---|");
-    for sc in &s.scenarios {
+    for sc in s.catalog_scenarios() {
         for scheme in &s.schemes {
             let Some(cell) = s.cell(&sc.name, scheme) else {
                 continue;
@@ -99,6 +114,11 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         }
         out.push('\n');
     }
+    let incidents = crate::incidents::markdown(s);
+    if !incidents.is_empty() {
+        out.push('\n');
+        out.push_str(&incidents);
+    }
     let _ = writeln!(out, "\n## Expectations\n");
     if mismatches == 0 {
         let _ = writeln!(
@@ -145,7 +165,7 @@ mod tests {
         assert!(md.contains("| gc-pause | fencing | overlap | 1 | 1 | seed 4 |"));
         assert!(md.contains("**1 unexpected**"));
         assert_eq!(md.matches("\n| ").count(), 3 + 1, "header + three cells");
-        assert!(md.contains("![Violation matrix](charts/violations.svg)"));
+        assert!(md.contains("![Violation matrix (catalog)](charts/violations.svg)"));
         assert!(md.contains("locksim replay x.json --seed 0"));
         assert!(md.contains("- gc-pause [fencing] seed 4: mutual_exclusion expected holds"));
     }

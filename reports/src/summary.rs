@@ -104,6 +104,7 @@ pub fn is_violating(r: &RunResult) -> bool {
         || r.verdicts.resource_safety == Safety::Violated
         || r.verdicts.liveness == Liveness::Stuck
         || r.lost_fifo_order()
+        || r.counts.stolen_extensions > 0
 }
 
 fn outcome_of(r: &RunResult) -> Outcome {
@@ -115,6 +116,9 @@ fn outcome_of(r: &RunResult) -> Outcome {
         Outcome::Stuck
     } else if r.lost_fifo_order() {
         Outcome::Unfair
+    } else if r.counts.stolen_extensions > 0 {
+        // An extension of a lock the client no longer held: it believed it held it.
+        Outcome::Overlap
     } else {
         Outcome::Ok
     }
@@ -142,6 +146,28 @@ pub struct CellStats {
     /// seed's (see `model::check::liveness`).
     #[serde(default)]
     pub max_wait_ms: WaitSummary,
+    /// 95% Wilson score interval of the share of seeds violating (what a random-rate column
+    /// reports: the rate the seeds estimate, and how sure that estimate is).
+    #[serde(default)]
+    pub violating_ci95: [f64; 2],
+}
+
+/// The 95% Wilson score interval of a proportion `k` of `n` (Wilson 1927): unlike the normal
+/// approximation it stays within [0, 1] and is not zero-width at 0 or n.
+pub fn wilson_ci95(k: u64, n: u64) -> [f64; 2] {
+    if n == 0 {
+        return [0.0, 1.0];
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let (k, n) = (k as f64, n as f64);
+    let p = k / n;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z * ((p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt()) / (1.0 + z2 / n);
+    [
+        round3((centre - half).max(0.0)),
+        round3((centre + half).min(1.0)),
+    ]
 }
 
 /// The longest wait for the lock across seeds: each seed's `max_wait_ms`, summarised.
@@ -234,6 +260,7 @@ impl CellStats {
         }
         violating_seeds.sort_unstable();
         violating_seeds.dedup();
+        let violating = violating_seeds.len() as u64;
         let runs = results.len() as f64;
         CellStats {
             scenario: scenario.to_string(),
@@ -253,6 +280,7 @@ impl CellStats {
             acquisitions: results.iter().map(|r| r.counts.acquisitions).sum(),
             acquire_failures: results.iter().map(|r| r.counts.acquire_failures).sum(),
             max_wait_ms: WaitSummary::from_results(results),
+            violating_ci95: wilson_ci95(violating, results.len() as u64),
         }
     }
 
@@ -275,6 +303,33 @@ pub struct ScenarioInfo {
     pub source: String,
     /// The seeds this report ran, `A..B` (both ends included).
     pub seeds: String,
+    /// The reported failure it reproduces (`scenarios/incidents/`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub incident: Option<crate::incidents::Incident>,
+    /// Its column in the fault matrix, for a `"schemes": "all"` scenario.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub matrix: Option<MatrixColumn>,
+}
+
+/// A column of the fault matrix (one `"schemes": "all"` scenario).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatrixColumn {
+    /// The short header.
+    pub column: String,
+    /// The fault family the column is grouped under.
+    pub family: String,
+    /// A random nemesis drives it: its cells are rates over the seeds, not worst cases.
+    pub random: bool,
+}
+
+/// A row of the fault matrix: a scheme (or preset) with its group.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatrixRow {
+    pub scheme: String,
+    /// The group heading (`model::locks::Family::title`).
+    pub family: String,
+    /// False for a scheme without a lease (the key stays until deleted).
+    pub lease: bool,
 }
 
 /// One cell of the matrix as the report shows it.
@@ -291,6 +346,10 @@ pub struct Cell {
     /// The command that reproduces the first failing seed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub replay: Option<String>,
+    /// For incident scenarios: the seeds on which a property the scenario's `expect` names is
+    /// broken (the incidents section's verdict).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expect_broken_seeds: Option<Vec<u64>>,
 }
 
 /// Per scheme over the whole report (all its cells pooled): what the charts plot.
@@ -351,6 +410,9 @@ pub struct Summary {
     pub scenarios: Vec<ScenarioInfo>,
     /// Schemes in order of first appearance (rows of the matrix).
     pub schemes: Vec<String>,
+    /// The rows of the fault matrix, grouped by family, when the report has matrix columns.
+    #[serde(default)]
+    pub matrix_rows: Vec<MatrixRow>,
     pub cells: Vec<Cell>,
     pub scheme_totals: Vec<SchemeStats>,
     /// Runs that could not be simulated, one message each.
@@ -358,6 +420,22 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The fault matrix's columns, in report order.
+    pub fn matrix_columns(&self) -> Vec<&ScenarioInfo> {
+        self.scenarios
+            .iter()
+            .filter(|s| s.matrix.is_some())
+            .collect()
+    }
+
+    /// The catalog's scenarios: every one that is not a matrix column.
+    pub fn catalog_scenarios(&self) -> Vec<&ScenarioInfo> {
+        self.scenarios
+            .iter()
+            .filter(|s| s.matrix.is_none())
+            .collect()
+    }
+
     pub fn cell(&self, scenario: &str, scheme: &str) -> Option<&Cell> {
         self.cells
             .iter()
@@ -463,6 +541,14 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn wilson_intervals_stay_inside_zero_and_one() {
+        assert_eq!(wilson_ci95(0, 20), [0.0, 0.161]);
+        assert_eq!(wilson_ci95(20, 20), [0.839, 1.0]);
+        assert_eq!(wilson_ci95(10, 20), [0.299, 0.701]);
+        assert_eq!(wilson_ci95(0, 0), [0.0, 1.0]);
+    }
+
+    #[test]
     fn outcomes_order_from_best_to_worst() {
         let c = CellStats::from_results("s", "x", &[result("s", "x", 1, FENCED, (1.0, 1.0))]);
         assert_eq!(c.outcome, Outcome::Overlap);
@@ -500,6 +586,7 @@ pub(crate) mod tests {
             mismatches: vec![],
             timeline: Some("runs/s/x/seed-2/timeline.svg".into()),
             replay: None,
+            expect_broken_seeds: None,
         };
         let json = serde_json::to_value(&cell).unwrap();
         assert_eq!(json["seeds_run"], 1);

@@ -65,6 +65,8 @@ fn run_on_this_thread(
     budget: Budget,
 ) -> Result<RunOutput, String> {
     let wall_start = std::time::Instant::now();
+    // The row's own world: its masters, faults and expectations.
+    let scenario = &Arc::new(scenario.for_scheme(scheme_index));
     let latency = scenario.network.latency_ms;
     let mut config = madsim::Config::default();
     // madsim draws each message's one-way latency from [start, end): include the max.
@@ -82,6 +84,7 @@ fn run_on_this_thread(
         clients: scenario.owner_names(),
         end_us,
         liveness_window_ms: scenario.liveness_window_ms(scheme),
+        masters: scenario.master_names(),
     };
     let mut report = check_all(&events, &ctx);
     if scenario.judges_fairness() {
@@ -155,12 +158,16 @@ async fn simulate(
         .ip(node_ip("network"))
         .build();
     world.net.set_node(network_node);
+    let lag_us = scenario.topology.replica_lag_ms * 1000;
     for master in scenario.master_names() {
         for replica in scenario.replica_names(&master) {
             // redis.conf of a replica: `replicaof <master> 6379`.
             world
                 .disks
                 .with(&replica, |disk| disk.replicaof = Some(master.clone()));
+            if lag_us > 0 {
+                world.net.add_delay(&master, &replica, lag_us);
+            }
         }
     }
     for name in scenario.redis_names() {

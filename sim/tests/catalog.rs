@@ -1,5 +1,7 @@
-//! Every scenario of the catalog gives the verdicts its `expect` promises, on every seed of its
-//! range, for every scheme it sweeps (the CI regression set).
+//! Every scenario of the catalog (`scenarios/*.json`) gives the verdicts its `expect` promises,
+//! on every seed of its range, for every scheme it sweeps (the CI regression set). The fault
+//! matrix (`scenarios/matrix/`, ~6,000 runs) is checked in release by `locksim check` in CI;
+//! `tests/matrix.rs` runs each of its files on one seed here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,13 +10,25 @@ use locksim::runner::{default_jobs, run_parallel};
 use locksim::scenario::Scenario;
 use locksim::scenario::expect::mismatches;
 
+/// Every scenario file of the catalog, subfolders (`incidents/`) included, sorted by path.
 fn catalog() -> Vec<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("the scenarios/ catalog exists")
-        .map(|e| e.expect("readable catalog entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for path in std::fs::read_dir(dir)
+            .expect("the scenarios/ catalog exists")
+            .map(|e| e.expect("readable catalog entry").path())
+        {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "json") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(
+        &PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")),
+        &mut files,
+    );
     files.sort();
     files
 }
@@ -34,11 +48,8 @@ fn every_catalog_scenario_meets_its_expectations() {
             });
             results.sort_by_key(|r| r.seed);
             assert_eq!(results.len() as u64, scenario.seeds.len());
-            failures.extend(mismatches(
-                &scenario.expect,
-                &scenario.expect_some,
-                &results,
-            ));
+            let (expect, expect_some) = scenario.expectations(scheme);
+            failures.extend(mismatches(&expect, &expect_some, &results));
         }
     }
     assert!(

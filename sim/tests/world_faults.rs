@@ -471,3 +471,124 @@ fn a_fault_after_0_ms_fires_before_the_nodes_next_step() {
         pause.t_us
     );
 }
+
+/// The fault events of a run: (t_us, node, detail) of each injection.
+fn injected(events: &[Event]) -> Vec<(u64, String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Fault {
+                phase: model::history::FaultPhase::Injected,
+                detail,
+                ..
+            } => Some((e.t_us, e.node.clone(), detail.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Placeholders resolve when the fault fires, from the world's state: `{holder_master}` is the
+/// last master holding the holder's write (redis-3 for a bare majority redis-1..3), `{peer}` the
+/// other client, `{rest}` every Redis, Sentinel and client node the other groups leave out.
+#[test]
+fn holder_placeholders_land_on_the_holders_nodes() {
+    let out = run_json(
+        r#"{ "name": "p", "duration_ms": 4000, "lease_ms": 2000,
+             "scheme": "redlock",
+             "clients": { "count": 2, "acquisitions": 1, "hold_ms": [300, 300] },
+             "faults": [
+               { "kind": "pause", "node": "client-2", "at_ms": 0, "duration_ms": 200 },
+               { "kind": "partition", "at_ms": 0,
+                 "groups": [["client-1", "{first_majority}"], ["client-2", "{last_majority}"]] },
+               { "kind": "clock_jump", "node": "{holder_master}", "delta_ms": 10,
+                 "on": { "event": "acquired" } },
+               { "kind": "clock_jump", "node": "{peer}", "delta_ms": 10,
+                 "on": { "event": "acquired" } } ] }"#,
+        1,
+    );
+    let faults = injected(&out.events);
+    let jumps: Vec<&str> = faults
+        .iter()
+        .filter(|(_, _, d)| d.contains("jumps"))
+        .map(|(_, node, _)| node.as_str())
+        .collect();
+    assert_eq!(jumps, ["redis-3", "client-2"], "{faults:?}");
+
+    let split = run_json(
+        r#"{ "name": "s", "duration_ms": 3000,
+             "topology": { "replicas": 1, "sentinels": 3 },
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 2, "acquisitions": 2 },
+             "faults": [ { "kind": "partition", "duration_ms": 500, "on": { "event": "acquired" },
+                           "groups": [["{holder}", "{holder_masters}"], ["{rest}"]] } ] }"#,
+        1,
+    );
+    let partition = injected(&split.events)
+        .into_iter()
+        .find(|(_, _, d)| d.starts_with("partition"))
+        .expect("the partition fired");
+    let holder = split
+        .events
+        .iter()
+        .find(|e| e.name() == "acquired")
+        .map(|e| e.node.clone())
+        .unwrap();
+    let peer = if holder == "client-1" {
+        "client-2"
+    } else {
+        "client-1"
+    };
+    assert_eq!(
+        partition.2,
+        format!(
+            "partition [[\"{holder}\", \"redis-1\"], [\"redis-1-replica-1\", \"sentinel-1\", \"sentinel-2\", \"sentinel-3\", \"{peer}\"]]"
+        )
+    );
+}
+
+/// `lock_granted` fires the instant a client's writes stand on a quorum of the masters (the
+/// third of Redlock's five), before the client has seen the reply; `lock_written` on the first
+/// write (SETNX, before setnx-expire's EXPIRE).
+#[test]
+fn lock_write_triggers_fire_on_the_server_side_grant() {
+    let out = run_json(
+        r#"{ "name": "g", "duration_ms": 6000, "lease_ms": 2000,
+             "scheme": "redlock",
+             "clients": { "count": 1, "acquisitions": 1 },
+             "faults": [ { "kind": "pause", "node": "{holder}", "duration_ms": 100,
+                           "on": { "event": "lock_granted" } } ] }"#,
+        1,
+    );
+    let owned: Vec<u64> = out
+        .events
+        .iter()
+        .filter(
+            |e| matches!(&e.kind, EventKind::KeyOwner { owner: Some(o), .. } if o == "client-1"),
+        )
+        .map(|e| e.t_us)
+        .collect();
+    let (paused_at, node, _) = injected(&out.events)[0].clone();
+    assert_eq!(node, "client-1");
+    assert_eq!(paused_at, owned[2], "at the third master's write");
+    let acquired = out.events.iter().find(|e| e.name() == "acquired").unwrap();
+    assert!(acquired.t_us > paused_at + 100_000);
+
+    let crash = run_json(
+        r#"{ "name": "w", "duration_ms": 2000,
+             "scheme": { "name": "setnx-expire", "ttl_ms": 1000 },
+             "clients": { "count": 1, "acquisitions": 1 },
+             "faults": [ { "kind": "crash", "node": "{holder}", "on": { "event": "lock_written" } } ] }"#,
+        1,
+    );
+    let commands: Vec<String> = crash
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Executed { command, .. } => Some(command.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    assert!(commands[0].starts_with("SETNX lock"), "{commands:?}");
+    assert_eq!(injected(&crash.events)[0].1, "client-1");
+}

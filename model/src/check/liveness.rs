@@ -74,7 +74,9 @@ pub fn check(events: &[Event], ctx: &CheckContext) -> LivenessReport {
         |demand: &mut Demand, owner: &str, t_us: u64, report: &mut LivenessReport| {
             if let Some(since) = demand.wanting.remove(owner) {
                 let longest = report.max_wait_us.entry(owner.to_string()).or_default();
-                *longest = (*longest).max(t_us - since);
+                // A wait that began after the run's end (the runner notices the end up to 10 ms
+                // late, and events of those last milliseconds are kept) lasted nothing.
+                *longest = (*longest).max(t_us.saturating_sub(since));
             }
         };
     for event in events {
@@ -145,6 +147,7 @@ mod tests {
     }
     fn ctx(end_ms: u64) -> CheckContext {
         CheckContext {
+            masters: vec!["redis-1".into()],
             clients: vec!["a".into(), "b".into()],
             end_us: end_ms * 1000,
             liveness_window_ms: 3000,
@@ -183,6 +186,16 @@ mod tests {
         assert_eq!(report.violations.len(), 1);
         assert_eq!(report.violations[0].nodes, vec!["a".to_string()]);
         assert_eq!(report.max_wait_us["a"], 3_001_000);
+    }
+
+    /// A client that starts waiting after the run's end (events of the runner's last few
+    /// milliseconds) waited 0 ms, not 2^64 µs.
+    #[test]
+    fn a_wait_that_starts_after_the_end_lasts_nothing() {
+        let events = vec![acquired(10, "a"), started(3005, "b")];
+        let report = check(&events, &ctx(3000));
+        assert!(report.violations.is_empty());
+        assert_eq!(report.max_wait_us["b"], 0);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Checkers: one per property, each a pure function of the history (Jepsen's checker role).
 //! `check_all` composes them into the verdicts, counts and violations of a `RunResult`.
 
+pub mod extension;
 pub mod fairness;
 pub mod latency;
 pub mod liveness;
@@ -23,6 +24,9 @@ pub struct CheckContext {
     /// How long the lock may go ungranted while live clients want it, once every fault has
     /// healed, before the run is `stuck`.
     pub liveness_window_ms: u64,
+    /// The independent masters (`redis-1..N`): a lock is held while its owner's token is on a
+    /// majority of them (the extension checker).
+    pub masters: Vec<String>,
 }
 
 /// Everything the checkers concluded about one run.
@@ -48,6 +52,7 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
     let resource = resource::check(events);
     let liveness = liveness::check(events, ctx);
     let latency_ms = latency::check(events);
+    let stolen_extensions = extension::check(events, &ctx.masters);
     let max_wait_ms_by_client: BTreeMap<String, f64> = liveness
         .max_wait_us
         .iter()
@@ -71,6 +76,7 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
                 }
             )
         }),
+        stolen_extensions: stolen_extensions.len() as u64,
     };
     let verdicts = Verdicts {
         mutual_exclusion: Safety::from_violated(!exclusion.is_empty()),
@@ -87,6 +93,7 @@ pub fn check_all(events: &[Event], ctx: &CheckContext) -> CheckReport {
         mutual_exclusion::foreign_releases(events),
         resource.conflicts,
         liveness.violations,
+        stolen_extensions,
     ] {
         violations.extend(list.into_iter().take(MAX_VIOLATIONS_PER_KIND));
     }

@@ -43,7 +43,7 @@
 use std::rc::Rc;
 
 use super::redisson::{Failure, RedissonLock, UNLOCK_MESSAGE, Version, prefix_name, synced_eval};
-use super::{LockEnv, LockScheme, Params, SchemeInfo};
+use super::{Family, Lease, LockEnv, LockScheme, Params, PresetInfo, SchemeInfo};
 use crate::redis::Reply;
 
 pub const INFO: SchemeInfo = SchemeInfo {
@@ -51,8 +51,20 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "Redisson RedissonFairLock: lock hash + waiter queue list + deadline zset scored with the client's wall clock",
     source: "redisson/redisson@redisson-4.7.0 RedissonFairLock.java (preset redisson-3.12: 3.12.5); seed 003 (公平鎖, named)",
     default_ttl_ms: 30_000,
+    family: Family::Renewed,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESETS,
     build,
 };
+
+/// Named presets besides the default (`redisson-4.7`).
+const PRESETS: &[PresetInfo] = &[PresetInfo {
+    name: "redisson-3.12",
+    summary: "the fair-lock scripts of Redisson 3.11.1-3.13.2: a fixed 5 s threadWaitTime, a queued waiter told deadline - wait - now",
+    lease: Lease::Ms,
+    same_as: None,
+}];
 
 /// The fair lock's settings.
 #[derive(Clone, Copy, Debug)]

@@ -21,7 +21,8 @@ use async_trait::async_trait;
 
 use super::set_nx_px_lua::compare_and_delete;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, eval, random_token, retry_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, eval, random_token,
+    retry_until,
 };
 use crate::redis::Reply;
 
@@ -30,6 +31,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET NX PX + an INCR fencing token on the lock's master; the resource rejects lower tokens (a failover can repeat one)",
     source: "seed 004 / Kleppmann 2016, fencing tokens",
     default_ttl_ms: 30_000,
+    family: Family::Fencing,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build,
 };
 

@@ -23,7 +23,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired, retry_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
+    retry_until,
 };
 use crate::redis::Reply;
 
@@ -32,6 +33,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "INCRBY k -1 >= 0 takes a permit (undo with +1 on failure), INCRBY k 1 gives it back; no TTL",
     source: "seed 002 (redis + lua 分布式事务锁), scheme 'INCRBY key increment'",
     default_ttl_ms: 0,
+    family: Family::TwoStep,
+    lease: Lease::None,
+    in_all: true,
+    presets: &[],
     build,
 };
 

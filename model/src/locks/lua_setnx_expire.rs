@@ -31,8 +31,8 @@ use async_trait::async_trait;
 
 use super::set::del_release;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, evalsha, not_acquired, uuid1,
-    whole_seconds,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, evalsha,
+    not_acquired, uuid1, whole_seconds,
 };
 use crate::redis::Reply;
 
@@ -41,6 +41,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "TechlogLock: EVALSHA setnx+expire script (KEYS=[key, value, ttl]), GET own id after an error / plain DEL",
     source: "seed 002, class TechlogLock (redis-py)",
     default_ttl_ms: 5000,
+    family: Family::TwoStep,
+    lease: Lease::Seconds,
+    in_all: true,
+    presets: &[],
     build,
 };
 

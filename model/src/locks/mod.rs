@@ -137,6 +137,13 @@ pub struct Release {
     pub detail: String,
 }
 
+/// The library's own answer to an extension of the lease (`clients.extend`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extension {
+    pub ok: bool,
+    pub detail: String,
+}
+
 /// A lock client algorithm. One instance per client (per lock object in the source's terms).
 #[async_trait(?Send)]
 pub trait LockScheme {
@@ -154,6 +161,24 @@ pub trait LockScheme {
     fn share(&self) -> Option<Box<dyn LockScheme>> {
         None
     }
+
+    /// Whether the library followed (with these parameters) has an operation that extends a
+    /// held lock's lease, which `clients.extend` calls. Schemes without one make a scenario
+    /// that asks for extensions an error naming `clients.extend`.
+    fn can_extend(&self) -> bool {
+        false
+    }
+
+    /// Extends the lease of what the last successful `acquire` got, exactly as the library's
+    /// extend operation does, including what it answers when the lock is no longer the
+    /// client's. Only called when `can_extend`.
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let _ = env;
+        Extension {
+            ok: false,
+            detail: "this scheme has no extend operation".into(),
+        }
+    }
 }
 
 /// A scheme's entry in the catalog: `locksim schemes` prints it; `build` makes a client instance.
@@ -163,7 +188,137 @@ pub struct SchemeInfo {
     pub source: &'static str,
     /// The lease of the source's defaults, when the scenario does not give `ttl_ms`.
     pub default_ttl_ms: u64,
+    /// The group the comparison matrix shows it in.
+    pub family: Family,
+    /// What its `ttl_ms` is (a scenario's `lease_ms` sets it where there is one).
+    pub lease: Lease,
+    /// Whether `"schemes": "all"` runs it (not `script`, which needs its scripts).
+    pub in_all: bool,
+    /// Its named presets besides the default, each a row of `locksim schemes`.
+    pub presets: &'static [PresetInfo],
     pub build: fn(&mut Params) -> Result<Box<dyn LockScheme>, String>,
+}
+
+/// What a scheme's lease is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// None: the key stays until someone deletes it (`set`, `incr-semaphore`, `setnx-del`,
+    /// redis-py's `timeout=None`).
+    None,
+    /// `ttl_ms`, sent in milliseconds.
+    Ms,
+    /// `ttl_ms`, which the source sends in whole seconds (`SETEX`, `EXPIRE`): a multiple of 1000.
+    Seconds,
+}
+
+/// A named preset: a library at a version, or another setting of the same algorithm.
+pub struct PresetInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub lease: Lease,
+    /// The row that runs this very algorithm when it is not a row of its own
+    /// (`redlock` with `node-redlock` is `redlock-no-validity`).
+    pub same_as: Option<&'static str>,
+}
+
+/// The groups of the comparison matrix, in the order it shows them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// `SET` / `SETEX` without NX: every client "holds" the lock at once.
+    NoExclusion,
+    /// Exclusion from SETNX or a counter, the TTL (if any) a separate step or the client's clock.
+    TwoStep,
+    /// One atomic `SET NX PX` on one instance.
+    SetNxPx,
+    /// A lease renewed while held (watchdogs, Redisson).
+    Renewed,
+    /// Redlock over independent masters.
+    Redlock,
+    /// A lease plus a fencing token the resource checks.
+    Fencing,
+}
+
+impl Family {
+    pub const ALL: [Family; 6] = [
+        Family::NoExclusion,
+        Family::TwoStep,
+        Family::SetNxPx,
+        Family::Renewed,
+        Family::Redlock,
+        Family::Fencing,
+    ];
+
+    /// The group's heading in reports.
+    pub fn title(self) -> &'static str {
+        match self {
+            Family::NoExclusion => "no exclusion (SET, SETEX)",
+            Family::TwoStep => "SETNX / counter, two steps",
+            Family::SetNxPx => "SET NX PX, one instance",
+            Family::Renewed => "renewed leases",
+            Family::Redlock => "Redlock, independent masters",
+            Family::Fencing => "fencing tokens",
+        }
+    }
+}
+
+/// One row of the comparison: a scheme with its default settings, or one of its presets.
+#[derive(Clone, Copy)]
+pub struct Row {
+    pub scheme: &'static SchemeInfo,
+    pub preset: Option<&'static PresetInfo>,
+}
+
+impl Row {
+    /// `id`, or `id:preset` (as `SchemeSpec::label`).
+    pub fn label(&self) -> String {
+        match self.preset {
+            Some(p) => format!("{}:{}", self.scheme.id, p.name),
+            None => self.scheme.id.to_string(),
+        }
+    }
+
+    pub fn summary(&self) -> &'static str {
+        self.preset.map_or(self.scheme.summary, |p| p.summary)
+    }
+
+    pub fn lease(&self) -> Lease {
+        self.preset.map_or(self.scheme.lease, |p| p.lease)
+    }
+
+    /// The scheme object a scenario would write for this row.
+    pub fn spec_json(&self) -> serde_json::Value {
+        match self.preset {
+            Some(p) => serde_json::json!({ "name": self.scheme.id, "preset": p.name }),
+            None => serde_json::json!({ "name": self.scheme.id }),
+        }
+    }
+}
+
+/// Every row of `locksim schemes`, in catalog order: each scheme, then its named presets
+/// (including those that only stand for another row).
+pub fn all_rows() -> Vec<Row> {
+    SCHEMES
+        .iter()
+        .flat_map(|scheme| {
+            std::iter::once(Row {
+                scheme,
+                preset: None,
+            })
+            .chain(scheme.presets.iter().map(move |p| Row {
+                scheme,
+                preset: Some(p),
+            }))
+        })
+        .collect()
+}
+
+/// The rows `"schemes": "all"` runs: every row of `locksim schemes` except `script` (it needs
+/// scripts) and presets that stand for another row.
+pub fn matrix_rows() -> Vec<Row> {
+    all_rows()
+        .into_iter()
+        .filter(|r| r.scheme.in_all && r.preset.is_none_or(|p| p.same_as.is_none()))
+        .collect()
 }
 
 /// Every scheme, by stable id (DESIGN.md's table).

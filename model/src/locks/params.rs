@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::{LockScheme, SchemeInfo, scheme_info};
+use super::{Lease, LockScheme, SchemeInfo, scheme_info};
 
 /// The longest string parameter: lock keys and values are names, and every command, trace
 /// event and key-owner record repeats them (a 50 MB `value` would be copied into each).
@@ -92,6 +92,45 @@ impl SchemeSpec {
             .and_then(Value::as_u64)
             .or_else(|| self.info().map(|i| i.default_ttl_ms))
             .unwrap_or(30_000)
+    }
+
+    /// What this scheme's `ttl_ms` is: its preset's lease, else its scheme's; redis-py given a
+    /// `ttl_ms` has one.
+    pub fn lease(&self) -> Lease {
+        let Some(info) = self.info() else {
+            return Lease::None;
+        };
+        let preset = self
+            .params
+            .get("preset")
+            .and_then(Value::as_str)
+            .and_then(|name| info.presets.iter().find(|p| p.name == name));
+        match preset.map_or(info.lease, |p| p.lease) {
+            Lease::None if self.params.contains_key("ttl_ms") => Lease::Ms,
+            lease => lease,
+        }
+    }
+
+    /// This scheme with `ttl_ms` = a scenario's `lease_ms`, unless it has no lease or sets its
+    /// own `ttl_ms`. A scheme whose source counts seconds needs a whole number of them (an
+    /// error naming `lease_ms`, rather than a lease silently rounded).
+    pub fn with_lease(mut self, lease_ms: u64, field: &str) -> Result<SchemeSpec, String> {
+        if self.params.contains_key("ttl_ms") {
+            return Ok(self);
+        }
+        match self.lease() {
+            Lease::None => return Ok(self),
+            Lease::Seconds if !lease_ms.is_multiple_of(1000) => {
+                return Err(format!(
+                    "lease_ms: {lease_ms} ms is not a whole number of seconds, which {} needs (its source sets the TTL in seconds): give a multiple of 1000",
+                    self.label()
+                ));
+            }
+            Lease::Ms | Lease::Seconds => {}
+        }
+        self.params.insert("ttl_ms".into(), Value::from(lease_ms));
+        self.build(field)?;
+        Ok(self)
     }
 
     /// A short label for reports: the id, plus the preset when one is chosen.
@@ -262,6 +301,35 @@ mod tests {
             SchemeSpec::from_json(&json!({"name": "fencing", "ttl_ms": 1000}), "scheme").unwrap();
         assert_eq!(b.ttl_ms(), 1000);
         assert_eq!(b.key(), "lock");
+    }
+
+    #[test]
+    fn a_scenario_lease_sets_ttl_ms_where_there_is_a_lease() {
+        let lease = |v: serde_json::Value, ms| {
+            SchemeSpec::from_json(&v, "schemes[0]")
+                .unwrap()
+                .with_lease(ms, "schemes[0]")
+        };
+        assert_eq!(lease(json!("fencing"), 1500).unwrap().ttl_ms(), 1500);
+        let own = lease(json!({"name": "fencing", "ttl_ms": 900}), 1500).unwrap();
+        assert_eq!(own.ttl_ms(), 900, "a scheme's own ttl_ms wins");
+        let none = lease(json!("setnx-del"), 1500).unwrap();
+        assert!(!none.params.contains_key("ttl_ms"));
+        assert_eq!(none.lease(), Lease::None);
+        let redis_py = lease(json!({"name": "set-nx-px-lua", "preset": "redis-py"}), 1500).unwrap();
+        assert_eq!(
+            redis_py.lease(),
+            Lease::None,
+            "redis-py's default timeout=None"
+        );
+        assert_eq!(lease(json!("setex"), 2000).unwrap().ttl_ms(), 2000);
+        let err = lease(json!("setex"), 1500).unwrap_err();
+        assert!(
+            err.starts_with(
+                "lease_ms: 1500 ms is not a whole number of seconds, which setex needs"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -61,7 +61,8 @@ use async_trait::async_trait;
 
 use super::fair;
 use super::{
-    CallError, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, Subscription, argv, uuid4,
+    CallError, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo,
+    Subscription, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -70,8 +71,20 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "Redisson RLock: hash {uuid:thread -> count}, 30 s lease renewed every 10 s, pub/sub wake-up, WAIT through Sentinel",
     source: "redisson/redisson@redisson-4.7.0 RedissonLock.java, renewal/LockTask.java (preset redisson-3.12: 3.12.5)",
     default_ttl_ms: 30_000,
+    family: Family::Renewed,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESETS,
     build,
 };
+
+/// Named presets besides the default (`redisson-4.7`).
+const PRESETS: &[PresetInfo] = &[PresetInfo {
+    name: "redisson-3.12",
+    summary: "Redisson 3.12.5: the same hash lock by EVAL, WAIT after every script through Sentinel, a watchdog that one failed renewal ends",
+    lease: Lease::Ms,
+    same_as: None,
+}];
 
 const LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0)
         or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then

@@ -51,7 +51,8 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 
 use super::{
-    CallError, Grant, LocalBoxFuture, LockEnv, LockScheme, Params, Release, SchemeInfo, argv, uuid4,
+    CallError, Extension, Family, Grant, Lease, LocalBoxFuture, LockEnv, LockScheme, Params,
+    PresetInfo, Release, SchemeInfo, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -60,6 +61,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "Redlock: lock on N masters, majority + validity check on the client's clock, unlock all on failure",
     source: "redis.io distlock; leandromoreira/redlock-rb 2.0.6 (presets: antirez/redlock-rb, redsync v4.17.0, node-redlock v5.0.0-beta.2); seeds 000/003/004",
     default_ttl_ms: 10_000,
+    family: Family::Redlock,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESET_ROWS,
     build: build_redlock,
 };
 
@@ -68,8 +73,66 @@ pub const NO_VALIDITY_INFO: SchemeInfo = SchemeInfo {
     summary: "Redlock without the validity check (node-redlock v5): a majority of votes is enough; retries keep earlier keys",
     source: "mike-marcacci/node-redlock v5.0.0-beta.2 src/index.ts",
     default_ttl_ms: 10_000,
+    family: Family::Redlock,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build: build_no_validity,
 };
+
+/// `redlock`'s named presets besides the default (`leandromoreira/redlock-rb`), as rows of
+/// `locksim schemes`: `node-redlock` has no validity check, which makes it `redlock-no-validity`,
+/// and `redlock-rb` is the default's old name.
+const PRESET_ROWS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "antirez/redlock-rb",
+        summary: "antirez's original (commit 2af803d): SET NX PX on each master in turn, validity > 0 on the wall clock, 3 tries",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redsync",
+        summary: "go-redsync v4.17.0: masters in parallel, 8 s expiry, 32 tries 50-250 ms apart, drift ttl*0.01",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "node-redlock",
+        summary: "node-redlock v5.0.0-beta.2: no validity check, retries keep earlier keys",
+        lease: Lease::Ms,
+        same_as: Some("redlock-no-validity"),
+    },
+    PresetInfo {
+        name: "redlock-rb",
+        summary: "the default's former name (leandromoreira/redlock-rb 2.0.6)",
+        lease: Lease::Ms,
+        same_as: Some("redlock"),
+    },
+    PresetInfo {
+        name: "leandromoreira/redlock-rb@2.0.1",
+        summary: "redlock-rb 2.0.1: a timed-out lock reply escapes as an error and the keys already set are never unlocked (issue 76)",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "node-redlock@4.2.0",
+        summary: "node-redlock v4.2.0: as v5 but with the validity check (votes >= quorum and expiration > Date.now())",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redsync@4.0.3",
+        summary: "redsync v4.0.3: Extend() reports success whatever the masters answered (PR 61); otherwise redsync",
+        lease: Lease::Ms,
+        same_as: Some("redlock:redsync"),
+    },
+    PresetInfo {
+        name: "redsync@4.0.4",
+        summary: "redsync v4.0.4: Extend() counts real successes, no validity check; otherwise redsync",
+        lease: Lease::Ms,
+        same_as: Some("redlock:redsync"),
+    },
+];
 
 /// antirez/redlock-rb's `UnlockScript`.
 const ANTIREZ_UNLOCK: &str = "\n    if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n        return redis.call(\"del\",KEYS[1])\n    else\n        return 0\n    end";
@@ -82,6 +145,11 @@ const RB_PTTL: &str =
 
 /// redsync v4.17.0's `deleteScript`.
 const REDSYNC_DELETE: &str = "\n\tlocal val = redis.call(\"GET\", KEYS[1])\n\tif val == ARGV[1] then\n\t\treturn redis.call(\"DEL\", KEYS[1])\n\telseif val == false then\n\t\treturn -1\n\telse\n\t\treturn 0\n\tend\n";
+
+/// redsync's `touchScript` (the same text in v4.0.3 and v4.17.0) and v4.12.0's
+/// `touchWithSetNXScript` (`WithSetNXOnExtend`, PR 149).
+const REDSYNC_TOUCH: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n\t\treturn redis.call(\"PEXPIRE\", KEYS[1], ARGV[2])\n\telse\n\t\treturn 0\n\tend\n";
+const REDSYNC_TOUCH_SET_NX: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n\t\treturn redis.call(\"PEXPIRE\", KEYS[1], ARGV[2])\n\telseif redis.call(\"SET\", KEYS[1], ARGV[1], \"PX\", ARGV[2], \"NX\") then\n\t\treturn 1\n\telse\n\t\treturn 0\n\tend\n";
 
 /// node-redlock v5.0.0-beta.2's acquire and release scripts, byte for byte.
 const NODE_ACQUIRE: &str = "\n  -- Return 0 if an entry already exists.\n  for i, key in ipairs(KEYS) do\n    if redis.call(\"exists\", key) == 1 then\n      return 0\n    end\n  end\n\n  -- Create an entry for each provided key.\n  for i, key in ipairs(KEYS) do\n    redis.call(\"set\", key, ARGV[1], \"PX\", ARGV[2])\n  end\n\n  -- Return the number of entries added.\n  return #KEYS\n";
@@ -151,7 +219,31 @@ pub struct Redlock {
     lock_timeout_ms: Option<u64>,
     /// Per-instance timeout of `unlock` after a successful acquire.
     unlock_timeout_ms: Option<u64>,
+    /// leandromoreira/redlock-rb up to 2.0.1: an error of one master's lock call (a timeout)
+    /// escapes `lock` at once, with no unlock and no retry.
+    errors_abort: bool,
+    /// How `extend` (`clients.extend`) goes.
+    extension: ExtendRule,
     token: Option<String>,
+}
+
+/// What each library's extend operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExtendRule {
+    /// antirez/redlock-rb and node-redlock here: not modelled.
+    None,
+    /// leandromoreira/redlock-rb `lock(resource, ttl, extend: lock_info)`: its lock script
+    /// once with the same value; with `extend_only_if_locked` only where the key still holds it,
+    /// otherwise also where the key is gone (re-created).
+    RbLock { only_if_locked: bool },
+    /// redsync `Extend`: its touch script on every master. `any_reply`: v4.0.0–v4.0.3 count
+    /// any reply as success (`status != "ERR"`); `validity`: since v4.9 the extension must end
+    /// before the new `until`; `set_nx`: `WithSetNXOnExtend()` re-creates a missing key.
+    Redsync {
+        any_reply: bool,
+        validity: bool,
+        set_nx: bool,
+    },
 }
 
 fn build_redlock(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
@@ -165,9 +257,13 @@ fn build_no_validity(params: &mut Params) -> Result<Box<dyn LockScheme>, String>
 const PRESETS: &[&str] = &[
     "leandromoreira/redlock-rb",
     "redlock-rb",
+    "leandromoreira/redlock-rb@2.0.1",
     "antirez/redlock-rb",
     "redsync",
+    "redsync@4.0.3",
+    "redsync@4.0.4",
     "node-redlock",
+    "node-redlock@4.2.0",
 ];
 
 fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, String> {
@@ -180,6 +276,8 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
     let key = params.key()?;
     let mut s = match preset.as_str() {
         "antirez/redlock-rb" => Redlock {
+            errors_abort: false,
+            extension: ExtendRule::None,
             library: Library::AntirezRb,
             key,
             ttl_ms: INFO.default_ttl_ms,
@@ -196,7 +294,13 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             unlock_timeout_ms: Some(5000),
             token: None,
         },
-        "redsync" => Redlock {
+        "redsync" | "redsync@4.0.3" | "redsync@4.0.4" => Redlock {
+            errors_abort: false,
+            extension: ExtendRule::Redsync {
+                any_reply: preset == "redsync@4.0.3",
+                validity: preset == "redsync",
+                set_nx: false,
+            },
             library: Library::Redsync,
             key,
             ttl_ms: 8000,
@@ -213,7 +317,9 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             unlock_timeout_ms: Some(3000),
             token: None,
         },
-        "node-redlock" => Redlock {
+        "node-redlock" | "node-redlock@4.2.0" => Redlock {
+            errors_abort: false,
+            extension: ExtendRule::None,
             library: Library::NodeRedlock,
             key,
             ttl_ms: INFO.default_ttl_ms,
@@ -223,7 +329,12 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             retry_jitter_ms: 100,
             drift_factor: 0.01,
             drift_const_ms: 2,
-            validity: Validity::None,
+            // v4.2.0 `redlock.js:415-419`: `votes >= quorum && lock.expiration > Date.now()`.
+            validity: if preset == "node-redlock@4.2.0" {
+                Validity::Positive
+            } else {
+                Validity::None
+            },
             clock: Clock::Wall,
             fanout: Fanout::ParallelQuorum,
             lock_timeout_ms: None,
@@ -231,6 +342,10 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             token: None,
         },
         _ => Redlock {
+            errors_abort: preset == "leandromoreira/redlock-rb@2.0.1",
+            extension: ExtendRule::RbLock {
+                only_if_locked: false,
+            },
             library: Library::LeandroRb,
             key,
             ttl_ms: INFO.default_ttl_ms,
@@ -283,6 +398,15 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
         let ms = params.u64("instance_timeout_ms", 0)?;
         s.lock_timeout_ms = (ms > 0).then_some(ms);
         s.unlock_timeout_ms = s.lock_timeout_ms;
+    }
+    match &mut s.extension {
+        ExtendRule::RbLock { only_if_locked } => {
+            *only_if_locked = params.bool("extend_only_if_locked", false)?;
+        }
+        ExtendRule::Redsync { set_nx, .. } => {
+            *set_nx = params.bool("set_nx_on_extend", false)?;
+        }
+        ExtendRule::None => {}
     }
     if no_validity {
         s.validity = Validity::None;
@@ -440,32 +564,34 @@ impl Redlock {
         }
     }
 
-    /// One master's lock command: true when it granted the lock.
+    /// One master's lock command: `Ok(true)` when it granted the lock, the error when the call
+    /// failed (timeout, connection).
     fn lock_one(
         &self,
         env: &Rc<dyn LockEnv>,
         server: usize,
         value: &str,
-    ) -> LocalBoxFuture<'static, bool> {
+    ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
         let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
         let (ttl, timeout, library) = (self.ttl_ms.to_string(), self.lock_timeout_ms, self.library);
         Box::pin(async move {
             match library {
                 Library::AntirezRb | Library::Redsync => {
                     let cmd = argv(&["SET", &key, &value, "NX", "PX", &ttl]);
-                    let reply = send(&env, server, cmd, timeout).await;
-                    matches!(reply, Ok(Reply::Status(ref s)) if s == "OK")
+                    let reply = send(&env, server, cmd, timeout).await?;
+                    Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
                 }
                 Library::LeandroRb => {
                     let args = [value.as_str(), &ttl, "yes"];
-                    let reply = evalsha(&env, server, library, RB_LOCK, &key, &args, timeout).await;
-                    matches!(reply, Ok(Reply::Status(ref s)) if s == "OK")
+                    let reply =
+                        evalsha(&env, server, library, RB_LOCK, &key, &args, timeout).await?;
+                    Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
                 }
                 Library::NodeRedlock => {
                     let args = [value.as_str(), &ttl];
                     let reply =
-                        evalsha(&env, server, library, NODE_ACQUIRE, &key, &args, timeout).await;
-                    matches!(reply, Ok(Reply::Integer(1)))
+                        evalsha(&env, server, library, NODE_ACQUIRE, &key, &args, timeout).await?;
+                    Ok(matches!(reply, Reply::Integer(1)))
                 }
             }
         })
@@ -564,6 +690,49 @@ impl Redlock {
         }
     }
 
+    /// One master's extension of `value`: `Ok(true)` when the library counts it as extended.
+    fn extend_one(
+        &self,
+        env: &Rc<dyn LockEnv>,
+        server: usize,
+        value: &str,
+    ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
+        let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
+        let (ttl, timeout, library) = (self.ttl_ms.to_string(), self.lock_timeout_ms, self.library);
+        let rule = self.extension;
+        Box::pin(async move {
+            match rule {
+                ExtendRule::RbLock { only_if_locked } => {
+                    let allow_new_lock = if only_if_locked { "no" } else { "yes" };
+                    let args = [value.as_str(), &ttl, allow_new_lock];
+                    let reply =
+                        evalsha(&env, server, library, RB_LOCK, &key, &args, timeout).await?;
+                    Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
+                }
+                ExtendRule::Redsync {
+                    any_reply, set_nx, ..
+                } => {
+                    let script = if set_nx {
+                        REDSYNC_TOUCH_SET_NX
+                    } else {
+                        REDSYNC_TOUCH
+                    };
+                    let args = [value.as_str(), &ttl];
+                    let reply =
+                        evalsha(&env, server, library, script, &key, &args, timeout).await?;
+                    Ok(match reply {
+                        // go-redis turns an error reply into `err`.
+                        Reply::Error(_) => false,
+                        // v4.0.3 `touch`: `status != "ERR"` compares an int64 with a string.
+                        _ if any_reply => true,
+                        reply => reply != Reply::Integer(0),
+                    })
+                }
+                ExtendRule::None => Ok(false),
+            }
+        })
+    }
+
     /// Unlocks every master once; how many deleted this value.
     async fn unlock_all(&self, env: &Rc<dyn LockEnv>, value: &str, timeout: Option<u64>) -> usize {
         let results = self
@@ -634,10 +803,33 @@ impl LockScheme for Redlock {
                 }
             }
             let start = self.now(env);
-            let results = self
-                .fan_out(env, |s| self.lock_one(env, s, &value), |ok| *ok)
-                .await;
-            let locked = results.iter().filter(|r| matches!(r, Some(true))).count();
+            let results = if self.errors_abort {
+                // redlock-rb ≤ 2.0.1 `lock_instances`: `@servers.select { |s| s.lock ... }`
+                // lets the first error escape `lock`: no unlock, no retry (issue 76).
+                let mut results = Vec::new();
+                for server in 0..env.servers() {
+                    let result = self.lock_one(env, server, &value).await;
+                    if let Err(e) = result {
+                        return Err(format!(
+                            "the lock call to master {} raised ({e}): the error escapes lock, nothing is unlocked",
+                            server + 1
+                        ));
+                    }
+                    results.push(Some(result));
+                }
+                results
+            } else {
+                self.fan_out(
+                    env,
+                    |s| self.lock_one(env, s, &value),
+                    |r| matches!(r, Ok(true)),
+                )
+                .await
+            };
+            let locked = results
+                .iter()
+                .filter(|r| matches!(r, Some(Ok(true))))
+                .count();
             let elapsed = self.now(env) - start;
             let drift =
                 (self.ttl_ms as f64 * self.drift_factor) as i64 + self.drift_const_ms as i64;
@@ -715,6 +907,69 @@ impl LockScheme for Redlock {
             detail: format!(
                 "ExecutionError: the operation was unable to achieve a quorum during its retry window (last: deleted on {deleted}/{servers} masters)"
             ),
+        }
+    }
+
+    fn can_extend(&self) -> bool {
+        self.extension != ExtendRule::None
+    }
+
+    /// leandromoreira/redlock-rb 2.0.6 `lock(resource, ttl, extend: lock_info)`
+    /// (`client.rb:78-98, :266-281, :300-322`): one try of `lock_instances` with the same
+    /// value, the same validity rule, and every master unlocked when it fails. redsync
+    /// `ExtendContext` (v4.17.0 `mutex.go:157-173, :250-267`; v4.0.3 `mutex.go:93-106,
+    /// :183-194`): the touch script on every master in parallel, a quorum of successes, and
+    /// since v4.4.0 a new `until` that must still be ahead.
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let Some(value) = self.token.clone() else {
+            return Extension {
+                ok: false,
+                detail: "not acquired".into(),
+            };
+        };
+        let quorum = env.servers() / 2 + 1;
+        let servers = env.servers();
+        let start = self.now(env);
+        let results = self
+            .fan_out(
+                env,
+                |s| self.extend_one(env, s, &value),
+                |r| matches!(r, Ok(true)),
+            )
+            .await;
+        let extended = results
+            .iter()
+            .filter(|r| matches!(r, Some(Ok(true))))
+            .count();
+        let elapsed = self.now(env) - start;
+        let drift = (self.ttl_ms as f64 * self.drift_factor) as i64 + self.drift_const_ms as i64;
+        let validity = self.ttl_ms as i64 - elapsed - drift;
+        let (ok, checked) = match self.extension {
+            ExtendRule::RbLock { .. } => {
+                let valid = match self.validity {
+                    Validity::NonNegative => validity >= 0,
+                    Validity::Positive => validity > 0,
+                    Validity::None => true,
+                };
+                (extended >= quorum && valid, true)
+            }
+            ExtendRule::Redsync { validity: v, .. } => {
+                (extended >= quorum && (!v || validity > 0), v)
+            }
+            ExtendRule::None => (false, false),
+        };
+        if !ok && matches!(self.extension, ExtendRule::RbLock { .. }) {
+            // `lock_instances` unlocks every master when the try fails.
+            self.unlock_all(env, &value, self.lock_timeout_ms).await;
+        }
+        let validity_note = if checked {
+            format!(", validity {validity} ms")
+        } else {
+            String::new()
+        };
+        Extension {
+            ok,
+            detail: format!("extended on {extended}/{servers} masters{validity_note}"),
         }
     }
 }
@@ -905,5 +1160,132 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("scheme.preset"), "{err}");
+    }
+
+    /// a's lease runs out and b takes the lock; then a extends.
+    fn extend_after_b_took_it(json: serde_json::Value) -> Extension {
+        let (shared, (a, mut la), (b, mut lb)) = crate::locks::testing::two_clients(json);
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 2500);
+        let grant = block_on(lb.acquire(&b, 1000)).unwrap();
+        let extension = block_on(la.extend(&a));
+        assert_eq!(
+            shared.command(&["GET", "lock"]),
+            Reply::Bulk(grant.token.into_bytes()),
+            "an extension never takes another holder's key"
+        );
+        extension
+    }
+
+    #[test]
+    fn redsync_4_0_3_counts_a_refused_touch_as_an_extension() {
+        let json =
+            |preset: &str| serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 2000});
+        let old = extend_after_b_took_it(json("redsync@4.0.3"));
+        assert!(
+            old.ok,
+            "v4.0.3 compares the integer reply with \"ERR\": {old:?}"
+        );
+        for fixed in ["redsync@4.0.4", "redsync"] {
+            let new = extend_after_b_took_it(json(fixed));
+            assert!(!new.ok, "{fixed}: {new:?}");
+        }
+        let held = extend_after_b_took_it(json("redsync@4.0.4"));
+        assert_eq!(held.detail, "extended on 0/1 masters");
+    }
+
+    /// a's lease runs out and nobody takes the lock; then a extends. Returns the extension and
+    /// the key's value afterwards.
+    fn extend_expired(json: serde_json::Value) -> (Extension, Reply) {
+        let (shared, (a, mut la), _) = crate::locks::testing::two_clients(json);
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 2500);
+        assert_eq!(shared.command(&["GET", "lock"]), Reply::Nil);
+        let extension = block_on(la.extend(&a));
+        (extension, shared.command(&["GET", "lock"]))
+    }
+
+    #[test]
+    fn extensions_that_re_create_an_expired_key_and_those_that_refuse() {
+        let recreating = [
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000, "set_nx_on_extend": true}),
+            serde_json::json!({"name": "redlock", "ttl_ms": 2000}),
+        ];
+        for json in recreating {
+            let (extension, value) = extend_expired(json.clone());
+            assert!(extension.ok, "{json}: {extension:?}");
+            assert_ne!(value, Reply::Nil, "{json}: the key is set again");
+        }
+        let refusing = [
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000}),
+            serde_json::json!({"name": "redlock", "ttl_ms": 2000, "extend_only_if_locked": true}),
+        ];
+        for json in refusing {
+            let (extension, value) = extend_expired(json.clone());
+            assert!(!extension.ok, "{json}: {extension:?}");
+            assert_eq!(value, Reply::Nil, "{json}");
+        }
+    }
+
+    #[test]
+    fn a_held_lock_is_extended_and_only_libraries_with_an_extend_can() {
+        let (shared, (a, mut la), _) = crate::locks::testing::two_clients(
+            serde_json::json!({"name": "redlock", "preset": "redsync", "ttl_ms": 2000}),
+        );
+        block_on(la.acquire(&a, 1000)).unwrap();
+        crate::locks::testing::pass(&shared, 1500);
+        assert!(block_on(la.extend(&a)).ok);
+        assert!(matches!(shared.command(&["PTTL", "lock"]), Reply::Integer(ms) if ms > 1900));
+        for preset in ["antirez/redlock-rb", "node-redlock"] {
+            let s = scheme(serde_json::json!({"name": "redlock", "preset": preset}));
+            assert!(!s.can_extend(), "{preset}");
+        }
+    }
+
+    #[test]
+    fn redlock_rb_2_0_1_lets_a_lock_call_error_escape_without_unlocking() {
+        use crate::locks::testing::Mishap;
+        let run = |preset: &str| {
+            let shared = Shared::new();
+            for script in [RB_UNLOCK, RB_LOCK, RB_PTTL] {
+                shared.command(&["SCRIPT", "LOAD", script]);
+            }
+            let a = DirectEnv::concrete(&shared, "a", 1);
+            a.mishap("EVALSHA", Mishap::LoseReply);
+            let a: Rc<dyn LockEnv> = Rc::new(a);
+            let mut la =
+                scheme(serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 10000}));
+            let result = block_on(la.acquire(&a, 300));
+            (result, shared.command(&["EXISTS", "lock"]))
+        };
+        let (old, left) = run("leandromoreira/redlock-rb@2.0.1");
+        assert!(old.unwrap_err().contains("nothing is unlocked"));
+        assert_eq!(left, Reply::Integer(1), "2.0.1 leaves the key it set");
+        let (_, left) = run("leandromoreira/redlock-rb");
+        assert_eq!(
+            left,
+            Reply::Integer(0),
+            "2.0.6 unlocks every server after an error"
+        );
+    }
+
+    #[test]
+    fn node_redlock_4_2_0_checks_the_expiration_that_v5_ignores() {
+        use crate::locks::testing::Mishap;
+        let run = |preset: &str| {
+            let shared = Shared::new();
+            let a = DirectEnv::concrete(&shared, "a", 1);
+            a.mishap("EVAL", Mishap::PauseAfter(3000));
+            let a: Rc<dyn LockEnv> = Rc::new(a);
+            let mut la = scheme(
+                serde_json::json!({"name": "redlock", "preset": preset, "ttl_ms": 2000, "retry_count": 0}),
+            );
+            block_on(la.acquire(&a, 10_000))
+        };
+        assert!(
+            run("node-redlock").is_ok(),
+            "v5 takes a lock that expired while it paused"
+        );
+        assert!(run("node-redlock@4.2.0").is_err());
     }
 }

@@ -36,7 +36,9 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::watchdog::start_watchdog;
-use super::{Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval};
+use super::{
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
+};
 use crate::redis::Reply;
 
 pub const INFO: SchemeInfo = SchemeInfo {
@@ -44,6 +46,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "seed 003 RedisDistributedLock: one clientId per instance, ThreadLocal count, 100 ms polling, watchdog",
     source: "seed 003 RedisDistributedLock / RedisLockExample",
     default_ttl_ms: 30_000,
+    family: Family::Renewed,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build,
 };
 

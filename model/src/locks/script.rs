@@ -44,8 +44,8 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval, not_acquired,
-    random_token, try_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
+    not_acquired, random_token, try_until,
 };
 use crate::redis::{Outcome, RedisServer, Reply, ServerConfig};
 
@@ -54,6 +54,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "user-defined: acquire/release/renew Lua scripts from the scenario, KEYS/ARGV templates, reply tests",
     source: "user-defined (the scenario's scheme object)",
     default_ttl_ms: 10_000,
+    family: Family::SetNxPx,
+    lease: Lease::Ms,
+    in_all: false,
+    presets: &[],
     build,
 };
 

@@ -19,7 +19,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired, retry_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
+    retry_until,
 };
 use crate::redis::Reply;
 
@@ -28,6 +29,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET k v and take the reply as acquired (seed 002 believes SET returns a change count): no exclusion at all",
     source: "seed 002 (redis + lua 分布式事务锁), scheme 'SET key value'",
     default_ttl_ms: 0,
+    family: Family::NoExclusion,
+    lease: Lease::None,
+    in_all: true,
+    presets: &[],
     build,
 };
 

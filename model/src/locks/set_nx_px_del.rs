@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use super::set::del_release;
 use super::set_nx_px_lua::set_nx_px;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, not_acquired, retry_until, undashed,
-    uuid4,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, not_acquired,
+    retry_until, undashed, uuid4,
 };
 
 pub const INFO: SchemeInfo = SchemeInfo {
@@ -27,6 +27,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET k token NX PX ttl / plain DEL: a holder past its TTL deletes the next holder's lock",
     source: "seed 000 方案二; seed 004 (SET NX PX, DEL)",
     default_ttl_ms: 10_000,
+    family: Family::SetNxPx,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build,
 };
 

@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use super::set::del_release;
 use super::set_nx_px_lua::set_nx_px;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired, retry_until,
-    undashed, uuid4,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
+    retry_until, undashed, uuid4,
 };
 use crate::redis::Reply;
 
@@ -31,6 +31,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET k token NX PX ttl / GET == token then DEL (two commands): the key can change hands in between",
     source: "seed 000 方案三; seed 001 解锁错误示例2 (wrongReleaseLock2)",
     default_ttl_ms: 10_000,
+    family: Family::SetNxPx,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build,
 };
 

@@ -16,15 +16,35 @@
 //!   `LUA_RELEASE_SCRIPT` (`local token = redis.call('get', KEYS[1]) if not token or token ~=
 //!   ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1`) through a script object
 //!   (`EVALSHA`, `SCRIPT LOAD` on `NOSCRIPT`); 0 raises `LockNotOwnedError`. Without a TTL a
-//!   crashed holder keeps the lock for ever.
+//!   crashed holder keeps the lock for ever. Its `extend(ttl)` (redis-py@34817ce2
+//!   `redis/lock.py:287-315`, `LUA_EXTEND_SCRIPT` `:45-66`) adds `ttl_ms` to the key's TTL if
+//!   the token is still the value, else raises `LockNotOwnedError`; without `ttl_ms` it raises
+//!   "Cannot extend a lock with no timeout", so `clients.extend` needs `ttl_ms`.
+//! - `redis-py@2.10.1`: as `redis-py`, but one `Lock` object shared by a process's threads
+//!   (`clients.threads`) keeps one token for all of them (redis/redis-py@2.10.1
+//!   `redis/lock.py`: `self.token`, set by a successful `acquire`, read by `release` and
+//!   `extend`): a thread whose lease ran out releases or extends with the token of the thread
+//!   that took the lock after it (issue 416). 2.10.2 keeps the token in `threading.local()` by
+//!   default (`thread_local=True`, PR 491/492), which is the `redis-py` preset: each thread its
+//!   own token. 2.10.1's `LuaLock` acquired with a SETNX+PEXPIRE script; here it is `SET NX
+//!   PX`, the same effect.
+//! - `redbeat@1.0.0` / `redbeat@2.0.0`: celery-redbeat's scheduler lock, a redis-py `Lock` with
+//!   `timeout=lock_timeout` (`ttl_ms`, default 25 000: 5 × `beat_max_loop_interval`) and
+//!   `sleep=max_interval` (`retry_delay_ms`, default 5000), extended on every beat tick
+//!   (`clients.extend`). 1.0.0 extends with a plain `PEXPIRE lock ttl` whose reply it ignores
+//!   (sibson/redbeat@v1.0.0 `redbeat/schedulers.py:444-447`): it extends whoever holds the key
+//!   (issue 127). 2.0.0 calls `lock.extend` with its `LUA_EXTEND_TO_SCRIPT`
+//!   (sibson/redbeat@v2.0.0 `redbeat/schedulers.py:36-56, :463-466, :504-520`; PR 128): the
+//!   token must still be the value, else `LockNotOwnedError`.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
 
 use super::{
-    COMPARE_AND_DELETE, Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, argv, command,
-    eval, evalsha, random_token, retry_until, undashed, uuid1,
+    COMPARE_AND_DELETE, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo,
+    Release, SchemeInfo, argv, command, eval, evalsha, random_token, retry_until, undashed, uuid1,
 };
 use crate::redis::Reply;
 
@@ -33,8 +53,96 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET NX PX with a random token; release with a Lua compare-and-delete",
     source: "redis.io single-instance pattern; seeds 000 (scheme 4), 001, 003, 004",
     default_ttl_ms: 30_000,
+    family: Family::SetNxPx,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: PRESETS,
     build,
 };
+
+/// redis-py's `Lock.LUA_EXTEND_SCRIPT`.
+const REDIS_PY_EXTEND: &str = "
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        local expiration = redis.call('pttl', KEYS[1])
+        if not expiration then
+            expiration = 0
+        end
+        if expiration < 0 then
+            return 0
+        end
+
+        local newttl = ARGV[2]
+        if ARGV[3] == \"0\" then
+            newttl = ARGV[2] + expiration
+        end
+        redis.call('pexpire', KEYS[1], newttl)
+        return 1
+    ";
+
+/// redbeat v2.0.0's `LUA_EXTEND_TO_SCRIPT`.
+const REDBEAT_EXTEND_TO: &str = "
+    local token = redis.call('get', KEYS[1])
+    if not token or token ~= ARGV[1] then
+        return 0
+    end
+    local expiration = redis.call('pttl', KEYS[1])
+    if not expiration then
+        expiration = 0
+    end
+    if expiration < 0 then
+        return 0
+    end
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 1
+";
+
+/// How a preset extends a held lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExtendBy {
+    /// redis.io's pattern has no extension.
+    None,
+    /// redis-py `Lock.extend(ttl)`.
+    RedisPy,
+    /// redbeat 1.0.0: `PEXPIRE`, reply ignored.
+    Pexpire,
+    /// redbeat 2.0.0: `lock.extend` with `LUA_EXTEND_TO_SCRIPT`.
+    ExtendTo,
+}
+
+/// Named presets besides the default (`redis.io`).
+///
+/// The version presets of the incident catalog differ from `redis-py` only where the matrix does
+/// not look (one process thread; their `extend`; redbeat's timing parameters), so its `redis-py`
+/// row stands for them there.
+const PRESETS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "redis-py",
+        summary: "redis-py Lock: uuid1 token, 100 ms polling, no TTL unless ttl_ms (timeout=None), release script by EVALSHA",
+        lease: Lease::None,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redis-py@2.10.1",
+        summary: "redis-py 2.10.1: one token shared by the threads of a process (issue 416); otherwise redis-py",
+        lease: Lease::None,
+        same_as: Some("set-nx-px-lua:redis-py"),
+    },
+    PresetInfo {
+        name: "redbeat@1.0.0",
+        summary: "celery-redbeat 1.0.0's scheduler lock: redis-py's Lock, 25 s lease, 5 s polling, extended by a bare PEXPIRE (issue 127)",
+        lease: Lease::Ms,
+        same_as: Some("set-nx-px-lua:redis-py"),
+    },
+    PresetInfo {
+        name: "redbeat@2.0.0",
+        summary: "celery-redbeat 2.0.0's scheduler lock: as 1.0.0, extended only while the token is the value (PR 128)",
+        lease: Lease::Ms,
+        same_as: Some("set-nx-px-lua:redis-py"),
+    },
+];
 
 /// redis-py's `Lock.LUA_RELEASE_SCRIPT`.
 pub const REDIS_PY_RELEASE: &str = "
@@ -47,29 +155,60 @@ pub const REDIS_PY_RELEASE: &str = "
     ";
 
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
-    let redis_py = params.choice("preset", &["redis.io", "redis-py"], "redis.io")? == "redis-py";
+    let preset = params.choice(
+        "preset",
+        &[
+            "redis.io",
+            "redis-py",
+            "redis-py@2.10.1",
+            "redbeat@1.0.0",
+            "redbeat@2.0.0",
+        ],
+        "redis.io",
+    )?;
     let key = params.key()?;
-    Ok(Box::new(if redis_py {
-        let ttl_ms = if params.given("ttl_ms") {
-            Some(params.positive("ttl_ms", INFO.default_ttl_ms)?)
-        } else {
-            None
-        };
-        SetNxPxLua {
-            key,
-            ttl_ms,
-            retry_delay_ms: params.positive("retry_delay_ms", 100)?,
-            token: None,
-            redis_py,
+    let (redis_py, extend_by) = match preset.as_str() {
+        "redis-py" | "redis-py@2.10.1" => (true, ExtendBy::RedisPy),
+        "redbeat@1.0.0" => (true, ExtendBy::Pexpire),
+        "redbeat@2.0.0" => (true, ExtendBy::ExtendTo),
+        _ => (false, ExtendBy::None),
+    };
+    let shared = preset == "redis-py@2.10.1";
+    Ok(Box::new(match preset.as_str() {
+        "redis-py" | "redis-py@2.10.1" => {
+            let ttl_ms = if params.given("ttl_ms") {
+                Some(params.positive("ttl_ms", INFO.default_ttl_ms)?)
+            } else {
+                None
+            };
+            SetNxPxLua {
+                key,
+                ttl_ms,
+                retry_delay_ms: params.positive("retry_delay_ms", 100)?,
+                token: Rc::default(),
+                redis_py,
+                extend_by,
+                shared,
+            }
         }
-    } else {
-        SetNxPxLua {
+        "redis.io" => SetNxPxLua {
             key,
             ttl_ms: Some(params.positive("ttl_ms", INFO.default_ttl_ms)?),
             retry_delay_ms: params.positive("retry_delay_ms", 50)?,
-            token: None,
+            token: Rc::default(),
             redis_py,
-        }
+            extend_by,
+            shared,
+        },
+        _ => SetNxPxLua {
+            key,
+            ttl_ms: Some(params.positive("ttl_ms", 25_000)?),
+            retry_delay_ms: params.positive("retry_delay_ms", 5000)?,
+            token: Rc::default(),
+            redis_py,
+            extend_by,
+            shared,
+        },
     }))
 }
 
@@ -79,9 +218,14 @@ pub struct SetNxPxLua {
     ttl_ms: Option<u64>,
     /// The polling period (see the module doc).
     retry_delay_ms: u64,
-    token: Option<String>,
-    /// The `redis-py` preset.
+    /// The token of the last successful acquire: per thread, or shared by the threads of a
+    /// process with `redis-py@2.10.1`.
+    token: Rc<RefCell<Option<String>>>,
+    /// `redis-py@2.10.1`: threads share this object's token.
+    shared: bool,
+    /// redis-py's `Lock` (the `redis-py` and `redbeat@*` presets).
     redis_py: bool,
+    extend_by: ExtendBy,
 }
 
 /// One `SET key token NX PX ttl`: true when this client set the key.
@@ -152,12 +296,13 @@ impl LockScheme for SetNxPxLua {
             })
         })
         .await?;
-        self.token = Some(grant.token.clone());
+        *self.token.borrow_mut() = Some(grant.token.clone());
         Ok(grant)
     }
 
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        let Some(token) = self.token.take() else {
+        let taken = self.token.borrow_mut().take();
+        let Some(token) = taken else {
             return Release {
                 ok: false,
                 detail: "not acquired".into(),
@@ -180,6 +325,79 @@ impl LockScheme for SetNxPxLua {
                 detail: format!("unexpected reply {other:?}"),
             },
             Err(e) => Release {
+                ok: false,
+                detail: e.to_string(),
+            },
+        }
+    }
+
+    fn can_extend(&self) -> bool {
+        self.extend_by != ExtendBy::None && self.ttl_ms.is_some()
+    }
+
+    fn share(&self) -> Option<Box<dyn LockScheme>> {
+        self.shared.then(|| {
+            Box::new(SetNxPxLua {
+                key: self.key.clone(),
+                ttl_ms: self.ttl_ms,
+                retry_delay_ms: self.retry_delay_ms,
+                token: self.token.clone(),
+                shared: true,
+                redis_py: self.redis_py,
+                extend_by: self.extend_by,
+            }) as Box<dyn LockScheme>
+        })
+    }
+
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let token = self.token.borrow().clone();
+        let (Some(token), Some(ttl_ms)) = (token, self.ttl_ms) else {
+            return Extension {
+                ok: false,
+                detail: "LockError: Cannot extend an unlocked lock".into(),
+            };
+        };
+        let ttl = ttl_ms.to_string();
+        let key = self.key.as_str();
+        let reply = match self.extend_by {
+            ExtendBy::Pexpire => {
+                // redbeat 1.0.0 ignores the reply: 0 (no such key) goes unnoticed too.
+                return match command(env, 0, &["PEXPIRE", key, &ttl]).await {
+                    Ok(reply) => Extension {
+                        ok: true,
+                        detail: format!("PEXPIRE answered {reply:?}, not checked"),
+                    },
+                    Err(e) => Extension {
+                        ok: false,
+                        detail: e.to_string(),
+                    },
+                };
+            }
+            ExtendBy::ExtendTo => evalsha(env, 0, REDBEAT_EXTEND_TO, &[key], &[&token, &ttl]).await,
+            ExtendBy::RedisPy => {
+                evalsha(env, 0, REDIS_PY_EXTEND, &[key], &[&token, &ttl, "0"]).await
+            }
+            ExtendBy::None => {
+                return Extension {
+                    ok: false,
+                    detail: "no extend operation".into(),
+                };
+            }
+        };
+        match reply {
+            Ok(Reply::Integer(1)) => Extension {
+                ok: true,
+                detail: "extended".into(),
+            },
+            Ok(Reply::Integer(_)) => Extension {
+                ok: false,
+                detail: "LockNotOwnedError: Cannot extend a lock that's no longer owned".into(),
+            },
+            Ok(other) => Extension {
+                ok: false,
+                detail: format!("unexpected reply {other:?}"),
+            },
+            Err(e) => Extension {
                 ok: false,
                 detail: e.to_string(),
             },
@@ -267,5 +485,53 @@ mod tests {
             shared.command(&["GET", "lock"]),
             Reply::bulk(&grant_b.token)
         );
+    }
+
+    #[test]
+    fn redbeat_1_0_0_extends_whoever_holds_the_key_and_2_0_0_refuses() {
+        use crate::locks::testing::{pass, two_clients};
+        for (preset, stolen) in [("redbeat@1.0.0", true), ("redbeat@2.0.0", false)] {
+            let (shared, (a, mut la), (b, mut lb)) = two_clients(serde_json::json!(
+                {"name": "set-nx-px-lua", "preset": preset, "ttl_ms": 2000, "retry_delay_ms": 100}
+            ));
+            assert!(la.can_extend());
+            block_on(la.acquire(&a, 1000)).unwrap();
+            pass(&shared, 2500);
+            block_on(lb.acquire(&b, 1000)).unwrap();
+            pass(&shared, 1500);
+            let extension = block_on(la.extend(&a));
+            assert_eq!(extension.ok, stolen, "{preset}: {extension:?}");
+            let pttl = shared.command(&["PTTL", "lock"]);
+            assert_eq!(
+                matches!(pttl, Reply::Integer(ms) if ms > 1900),
+                stolen,
+                "{preset}: b's key extended by a: {pttl:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn redis_py_2_10_1_threads_share_one_token() {
+        use crate::locks::testing::pass;
+        let shared = Shared::new();
+        let env = DirectEnv::new(&shared, "a", 1);
+        let json = |preset: &str| serde_json::json!({"name": "set-nx-px-lua", "preset": preset, "ttl_ms": 1000});
+        let mut t1 = scheme_json(json("redis-py@2.10.1"));
+        let mut t2 = t1.share().expect("2.10.1 shares its Lock object");
+        block_on(t1.acquire(&env, 1000)).unwrap();
+        pass(&shared, 1500);
+        let second = block_on(t2.acquire(&env, 1000)).unwrap();
+        // t1's lease ran out; with t2's token it extends and releases t2's lock.
+        assert!(block_on(t1.extend(&env)).ok);
+        assert!(block_on(t1.release(&env)).ok);
+        assert_eq!(shared.command(&["GET", "lock"]), Reply::Nil, "{second:?}");
+        assert!(scheme_json(json("redis-py")).share().is_none());
+    }
+
+    fn scheme_json(json: serde_json::Value) -> Box<dyn LockScheme> {
+        SchemeSpec::from_json(&json, "scheme")
+            .unwrap()
+            .build("scheme")
+            .unwrap()
     }
 }

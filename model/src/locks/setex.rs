@@ -17,8 +17,8 @@ use async_trait::async_trait;
 
 use super::set::del_release;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired, retry_until,
-    whole_seconds,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
+    retry_until, whole_seconds,
 };
 use crate::redis::Reply;
 
@@ -27,6 +27,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SETEX k ttl v and take the reply as acquired: a TTL, still no exclusion at all",
     source: "seed 002 (redis + lua 分布式事务锁), SETEX variant",
     default_ttl_ms: 10_000,
+    family: Family::NoExclusion,
+    lease: Lease::Seconds,
+    in_all: true,
+    presets: &[],
     build,
 };
 

@@ -18,8 +18,8 @@ use async_trait::async_trait;
 
 use super::set::del_release;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired, retry_until,
-    undashed, uuid4,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
+    retry_until, undashed, uuid4,
 };
 use crate::redis::Reply;
 
@@ -28,6 +28,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SETNX k token / DEL k, no TTL: a crashed holder keeps the lock for ever",
     source: "seed 000 方案一; seed 004 (SETNX + DEL)",
     default_ttl_ms: 0,
+    family: Family::TwoStep,
+    lease: Lease::None,
+    in_all: true,
+    presets: &[],
     build,
 };
 

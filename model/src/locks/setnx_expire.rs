@@ -22,8 +22,8 @@ use async_trait::async_trait;
 use super::set::del_release;
 use super::setnx_del::setnx;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired, retry_until,
-    uuid4, whole_seconds,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
+    retry_until, uuid4, whole_seconds,
 };
 use crate::redis::Reply;
 
@@ -32,6 +32,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SETNX k token then EXPIRE k ttl as a second command / DEL: a crash in between leaves the key for ever",
     source: "seed 001 错误示例1; seed 002 (SETNX + EXPIRE, GET after a timeout); seed 004 (STEP 1/STEP 2)",
     default_ttl_ms: 10_000,
+    family: Family::TwoStep,
+    lease: Lease::Seconds,
+    in_all: true,
+    presets: &[],
     build,
 };
 

@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use super::set::del_release;
 use super::setnx_del::setnx;
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired, retry_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
+    retry_until,
 };
 use crate::redis::Reply;
 
@@ -35,6 +36,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SETNX k <own wall-clock expiry>; an expired value is taken over with GETSET / DEL: trusts client clocks",
     source: "seed 001 错误示例2 (wrongGetLock2); Redis SETNX docs, 'Handling deadlocks'",
     default_ttl_ms: 10_000,
+    family: Family::TwoStep,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build,
 };
 

@@ -27,8 +27,8 @@ use async_trait::async_trait;
 
 use super::set_nx_px_lua::{compare_and_delete, set_nx_px};
 use super::{
-    Grant, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval, not_acquired,
-    random_token, retry_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
+    not_acquired, random_token, retry_until,
 };
 
 pub const INFO: SchemeInfo = SchemeInfo {
@@ -36,6 +36,10 @@ pub const INFO: SchemeInfo = SchemeInfo {
     summary: "SET NX PX + Lua compare-and-delete, renewed by a background PEXPIRE-if-owner every ttl/3",
     source: "seed 000 方案五 (缓存续命); seed 003 RedisDistributedLock.WatchDog",
     default_ttl_ms: 30_000,
+    family: Family::Renewed,
+    lease: Lease::Ms,
+    in_all: true,
+    presets: &[],
     build,
 };
 

@@ -17,7 +17,8 @@ pub fn write_file(path: &Path, content: impl AsRef<[u8]>) -> Result<(), String> 
     std::fs::write(path, content).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
-/// Writes `result.json`, `trace.jsonl` and `timeline.svg` of one run into `dir`.
+/// Writes `result.json`, `trace.jsonl` and `timeline.svg` of one run into `dir`; `scenario`
+/// is the run's row (`Scenario::for_scheme`), whose Redis nodes the timeline shows.
 pub fn write_run(dir: &Path, scenario: &Scenario, output: &RunOutput) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     write_file(

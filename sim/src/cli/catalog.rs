@@ -1,6 +1,6 @@
 //! Which scenario files a command works on (`compare`/`check` take files and folders; a folder
-//! means every `*.json` in it; nothing means `scenarios/`), which schemes of a scenario, and
-//! the command that replays one seed.
+//! means every `*.json` in it and in its subfolders, `scenarios/matrix/` included; nothing
+//! means `scenarios/`), which schemes of a scenario, and the command that replays one seed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,8 +12,10 @@ use crate::scenario::Scenario;
 /// The catalog folder `compare` and `check` use by default.
 pub const DEFAULT_CATALOG: &str = "scenarios";
 
-/// Expands files and folders into scenario files: a folder gives its `*.json` files, sorted by
-/// name. Errors name the path.
+/// Expands files and folders into scenario files: a folder gives its `*.json` files and those
+/// of its subfolders, recursively, sorted by path (a folder's own files before its
+/// subfolders', each level by name), so the order never depends on the file system. Errors
+/// name the path.
 pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let defaults = [PathBuf::from(DEFAULT_CATALOG)];
     let paths = if paths.is_empty() {
@@ -26,24 +28,38 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         let meta =
             std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         if meta.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| format!("{}: cannot read the folder: {e}", path.display()))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
-                .collect();
-            if found.is_empty() {
+            let before = files.len();
+            folder_files(path, &mut files)?;
+            if files.len() == before {
                 return Err(format!(
                     "{}: no *.json scenario files in it",
                     path.display()
                 ));
             }
-            found.sort();
-            files.extend(found);
         } else {
             files.push(path.clone());
         }
     }
     Ok(files)
+}
+
+/// Appends the `*.json` files of `dir` (sorted), then those of each subfolder (sorted).
+fn folder_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: cannot read the folder: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    files.extend(
+        entries
+            .iter()
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
+            .cloned(),
+    );
+    for sub in entries.iter().filter(|p| p.is_dir()) {
+        folder_files(sub, files)?;
+    }
+    Ok(())
 }
 
 /// Loads every file; two scenarios may not share a name (their results would mix).
@@ -63,17 +79,25 @@ pub fn load_all(files: &[PathBuf]) -> Result<Vec<Arc<Scenario>>, String> {
     Ok(scenarios)
 }
 
-/// The indices of the schemes `--scheme` selects (all without it). `file` is for the message.
+/// The indices of the schemes `--scheme` selects (all without it): the rows with that label
+/// (`redlock:redsync`), or when none has it, every row of that scheme id. `file` is for the
+/// message.
 pub fn select_schemes(
     scenario: &Scenario,
     file: &Path,
     scheme: Option<&str>,
 ) -> Result<Vec<usize>, String> {
-    let indices: Vec<usize> = (0..scenario.schemes.len())
-        .filter(|&i| {
-            scheme.is_none_or(|s| s == scenario.schemes[i].label() || s == scenario.schemes[i].name)
-        })
+    let rows = 0..scenario.schemes.len();
+    let by_label: Vec<usize> = rows
+        .clone()
+        .filter(|&i| scheme.is_none_or(|s| s == scenario.schemes[i].label()))
         .collect();
+    let indices = if by_label.is_empty() {
+        rows.filter(|&i| scheme.is_some_and(|s| s == scenario.schemes[i].name))
+            .collect()
+    } else {
+        by_label
+    };
     if indices.is_empty() {
         let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
         return Err(format!(
@@ -116,4 +140,64 @@ pub fn replay_command(scenario: &Scenario, scheme: usize, seed: u64) -> String {
         ));
     }
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Folders are walked recursively, in a fixed order: a folder's files by name, then its
+    /// subfolders' by name (`scenarios/*.json`, then `scenarios/matrix/*.json`).
+    #[test]
+    fn folders_expand_recursively_in_a_fixed_order() {
+        let dir = std::env::temp_dir().join(format!("locksim-catalog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for file in [
+            "b.json",
+            "a.json",
+            "z/c.json",
+            "m/y/e.json",
+            "m/d.json",
+            "m/notes.txt",
+        ] {
+            let path = dir.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "{}").unwrap();
+        }
+        let found: Vec<String> = scenario_files(std::slice::from_ref(&dir))
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            found,
+            ["a.json", "b.json", "m/d.json", "m/y/e.json", "z/c.json"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `--scheme redlock` means the row labelled `redlock`, not every preset of it; an id that
+    /// labels no row selects all of its rows.
+    #[test]
+    fn a_label_selects_its_row_an_id_all_of_them() {
+        let s = Scenario::parse(r#"{ "name": "s", "schemes": "all" }"#, "s.json").unwrap();
+        let pick = |name: &str| {
+            select_schemes(&s, Path::new("s.json"), Some(name))
+                .unwrap()
+                .iter()
+                .map(|&i| s.schemes[i].label())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pick("redlock"), ["redlock"]);
+        assert_eq!(pick("redlock:redsync"), ["redlock:redsync"]);
+        let lua = Scenario::parse(
+            r#"{ "name": "s", "schemes": [{ "name": "set-nx-px-lua", "preset": "redis-py" }] }"#,
+            "s.json",
+        )
+        .unwrap();
+        assert_eq!(
+            select_schemes(&lua, Path::new("s.json"), Some("set-nx-px-lua")).unwrap(),
+            [0]
+        );
+    }
 }

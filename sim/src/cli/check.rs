@@ -1,5 +1,7 @@
 //! `locksim check [DIR|FILE...]`: the catalog regression. Runs every scenario over its seeds
-//! (every scheme it lists) and compares the verdicts with its `expect` / `expect_some`.
+//! (every scheme it lists) and compares the verdicts with its `expect` / `expect_some` (and
+//! per row `expect_by_scheme` / `expect_some_by_scheme`). `--record` writes what it observed
+//! into the `"schemes": "all"` files instead (`cli::record`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -28,6 +30,10 @@ pub struct Args {
     /// Parallel jobs (default: every core).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Write the observed verdicts of each `"schemes": "all"` scenario into its file as
+    /// `expect_by_scheme` / `expect_some_by_scheme` (review them with `git diff`).
+    #[arg(long)]
+    record: bool,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -38,8 +44,21 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         jobs: super::jobs_or_default(args.jobs),
         progress: true,
     };
+    if args.record && seeds.is_some() {
+        return Err("--record: records on each scenario's own seeds; leave out --seeds".into());
+    }
     interrupt::install();
     let report = check(&scenarios, &opts, interrupt::flag())?;
+    if args.record {
+        if report.interrupted || !report.errors.is_empty() {
+            print!("{}", report.render());
+            return Err("--record: nothing written (the check did not finish cleanly)".into());
+        }
+        for line in super::record::record(&scenarios, &report.results)? {
+            println!("{line}");
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     print!("{}", report.render());
     Ok(super::exit_code(report.interrupted, !report.passed()))
 }
@@ -61,6 +80,8 @@ pub struct CheckReport {
     pub interrupted: bool,
     /// Scenarios that expect nothing (they only ran).
     pub without_expectations: Vec<String>,
+    /// Every run's result by (scenario index, scheme index), in seed order.
+    pub results: BTreeMap<(usize, usize), Vec<RunResult>>,
 }
 
 impl CheckReport {
@@ -117,10 +138,6 @@ impl CheckReport {
     }
 }
 
-fn expects_nothing(e: &Expect) -> bool {
-    *e == Expect::default()
-}
-
 pub fn check(
     scenarios: &[Arc<Scenario>],
     opts: &CheckOptions,
@@ -151,20 +168,22 @@ pub fn check(
     bar.finish_and_clear();
     let interrupted = stop.load(Ordering::SeqCst);
     let mut found = Vec::new();
+    for rs in results.values_mut() {
+        rs.sort_by_key(|r| r.seed);
+    }
     for (si, scenario) in scenarios.iter().enumerate() {
         for scheme in 0..scenario.schemes.len() {
-            let Some(rs) = results.get_mut(&(si, scheme)) else {
+            let Some(rs) = results.get(&(si, scheme)) else {
                 continue;
             };
-            rs.sort_by_key(|r| r.seed);
+            let (expect, expect_some) = scenario.expectations(scheme);
             // `expect_some` needs every seed: an interrupted check judges only `expect`.
-            let none = Expect::default();
             let expect_some = if interrupted {
-                &none
+                Expect::default()
             } else {
-                &scenario.expect_some
+                expect_some
             };
-            for m in mismatches(&scenario.expect, expect_some, rs) {
+            for m in mismatches(&expect, &expect_some, rs) {
                 let replay = m.seed.map(|seed| replay_command(scenario, scheme, seed));
                 found.push((m, replay));
             }
@@ -178,8 +197,9 @@ pub fn check(
         interrupted,
         without_expectations: scenarios
             .iter()
-            .filter(|s| expects_nothing(&s.expect) && expects_nothing(&s.expect_some))
+            .filter(|s| !s.expects_anything())
             .map(|s| s.name.clone())
             .collect(),
+        results,
     })
 }

@@ -4,7 +4,7 @@
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
 //! `compare`, `check`, `serve`, `bench`. Their helpers: `batch` (many runs on worker threads
 //! with a stop flag), `catalog` (which scenario files and schemes), `artifacts` (what a run
-//! writes), `interrupt` (Ctrl-C).
+//! writes), `interrupt` (Ctrl-C), `record` (`check --record`).
 
 pub mod artifacts;
 pub mod batch;
@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod check;
 pub mod compare;
 pub mod interrupt;
+pub mod record;
 pub mod replay;
 pub mod run;
 pub mod schemes;

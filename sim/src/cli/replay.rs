@@ -95,7 +95,7 @@ pub fn replay(
     dir: &Path,
 ) -> Result<RunOutput, String> {
     let output = run(scenario, scheme, seed)?;
-    write_run(dir, scenario, &output)?;
+    write_run(dir, &scenario.for_scheme(scheme), &output)?;
     write_file(&dir.join("events.txt"), events_text(scenario, &output))?;
     Ok(output)
 }

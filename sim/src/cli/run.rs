@@ -49,7 +49,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
             } else {
                 dir.clone()
             };
-            write_run(&dir, &scenario, &output)?;
+            write_run(&dir, &scenario.for_scheme(index), &output)?;
             if !args.json {
                 println!("wrote {}", dir.display());
             }

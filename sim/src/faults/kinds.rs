@@ -28,6 +28,7 @@ impl FaultKind {
                 // The machine went down: what was not on disk is lost, and so is the key.
                 world.disks.crash(node);
                 world.lost_key_owner(node, "crash");
+                world.lock_gone(node);
                 if restart_after_ms.is_none() {
                     world.procs.gone(node);
                 }

@@ -1,7 +1,8 @@
 //! Faults (Jepsen's nemesis): what each kind does to the world (`kinds`), when the scripted
-//! ones fire (`schedule`: at their time or on their event trigger), and the random nemesis
-//! (`nemesis`). The kinds themselves and their validation are the scenario's
-//! (`scenario::faults`); this layer acts on the world's resources through their hooks.
+//! ones fire (`schedule`: at their time or on their event trigger) and on which nodes their
+//! placeholders land (`targets`), and the random nemesis (`nemesis`). The kinds themselves and
+//! their validation are the scenario's (`scenario::faults`); this layer acts on the world's
+//! resources through their hooks.
 //!
 //! Every fault runs the same life here: injected and recorded (`begin`), waited out, healed and
 //! recorded (`finish`); a fault without `duration_ms` lasts to the end of the run.
@@ -9,6 +10,7 @@
 pub mod kinds;
 pub mod nemesis;
 pub mod schedule;
+pub mod targets;
 
 use std::sync::Arc;
 use std::time::Duration;

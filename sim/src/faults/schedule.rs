@@ -5,14 +5,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::faults::targets::resolve;
 use crate::faults::{begin, finish, run};
-use crate::scenario::faults::{FaultKind, When};
+use crate::scenario::faults::{Fault, FaultKind, When};
 use crate::world::World;
+
+/// Fault `index` with its placeholders resolved now, for the client its trigger named.
+fn resolved(world: &World, index: usize, holder: Option<&str>) -> Fault {
+    let fault = &world.scenario.faults[index];
+    Fault {
+        kind: resolve(&fault.kind, world, holder),
+        ..fault.clone()
+    }
+}
 
 /// Injects a triggered fault with `after_ms` 0 at the instant of its event, from the task that
 /// recorded it (before that task's node takes another step); its healing runs on the nemesis.
-pub fn fire_now(world: &Arc<World>, index: usize) {
-    let fault = world.scenario.faults[index].clone();
+pub fn fire_now(world: &Arc<World>, index: usize, holder: Option<String>) {
+    let fault = resolved(world, index, holder.as_deref());
     if matches!(fault.kind, FaultKind::Failover { .. }) {
         // A request to the Sentinels: it leaves from the nemesis node, at this same instant.
         world
@@ -46,7 +56,7 @@ pub fn start_initial(
 /// world reports their trigger. Runs on its own node so no fault can pause or kill it.
 pub async fn scripted_nemesis(
     world: Arc<World>,
-    mut fired: tokio::sync::mpsc::UnboundedReceiver<usize>,
+    mut fired: tokio::sync::mpsc::UnboundedReceiver<(usize, Option<String>)>,
 ) {
     for fault in world.scenario.faults.iter().cloned() {
         // Faults at 0 ms were injected before any client ran (`start_initial`).
@@ -60,15 +70,16 @@ pub async fn scripted_nemesis(
             });
         }
     }
-    while let Some(index) = fired.recv().await {
-        let fault = world.scenario.faults[index].clone();
-        let after_ms = match fault.when {
+    while let Some((index, holder)) = fired.recv().await {
+        let after_ms = match world.scenario.faults[index].when {
             When::On { after_ms, .. } => after_ms,
             When::At { .. } => 0,
         };
         let world = world.clone();
         madsim::task::spawn(async move {
             madsim::time::sleep(Duration::from_millis(after_ms)).await;
+            // Placeholders are resolved when the fault fires, not when its trigger did.
+            let fault = resolved(&world, index, holder.as_deref());
             run(world, fault, None).await;
         });
     }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 /// makes the run judge FIFO order (`fifo_order` violations, see `model::check::fairness`).
 /// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
 /// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
+/// `starved_over_ms` is the opposite: some owner waits longer than that.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
@@ -18,6 +19,27 @@ pub struct Expect {
     pub liveness: Option<LivenessExpect>,
     pub fairness: Option<SafetyExpect>,
     pub max_wait_ms: Option<u64>,
+    /// Starvation expected: some owner waits longer than this for the lock (the failing side
+    /// of a case whose fixed side `max_wait_ms` bounds).
+    pub starved_over_ms: Option<u64>,
+    /// `holds`: no extension (`clients.extend`) of a lock the client no longer held
+    /// (`counts.stolen_extensions` is 0); `violated`: at least one.
+    pub extension_safety: Option<SafetyExpect>,
+}
+
+impl Expect {
+    /// This, with every property `other` names taken from `other`.
+    pub fn overridden_by(&self, other: &Expect) -> Expect {
+        Expect {
+            mutual_exclusion: other.mutual_exclusion.or(self.mutual_exclusion),
+            resource_safety: other.resource_safety.or(self.resource_safety),
+            liveness: other.liveness.or(self.liveness),
+            fairness: other.fairness.or(self.fairness),
+            max_wait_ms: other.max_wait_ms.or(self.max_wait_ms),
+            starved_over_ms: other.starved_over_ms.or(self.starved_over_ms),
+            extension_safety: other.extension_safety.or(self.extension_safety),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -113,6 +135,18 @@ fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
         let got = Safety::from_violated(r.lost_fifo_order());
         verdict("fairness", safety(e).as_str(), got.as_str());
     }
+    if let Some(e) = expect.extension_safety {
+        let got = Safety::from_violated(r.counts.stolen_extensions > 0);
+        verdict("extension_safety", safety(e).as_str(), got.as_str());
+    }
+    if let Some(bound) = expect.starved_over_ms {
+        out.push((
+            "starved_over_ms",
+            format!("> {bound}"),
+            format!("{:.3}", r.max_wait_ms),
+            r.max_wait_ms > bound as f64,
+        ));
+    }
     if let Some(bound) = expect.max_wait_ms {
         out.push((
             "max_wait_ms",
@@ -122,6 +156,22 @@ fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
         ));
     }
     out
+}
+
+/// Whether `r` broke a property `expect` names: a safety verdict violated, liveness stuck,
+/// FIFO order lost, a stolen extension, a wait over the bound. Incident scenarios name exactly
+/// the properties of their case, so this is their verdict per seed.
+pub fn broken(expect: &Expect, r: &RunResult) -> bool {
+    let bad = Expect {
+        mutual_exclusion: expect.mutual_exclusion.map(|_| SafetyExpect::Violated),
+        resource_safety: expect.resource_safety.map(|_| SafetyExpect::Violated),
+        liveness: expect.liveness.map(|_| LivenessExpect::Stuck),
+        fairness: expect.fairness.map(|_| SafetyExpect::Violated),
+        max_wait_ms: None,
+        starved_over_ms: expect.starved_over_ms.or(expect.max_wait_ms),
+        extension_safety: expect.extension_safety.map(|_| SafetyExpect::Violated),
+    };
+    compare(&bad, r).iter().any(|(_, _, _, met)| *met)
 }
 
 /// Mismatches of the results of one scenario × scheme over its seeds.
@@ -157,4 +207,51 @@ pub fn mismatches(expect: &Expect, expect_some: &Expect, results: &[RunResult]) 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(max_wait_ms: f64, stolen_extensions: u64) -> RunResult {
+        let q = serde_json::json!({"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0});
+        serde_json::from_value(serde_json::json!({
+            "scenario": "s", "scheme": "x", "seed": 3, "trace_hash": "0", "sim_ms": 1,
+            "wall_ms": 1, "throughput_per_s": 0.0, "max_wait_ms": max_wait_ms, "violations": [],
+            "verdicts": {"mutual_exclusion": "violated", "resource_safety": "holds", "liveness": "ok"},
+            "counts": {"acquisitions": 1, "acquire_failures": 0, "lock_overlaps": 1,
+                       "resource_conflicts": 0, "stale_writes_rejected": 0, "foreign_releases": 0,
+                       "faults_injected": 1, "stolen_extensions": stolen_extensions},
+            "latency_ms": {"acquire": q, "release": q}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn broken_looks_only_at_the_properties_expect_names() {
+        let extension = Expect {
+            extension_safety: Some(SafetyExpect::Holds),
+            ..Expect::default()
+        };
+        // Mutual exclusion is violated, but this expectation does not judge it.
+        assert!(!broken(&extension, &run(10.0, 0)));
+        assert!(broken(&extension, &run(10.0, 2)));
+        let starved = Expect {
+            starved_over_ms: Some(5000),
+            ..Expect::default()
+        };
+        let bounded = Expect {
+            max_wait_ms: Some(5000),
+            ..Expect::default()
+        };
+        for e in [&starved, &bounded] {
+            assert!(broken(e, &run(9000.0, 0)) && !broken(e, &run(4000.0, 0)));
+        }
+        assert!(mismatches(&starved, &Expect::default(), &[run(9000.0, 0)]).is_empty());
+        let missed = mismatches(&starved, &Expect::default(), &[run(4000.0, 0)]);
+        assert_eq!(
+            missed[0].to_string(),
+            "s [x] seed 3: starved_over_ms expected > 5000, got 4000.000"
+        );
+    }
 }

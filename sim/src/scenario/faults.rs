@@ -119,22 +119,111 @@ pub const FAULT_KINDS: &[&str] = &[
     "failover",
 ];
 
-/// Trigger events of the contract.
+/// Trigger events of the contract. `lock_written` and `lock_granted` are not events of the
+/// trace but moments the world observes on the lock key (see `world::history`): a client's
+/// command left the key written on a Redis node (its `on.node` is that node), and a client's
+/// writes now stand on a quorum of the scheme's masters (its `on.node` is the client).
 pub const TRIGGER_EVENTS: &[&str] = &[
     "acquired",
     "acquire_started",
     "released",
     "command_sent",
     "replicated",
+    "lock_written",
+    "lock_granted",
 ];
 
+/// The trigger events that name a client (`{holder}`): every one but `replicated`.
+pub fn names_a_client(event: &str) -> bool {
+    event != "replicated"
+}
+
+/// Placeholders a fault may give instead of node names, so that one fault works for every
+/// scheme row of a scenario (whose node sets differ: Redlock rows have more masters).
+///
+/// Resolved when the fault fires, from the world's own state:
+/// - `{holder}`: the client whose event fired the fault's trigger;
+/// - `{peer}`: the first client, in name order, that is not the holder;
+/// - `{holder_master}`: the last master (`redis-N`, in name order) whose lock key holds the
+///   holder's write (for Redlock's bare majority `redis-1..3`, that is `redis-3`, the master
+///   the other majority shares); `redis-1` when none does;
+/// - in partition groups, `{holder_masters}`: every such master (or `{holder_master}`), and
+///   `{rest}`: every Redis, Sentinel and client node the other groups do not name.
+///
+/// Expanded per scheme row when the scenario loads, in partition groups: `{masters}` (every
+/// master), `{first_majority}` (`redis-1..Q`, Q = N/2+1) and `{last_majority}`
+/// (`redis-(N-Q+1)..N`): two bare majorities sharing one master, as in Kleppmann's
+/// and redis.io's Redlock examples; with one master, both are `redis-1`.
+pub mod placeholder {
+    pub const HOLDER: &str = "{holder}";
+    pub const PEER: &str = "{peer}";
+    pub const HOLDER_MASTER: &str = "{holder_master}";
+    pub const HOLDER_MASTERS: &str = "{holder_masters}";
+    pub const REST: &str = "{rest}";
+    pub const MASTERS: &str = "{masters}";
+    pub const FIRST_MAJORITY: &str = "{first_majority}";
+    pub const LAST_MAJORITY: &str = "{last_majority}";
+
+    /// Placeholders that stand for one node.
+    pub const SINGLE: &[&str] = &[HOLDER, PEER, HOLDER_MASTER];
+    /// Placeholders a partition group may also hold.
+    pub const GROUP: &[&str] = &[HOLDER_MASTERS, REST, MASTERS, FIRST_MAJORITY, LAST_MAJORITY];
+
+    /// Whether resolving `name` needs the client that fired the trigger.
+    pub fn needs_holder(name: &str) -> bool {
+        [HOLDER, PEER, HOLDER_MASTER, HOLDER_MASTERS].contains(&name)
+    }
+
+    pub fn is_placeholder(name: &str) -> bool {
+        name.starts_with('{')
+    }
+}
+
+/// What a fault is validated against: one scheme row's nodes.
+pub struct RowNodes {
+    pub nodes: BTreeSet<String>,
+    /// The row's masters, `redis-1..N`.
+    pub masters: Vec<String>,
+}
+
+impl RowNodes {
+    /// The bare majority `redis-1..Q` or `redis-(N-Q+1)..N`.
+    fn majority(&self, first: bool) -> Vec<String> {
+        let n = self.masters.len();
+        let q = n / 2 + 1;
+        if first {
+            self.masters[..q].to_vec()
+        } else {
+            self.masters[n - q..].to_vec()
+        }
+    }
+}
+
 impl FaultSpec {
-    /// Validates against the scenario's node names; `field` is e.g. `faults[2]`.
-    pub fn validate(&self, field: &str, nodes: &BTreeSet<String>) -> Result<Fault, String> {
+    /// Validates against one scheme row's node names; `field` is e.g. `faults[2]`. Static
+    /// placeholders are expanded here; the ones resolved at fire time stay in the fault.
+    pub fn validate(&self, field: &str, row: &RowNodes) -> Result<Fault, String> {
+        let nodes = &row.nodes;
+        let holder_needed = std::cell::Cell::new(None::<String>);
         let node_field = |name: &str, value: &Option<String>| -> Result<String, String> {
             let node = value
                 .clone()
                 .ok_or_else(|| format!("{field}.{name}: missing (a node name)"))?;
+            if placeholder::is_placeholder(&node) {
+                if !placeholder::SINGLE.contains(&node.as_str()) {
+                    return Err(format!(
+                        "{field}.{name}: unknown placeholder {node} (a node: {})",
+                        placeholder::SINGLE.join(", ")
+                    ));
+                }
+                if node == placeholder::PEER && !nodes.contains("client-2") {
+                    return Err(format!(
+                        "{field}.{name}: {node} is another client than the holder: give clients.count of 2 or more"
+                    ));
+                }
+                holder_needed.set(Some(format!("{field}.{name}: {node}")));
+                return Ok(node);
+            }
             if !nodes.contains(&node) {
                 return Err(format!(
                     "{field}.{name}: no node \"{node}\" in this scenario (nodes: {})",
@@ -204,23 +293,49 @@ impl FaultSpec {
                         "{field}.groups: {entries} node names in all (limit {MAX_LIST_ITEMS})"
                     ));
                 }
+                let mut expanded = Vec::new();
                 for (g, group) in groups.iter().enumerate() {
                     if group.is_empty() {
                         return Err(format!(
                             "{field}.groups[{g}]: an empty group (list the nodes on each side)"
                         ));
                     }
+                    let mut members = Vec::new();
                     for (n, node) in group.iter().enumerate() {
-                        node_field(&format!("groups[{g}][{n}]"), &Some(node.clone()))?;
                         if group[..n].contains(node) {
                             return Err(format!(
                                 "{field}.groups[{g}][{n}]: \"{node}\" is already in this group"
                             ));
                         }
+                        match node.as_str() {
+                            placeholder::MASTERS => members.extend(row.masters.clone()),
+                            placeholder::FIRST_MAJORITY => members.extend(row.majority(true)),
+                            placeholder::LAST_MAJORITY => members.extend(row.majority(false)),
+                            placeholder::REST => members.push(node.clone()),
+                            placeholder::HOLDER_MASTERS => {
+                                holder_needed
+                                    .set(Some(format!("{field}.groups[{g}][{n}]: {node}")));
+                                members.push(node.clone());
+                            }
+                            _ if placeholder::is_placeholder(node)
+                                && !placeholder::SINGLE.contains(&node.as_str()) =>
+                            {
+                                return Err(format!(
+                                    "{field}.groups[{g}][{n}]: unknown placeholder {node} (known: {}, {})",
+                                    placeholder::SINGLE.join(", "),
+                                    placeholder::GROUP.join(", ")
+                                ));
+                            }
+                            _ => members.push(node_field(
+                                &format!("groups[{g}][{n}]"),
+                                &Some(node.clone()),
+                            )?),
+                        }
                     }
+                    expanded.push(members);
                 }
                 let kind = FaultKind::Partition {
-                    groups,
+                    groups: expanded,
                     one_way: self.one_way.unwrap_or(false),
                 };
                 let nodes: Vec<String> = nodes.iter().cloned().collect();
@@ -276,7 +391,7 @@ impl FaultSpec {
                     None => "redis-1".to_string(),
                     Some(_) => node_field("node", &self.node)?,
                 };
-                if !is_master_name(&master) {
+                if !is_master_name(&master) && master != placeholder::HOLDER_MASTER {
                     return Err(format!(
                         "{field}.node: \"{master}\" is not a master group (redis-N)"
                     ));
@@ -343,6 +458,11 @@ impl FaultSpec {
                     return Err(format!("{field}.on.nth: counts from 1"));
                 }
                 let node = match &on.node {
+                    Some(n) if placeholder::is_placeholder(n) => {
+                        return Err(format!(
+                            "{field}.on.node: a trigger names a node of the scenario, not a placeholder"
+                        ));
+                    }
                     Some(n) => Some(node_field("on.node", &Some(n.clone()))?),
                     None => None,
                 };
@@ -355,6 +475,21 @@ impl FaultSpec {
                 }
             }
         };
+        if let Some(what) = holder_needed.take() {
+            let fires_on_a_client =
+                matches!(&when, When::On { event, .. } if names_a_client(event));
+            if !fires_on_a_client {
+                return Err(format!(
+                    "{what} needs the client whose event fires the fault: give an `on` trigger on one of {}",
+                    TRIGGER_EVENTS
+                        .iter()
+                        .filter(|e| names_a_client(e))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
         Ok(Fault {
             kind,
             when,
@@ -363,7 +498,39 @@ impl FaultSpec {
     }
 }
 
+impl Fault {
+    /// Whether the world must follow lock-key writes for this fault: it fires on
+    /// `lock_written` / `lock_granted`, or names the holder's masters.
+    pub fn needs_lock_writers(&self) -> bool {
+        let on_writes = matches!(&self.when, When::On { event, .. }
+            if event == "lock_written" || event == "lock_granted");
+        on_writes
+            || self
+                .kind
+                .node_names()
+                .iter()
+                .any(|n| *n == placeholder::HOLDER_MASTER || *n == placeholder::HOLDER_MASTERS)
+    }
+}
+
 impl FaultKind {
+    /// Every node name the fault gives (placeholders included).
+    pub fn node_names(&self) -> Vec<&str> {
+        match self {
+            FaultKind::Pause { node }
+            | FaultKind::Crash { node, .. }
+            | FaultKind::ClockJump { node, .. }
+            | FaultKind::ClockDrift { node, .. }
+            | FaultKind::Isolate { node }
+            | FaultKind::DropConnections { node } => vec![node],
+            FaultKind::Delay { from, to, .. } => vec![from, to],
+            FaultKind::Failover { master } => vec![master],
+            FaultKind::Partition { groups, .. } => {
+                groups.iter().flatten().map(String::as_str).collect()
+            }
+        }
+    }
+
     /// The directed links this network fault cuts: for a partition, between every two listed
     /// nodes that share no group (with `one_way`, only from a node's first group to a later
     /// one); for `isolate`, every link of the node.
@@ -434,18 +601,12 @@ impl FaultKind {
         }
     }
 
-    /// The node the fault's events are recorded on (the nemesis for network-wide faults).
+    /// The node the fault's events are recorded on: its node (a delay's `from`), the nemesis
+    /// for a partition.
     pub fn target(&self) -> &str {
         match self {
-            FaultKind::Pause { node }
-            | FaultKind::Crash { node, .. }
-            | FaultKind::ClockJump { node, .. }
-            | FaultKind::ClockDrift { node, .. }
-            | FaultKind::Isolate { node }
-            | FaultKind::DropConnections { node } => node,
-            FaultKind::Delay { from, .. } => from,
-            FaultKind::Failover { master } => master,
             FaultKind::Partition { .. } => "nemesis",
+            _ => self.node_names()[0],
         }
     }
 
@@ -479,11 +640,73 @@ impl FaultKind {
 mod tests {
     use super::*;
 
-    fn nodes() -> BTreeSet<String> {
-        ["redis-1", "client-1", "client-2", "resource"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+    fn nodes() -> RowNodes {
+        RowNodes {
+            nodes: ["redis-1", "client-1", "client-2", "resource"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            masters: vec!["redis-1".into()],
+        }
+    }
+
+    fn five_masters() -> RowNodes {
+        let mut row = nodes();
+        row.masters = (1..=5).map(|i| format!("redis-{i}")).collect();
+        row.nodes.extend(row.masters.clone());
+        row
+    }
+
+    #[test]
+    fn placeholders_expand_per_row_or_wait_for_the_trigger() {
+        let bridge = spec(
+            r#"{ "kind": "partition", "at_ms": 0,
+                 "groups": [["client-1", "{first_majority}"], ["client-2", "{last_majority}"]] }"#,
+        );
+        let groups = |row: &RowNodes| match bridge.validate("faults[0]", row).unwrap().kind {
+            FaultKind::Partition { groups, .. } => groups,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            groups(&five_masters()),
+            vec![
+                vec!["client-1", "redis-1", "redis-2", "redis-3"],
+                vec!["client-2", "redis-3", "redis-4", "redis-5"]
+            ]
+        );
+        assert_eq!(
+            groups(&nodes()),
+            vec![vec!["client-1", "redis-1"], vec!["client-2", "redis-1"]]
+        );
+        let crash = spec(
+            r#"{ "kind": "crash", "node": "{holder_master}", "restart_after_ms": 1,
+                 "on": { "event": "acquired" } }"#,
+        )
+        .validate("faults[1]", &nodes())
+        .unwrap();
+        assert_eq!(
+            crash.kind,
+            FaultKind::Crash {
+                node: "{holder_master}".into(),
+                restart_after_ms: Some(1)
+            }
+        );
+        let err = spec(r#"{ "kind": "pause", "node": "{holder}", "at_ms": 5 }"#)
+            .validate("faults[2]", &nodes())
+            .unwrap_err();
+        assert!(
+            err.starts_with(
+                "faults[2].node: {holder} needs the client whose event fires the fault"
+            ),
+            "{err}"
+        );
+        let err = spec(r#"{ "kind": "pause", "node": "{holdr}", "on": { "event": "acquired" } }"#)
+            .validate("faults[3]", &nodes())
+            .unwrap_err();
+        assert!(
+            err.starts_with("faults[3].node: unknown placeholder {holdr}"),
+            "{err}"
+        );
     }
 
     fn spec(json: &str) -> FaultSpec {

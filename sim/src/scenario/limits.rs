@@ -40,6 +40,10 @@ pub const MAX_SCHEMES: usize = 100;
 /// per run), and the nemesis must not outpace the world it disturbs.
 pub const MIN_NEMESIS_EVERY_MS: u64 = 10;
 
+/// `clients.extend.every_ms`: each extension is a command round trip per master, and a
+/// heartbeat every 10 ms is already a storm (the catalog's is 500 ms).
+pub const MIN_EXTEND_EVERY_MS: u64 = 10;
+
 /// Links the network faults of one run may cut and heal (each change is about a microsecond,
 /// and a partition of n nodes cuts up to n²/2): 1,000 clients split in two are 500,000 links.
 pub const MAX_LINK_CHANGES: u64 = 2_000_000;

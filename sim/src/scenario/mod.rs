@@ -10,17 +10,18 @@ pub mod limits;
 pub mod nemesis;
 pub mod range;
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use model::locks::SchemeSpec;
+use model::locks::{Family, Lease, SchemeSpec, matrix_rows};
 use serde::Deserialize;
 use serde_json::Value;
 
 use expect::Expect;
-use faults::{Fault, FaultSpec};
+use faults::{Fault, FaultSpec, RowNodes};
 use nemesis::NemesisSpec;
 use range::{MsRange, SeedRange};
+use reports::incidents::Incident;
 
 /// A validated scenario, ready to run.
 #[derive(Clone, Debug)]
@@ -39,6 +40,10 @@ pub struct Scenario {
     pub network: Network,
     /// One entry for `scheme`, several for `schemes` (a scheme sweep).
     pub schemes: Vec<SchemeSpec>,
+    /// `"schemes": "all"`: every row of `locksim schemes` (a column of the comparison matrix).
+    pub all_schemes: bool,
+    /// The lease every scheme with one gets as its `ttl_ms` (`lease_ms`), unless it sets its own.
+    pub lease_ms: Option<u64>,
     pub clients: Clients,
     pub resource: Resource,
     pub faults: Vec<Fault>,
@@ -46,9 +51,36 @@ pub struct Scenario {
     pub nemesis: Option<NemesisSpec>,
     pub expect: Expect,
     pub expect_some: Expect,
+    /// Per scheme row (by label): expectations merged over `expect` / `expect_some`.
+    pub expect_by_scheme: BTreeMap<String, Expect>,
+    pub expect_some_by_scheme: BTreeMap<String, Expect>,
     /// How long the lock may go ungranted while live clients want it, once every fault has
     /// healed (see `liveness_window_ms()` for the default).
     pub liveness_window_ms: Option<u64>,
+    /// A reported real-world failure this scenario reproduces (`scenarios/incidents/`).
+    pub incident: Option<Incident>,
+    /// Where the comparison shows this scenario as a column of its matrix.
+    pub matrix: Option<MatrixColumn>,
+    /// Faults and nemesis validated for each number of masters a row runs with (Redlock rows
+    /// may have `redlock_masters`), keyed by that number.
+    variants: BTreeMap<u32, Variant>,
+}
+
+/// `matrix`: the column a `"schemes": "all"` scenario is in the comparison matrix.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixColumn {
+    /// A short header (`pause > lease`); the description is its tooltip.
+    pub column: String,
+    /// The fault family the column is grouped under (`pauses`, `clocks`).
+    pub family: String,
+}
+
+/// The faults of one node set (see `Scenario::variants`).
+#[derive(Clone, Debug)]
+struct Variant {
+    faults: Vec<Fault>,
+    nemesis: Option<NemesisSpec>,
 }
 
 /// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
@@ -65,6 +97,12 @@ pub struct Topology {
     pub sentinel_down_after_ms: u64,
     /// Sentinel's `failover-timeout` (default 180 s, as sentinel.conf).
     pub sentinel_failover_timeout_ms: u64,
+    /// Independent masters of the Redlock-family rows (default: `masters` when it is more
+    /// than 1, else 5); other schemes use `masters`.
+    pub redlock_masters: Option<u32>,
+    /// Extra one-way latency of every master → replica link for the whole run: a replication
+    /// stream that lags this much (a failover loses what it has not delivered yet).
+    pub replica_lag_ms: u64,
     /// `off` (no AOF) | `no` | `everysec` | `always`.
     pub appendfsync: String,
     /// A crashed Redis stays unavailable this long after its restart is due (antirez's delayed restart).
@@ -72,6 +110,13 @@ pub struct Topology {
     /// `min-replicas-to-write` (with `min-replicas-max-lag` 10 s): a master refuses writes with
     /// fewer good replicas.
     pub min_replicas_to_write: u32,
+    /// `min-replicas-max-lag`: a replica counts as good for `min_replicas_to_write` if it
+    /// acknowledged within this (default 10 000, redis.conf's 10 s).
+    pub min_replicas_max_lag_ms: u64,
+    /// How a master sends TTLs down its replication stream: `absolute` (Redis 7.0: `SET ...
+    /// PXAT`, `PEXPIREAT`; redis/redis PR 8474) or `relative` (Redis 6.2: `SET ... PX ms`,
+    /// `PEXPIRE`, each replica counting from its own clock when it applies them).
+    pub ttl_propagation: String,
 }
 
 impl Default for Topology {
@@ -82,9 +127,13 @@ impl Default for Topology {
             sentinels: 0,
             sentinel_down_after_ms: 5000,
             sentinel_failover_timeout_ms: 180_000,
+            redlock_masters: None,
+            replica_lag_ms: 0,
             appendfsync: "off".into(),
             restart_delay_ms: 0,
             min_replicas_to_write: 0,
+            min_replicas_max_lag_ms: 10_000,
+            ttl_propagation: "absolute".into(),
         }
     }
 }
@@ -122,6 +171,21 @@ pub struct Clients {
     pub command_timeout_ms: u64,
     /// Worker threads per client process (default 1).
     pub threads: u32,
+    /// Lease extension during the hold, through the scheme's own extend operation.
+    pub extend: Option<Extend>,
+}
+
+/// `clients.extend`: `{ "every_ms": N }` extends every N ms of the hold (a heartbeat: redbeat's
+/// tick, a job extending as it goes), `{ "before_write": true }` once, after the hold and just
+/// before writing. A client whose extension fails skips its write (the library told it the lock
+/// is lost) and releases.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Extend {
+    #[serde(default)]
+    pub every_ms: Option<u64>,
+    #[serde(default)]
+    pub before_write: bool,
 }
 
 impl Default for Clients {
@@ -134,6 +198,7 @@ impl Default for Clients {
             acquire_timeout_ms: 5000,
             command_timeout_ms: 500,
             threads: 1,
+            extend: None,
         }
     }
 }
@@ -167,7 +232,9 @@ struct ScenarioFile {
     #[serde(default)]
     scheme: Option<Value>,
     #[serde(default)]
-    schemes: Option<Vec<Value>>,
+    schemes: Option<Value>,
+    #[serde(default)]
+    lease_ms: Option<u64>,
     #[serde(default)]
     clients: Clients,
     #[serde(default)]
@@ -181,7 +248,14 @@ struct ScenarioFile {
     #[serde(default)]
     expect_some: Expect,
     #[serde(default)]
+    expect_by_scheme: BTreeMap<String, Expect>,
+    #[serde(default)]
+    expect_some_by_scheme: BTreeMap<String, Expect>,
+    #[serde(default)]
     liveness_window_ms: Option<u64>,
+    #[serde(default)]
+    incident: Option<Incident>,
+    matrix: Option<MatrixColumn>,
 }
 
 fn default_duration_ms() -> u64 {
@@ -230,6 +304,51 @@ impl Scenario {
             }
         })?;
         file.validate(path).map_err(|e| format!("{path}: {e}"))
+    }
+
+    /// The masters a scheme row runs with: `redlock_masters` for the Redlock family (its
+    /// default: `masters` when more than 1 — what Redlock used before that field — else 5),
+    /// `masters` for the others.
+    pub fn masters_for(&self, scheme: &SchemeSpec) -> u32 {
+        masters_for(&self.topology, scheme)
+    }
+
+    /// This scenario as scheme row `index` runs it: its masters, the faults and nemesis
+    /// validated for its nodes, and its expectations (`expect_by_scheme` merged over `expect`).
+    pub fn for_scheme(&self, index: usize) -> Scenario {
+        let mut row = self.clone();
+        let masters = self.masters_for(&self.schemes[index]);
+        if masters != self.topology.masters {
+            let variant = &self.variants[&masters];
+            row.topology.masters = masters;
+            row.faults = variant.faults.clone();
+            row.nemesis = variant.nemesis.clone();
+        }
+        (row.expect, row.expect_some) = self.expectations(index);
+        row
+    }
+
+    /// The expectations of scheme row `index`: `expect` and `expect_some`, each overridden
+    /// property by property by the row's `expect_by_scheme` / `expect_some_by_scheme`.
+    pub fn expectations(&self, index: usize) -> (Expect, Expect) {
+        let label = self.schemes[index].label();
+        let merge = |base: &Expect, by: &BTreeMap<String, Expect>| match by.get(&label) {
+            Some(own) => base.overridden_by(own),
+            None => base.clone(),
+        };
+        (
+            merge(&self.expect, &self.expect_by_scheme),
+            merge(&self.expect_some, &self.expect_some_by_scheme),
+        )
+    }
+
+    /// Whether any row expects anything.
+    pub fn expects_anything(&self) -> bool {
+        let none = Expect::default();
+        self.expect != none
+            || self.expect_some != none
+            || !self.expect_by_scheme.is_empty()
+            || !self.expect_some_by_scheme.is_empty()
     }
 
     /// Every node name of this scenario's topology, in creation order.
@@ -313,14 +432,26 @@ impl Scenario {
     /// 2 × max(lease, longest hold) + 1 s — long enough for a dead holder's lease to run out
     /// and for a live holder to finish, twice over. A lease-less scheme is judged as if its
     /// lease were [`LEASELESS_WINDOW_LEASE_MS`], never on a shorter window than a leased one.
+    /// With `lease_ms`, a scheme without a lease is judged on that lease.
     pub fn liveness_window_ms(&self, scheme: &SchemeSpec) -> u64 {
         self.liveness_window_ms.unwrap_or_else(|| {
-            let lease_ms = match scheme.ttl_ms() {
-                0 => LEASELESS_WINDOW_LEASE_MS,
-                ttl_ms => ttl_ms,
+            let lease_ms = match (self.lease_ms, scheme.lease(), scheme.ttl_ms()) {
+                (Some(lease_ms), Lease::None, _) => lease_ms,
+                (_, _, 0) => LEASELESS_WINDOW_LEASE_MS,
+                (_, _, ttl_ms) => ttl_ms,
             };
             2 * lease_ms.max(self.clients.hold_ms.max) + 1000
         })
+    }
+}
+
+fn masters_for(topology: &Topology, scheme: &SchemeSpec) -> u32 {
+    let redlock = scheme.info().is_some_and(|i| i.family == Family::Redlock);
+    match (redlock, topology.redlock_masters) {
+        (false, _) => topology.masters,
+        (true, Some(n)) => n,
+        (true, None) if topology.masters > 1 => topology.masters,
+        (true, None) => 5,
     }
 }
 
@@ -353,6 +484,13 @@ impl ScenarioFile {
         if t.masters > 64 {
             return Err("topology.masters: at most 64".into());
         }
+        if let Some(n) = t.redlock_masters
+            && !(1..=64).contains(&n)
+        {
+            return Err(format!(
+                "topology.redlock_masters: must be from 1 to 64, got {n}"
+            ));
+        }
         if !["off", "no", "everysec", "always"].contains(&t.appendfsync.as_str()) {
             return Err(format!(
                 "topology.appendfsync: \"{}\" is not one of off, no, everysec, always",
@@ -370,6 +508,18 @@ impl ScenarioFile {
         }
         if t.sentinel_failover_timeout_ms == 0 {
             return Err("topology.sentinel_failover_timeout_ms: must be greater than 0".into());
+        }
+        if t.min_replicas_max_lag_ms == 0 || !t.min_replicas_max_lag_ms.is_multiple_of(1000) {
+            return Err(format!(
+                "topology.min_replicas_max_lag_ms: Redis takes min-replicas-max-lag in whole seconds: give a positive multiple of 1000, got {}",
+                t.min_replicas_max_lag_ms
+            ));
+        }
+        if !["absolute", "relative"].contains(&t.ttl_propagation.as_str()) {
+            return Err(format!(
+                "topology.ttl_propagation: \"{}\" is not one of absolute (Redis 7.0), relative (Redis 6.2)",
+                t.ttl_propagation
+            ));
         }
         if t.min_replicas_to_write > t.replicas {
             return Err(format!(
@@ -416,7 +566,7 @@ impl ScenarioFile {
                 limits::MAX_FAULTS
             ));
         }
-        if let Some(list) = &self.schemes
+        if let Some(Value::Array(list)) = &self.schemes
             && list.len() > limits::MAX_SCHEMES
         {
             return Err(format!(
@@ -425,51 +575,82 @@ impl ScenarioFile {
                 limits::MAX_SCHEMES
             ));
         }
-        let schemes =
-            match (&self.scheme, &self.schemes) {
-                (Some(_), Some(_)) => {
-                    return Err("scheme and schemes: give one of them, not both".into());
+        if self.lease_ms == Some(0) {
+            return Err("lease_ms: must be greater than 0".into());
+        }
+        let (schemes, all_schemes) = self.scheme_rows()?;
+        if let Some(extend) = c.extend {
+            match (extend.every_ms, extend.before_write) {
+                (Some(every_ms), _) if every_ms < limits::MIN_EXTEND_EVERY_MS => {
+                    return Err(format!(
+                        "clients.extend.every_ms: an extension every {every_ms} ms is too frequent (limit: at least {} ms)",
+                        limits::MIN_EXTEND_EVERY_MS
+                    ));
                 }
-                (None, None) => return Err(
-                    "scheme: missing (a scheme id such as \"set-nx-px-lua\", or `schemes`: a list)"
-                        .into(),
-                ),
-                (Some(one), None) => vec![SchemeSpec::from_json(one, "scheme")?],
-                (None, Some(list)) => {
-                    if list.is_empty() {
-                        return Err("schemes: must list at least one scheme".into());
-                    }
-                    list.iter()
-                        .enumerate()
-                        .map(|(i, v)| SchemeSpec::from_json(v, &format!("schemes[{i}]")))
-                        .collect::<Result<_, _>>()?
+                (Some(_), true) | (None, false) => {
+                    return Err(
+                        "clients.extend: give exactly one of every_ms (extend every N ms of the hold) and before_write: true"
+                            .into(),
+                    );
                 }
-            };
-        let nodes: BTreeSet<String> = node_names(&self.topology, &self.clients)
-            .into_iter()
-            .collect();
-        let faults = self
-            .faults
-            .iter()
-            .enumerate()
-            .map(|(i, f)| f.validate(&format!("faults[{i}]"), &nodes))
-            .collect::<Result<Vec<_>, _>>()?;
-        let node_list: Vec<String> = nodes.iter().cloned().collect();
-        let mut link_changes = 0;
-        for (i, fault) in faults.iter().enumerate() {
-            let left = (limits::MAX_LINK_CHANGES - link_changes) / 2;
-            link_changes += 2 * fault.kind.count_links(&node_list, left);
-            if link_changes > limits::MAX_LINK_CHANGES {
+                _ => {}
+            }
+            for (i, spec) in schemes.iter().enumerate() {
+                let field = if self.schemes.is_some() {
+                    format!("schemes[{i}]")
+                } else {
+                    "scheme".to_string()
+                };
+                if !spec.build(&field)?.can_extend() {
+                    return Err(format!(
+                        "clients.extend: {field} ({}) has no extend operation (schemes with one: redlock presets leandromoreira/redlock-rb and redsync, set-nx-px-lua presets redis-py with ttl_ms and redbeat@*)",
+                        spec.label()
+                    ));
+                }
+            }
+        }
+        if let Some(incident) = &self.incident {
+            incident.validate()?;
+        }
+        let labels: Vec<String> = schemes.iter().map(SchemeSpec::label).collect();
+        for (field, by) in [
+            ("expect_by_scheme", &self.expect_by_scheme),
+            ("expect_some_by_scheme", &self.expect_some_by_scheme),
+        ] {
+            if let Some(unknown) = by.keys().find(|l| !labels.contains(l)) {
                 return Err(format!(
-                    "faults[{i}]: the partitions and isolations up to this one cut and heal more than {0} links (limit {0} link changes)",
-                    limits::MAX_LINK_CHANGES
+                    "{field}.{unknown}: no scheme row \"{unknown}\" in this scenario (its rows: {})",
+                    labels.join(", ")
                 ));
             }
         }
-        let nemesis = match &self.nemesis {
-            Some(value) => Some(NemesisSpec::from_json(value, &nodes, self.duration_ms)?),
-            None => None,
-        };
+        let mut variants = BTreeMap::new();
+        for masters in schemes
+            .iter()
+            .map(|s| masters_for(&self.topology, s))
+            .chain([self.topology.masters])
+        {
+            if variants.contains_key(&masters) {
+                continue;
+            }
+            let topology = Topology {
+                masters,
+                ..self.topology.clone()
+            };
+            let row = RowNodes {
+                nodes: node_names(&topology, &self.clients).into_iter().collect(),
+                masters: (1..=masters).map(|i| format!("redis-{i}")).collect(),
+            };
+            let variant = self.variant(&row).map_err(|e| {
+                if masters == self.topology.masters {
+                    e
+                } else {
+                    format!("{e} (for the Redlock rows, with {masters} masters)")
+                }
+            })?;
+            variants.insert(masters, variant);
+        }
+        let Variant { faults, nemesis } = variants[&self.topology.masters].clone();
         let seeds = match &self.seeds {
             Some(text) => SeedRange::parse(text).map_err(|e| format!("seeds: {e}"))?,
             None => DEFAULT_SEEDS,
@@ -488,16 +669,92 @@ impl ScenarioFile {
             topology: self.topology,
             network: self.network,
             schemes,
+            all_schemes,
+            lease_ms: self.lease_ms,
             clients: self.clients,
             resource: self.resource,
             faults,
             nemesis,
             expect: self.expect,
             expect_some: self.expect_some,
+            expect_by_scheme: self.expect_by_scheme,
+            expect_some_by_scheme: self.expect_some_by_scheme,
             liveness_window_ms: self.liveness_window_ms,
+            incident: self.incident,
+            matrix: self.matrix,
+            variants,
         };
         scenario.validate_liveness_phase()?;
         Ok(scenario)
+    }
+}
+
+impl ScenarioFile {
+    /// The scheme rows: `scheme`, the `schemes` list, or `"schemes": "all"` (every row of
+    /// `locksim schemes` but `script`), each with `lease_ms` applied. Also says whether it was
+    /// "all".
+    fn scheme_rows(&self) -> Result<(Vec<SchemeSpec>, bool), String> {
+        let lease = |spec: SchemeSpec, field: &str| match self.lease_ms {
+            Some(lease_ms) => spec.with_lease(lease_ms, field),
+            None => Ok(spec),
+        };
+        let one = |v: &Value, field: &str| lease(SchemeSpec::from_json(v, field)?, field);
+        match (&self.scheme, &self.schemes) {
+            (Some(_), Some(_)) => Err("scheme and schemes: give one of them, not both".into()),
+            (None, None) => Err(
+                "scheme: missing (a scheme id such as \"set-nx-px-lua\", or `schemes`: a list or \"all\")"
+                    .into(),
+            ),
+            (Some(v), None) => Ok((vec![one(v, "scheme")?], false)),
+            (None, Some(Value::String(all))) if all == "all" => {
+                let rows = matrix_rows()
+                    .iter()
+                    .map(|r| one(&r.spec_json(), &format!("schemes (\"all\": {})", r.label())))
+                    .collect::<Result<_, _>>()?;
+                Ok((rows, true))
+            }
+            (None, Some(Value::Array(list))) => {
+                if list.is_empty() {
+                    return Err("schemes: must list at least one scheme".into());
+                }
+                let rows = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| one(v, &format!("schemes[{i}]")))
+                    .collect::<Result<_, _>>()?;
+                Ok((rows, false))
+            }
+            (None, Some(other)) => Err(format!(
+                "schemes: expected a list of schemes or \"all\", got {other}"
+            )),
+        }
+    }
+
+    /// The faults and nemesis validated against one node set.
+    fn variant(&self, row: &RowNodes) -> Result<Variant, String> {
+        let faults = self
+            .faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.validate(&format!("faults[{i}]"), row))
+            .collect::<Result<Vec<_>, _>>()?;
+        let node_list: Vec<String> = row.nodes.iter().cloned().collect();
+        let mut link_changes = 0;
+        for (i, fault) in faults.iter().enumerate() {
+            let left = (limits::MAX_LINK_CHANGES - link_changes) / 2;
+            link_changes += 2 * fault.kind.count_links(&node_list, left);
+            if link_changes > limits::MAX_LINK_CHANGES {
+                return Err(format!(
+                    "faults[{i}]: the partitions and isolations up to this one cut and heal more than {0} links (limit {0} link changes)",
+                    limits::MAX_LINK_CHANGES
+                ));
+            }
+        }
+        let nemesis = match &self.nemesis {
+            Some(value) => Some(NemesisSpec::from_json(value, &row.nodes, self.duration_ms)?),
+            None => None,
+        };
+        Ok(Variant { faults, nemesis })
     }
 }
 
@@ -534,6 +791,7 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faults::FaultKind;
 
     const MINIMAL: &str = r#"{ "name": "m", "scheme": "set-nx-px-lua" }"#;
 
@@ -731,6 +989,94 @@ mod tests {
         assert_eq!(err, "f.json: clients.threads: must be from 1 to 64, got 0");
     }
 
+    /// `"schemes": "all"` runs every row of `locksim schemes` but `script`; `lease_ms` becomes
+    /// the `ttl_ms` of every scheme with a lease, and the window of those without one; Redlock
+    /// rows get their own masters, and the faults are validated for each node set.
+    #[test]
+    fn all_schemes_with_one_lease_and_redlock_masters() {
+        let s = Scenario::parse(
+            r#"{ "name": "a", "schemes": "all", "lease_ms": 2000,
+                 "faults": [ { "kind": "partition", "at_ms": 0,
+                               "groups": [["client-1", "{first_majority}"], ["client-2", "{last_majority}"]] },
+                             { "kind": "crash", "node": "{holder_master}", "restart_after_ms": 1,
+                               "on": { "event": "acquired" } } ],
+                 "expect_by_scheme": { "redlock": { "mutual_exclusion": "violated" } } }"#,
+            "a.json",
+        )
+        .unwrap();
+        let labels: Vec<String> = s.schemes.iter().map(SchemeSpec::label).collect();
+        assert_eq!(labels.len(), model::locks::matrix_rows().len());
+        assert!(!labels.contains(&"script".to_string()));
+        let row = |label: &str| labels.iter().position(|l| l == label).unwrap();
+        assert_eq!(s.schemes[row("fencing")].ttl_ms(), 2000);
+        assert_eq!(s.schemes[row("setex")].ttl_ms(), 2000);
+        assert!(!s.schemes[row("setnx-del")].params.contains_key("ttl_ms"));
+        assert_eq!(
+            s.liveness_window_ms(&s.schemes[row("setnx-del")]),
+            5000,
+            "a lease-less row is judged on lease_ms"
+        );
+        let redlock = s.for_scheme(row("redlock:redsync"));
+        assert_eq!(redlock.master_names().len(), 5);
+        assert_eq!(
+            s.for_scheme(row("set-nx-px-lua")).master_names(),
+            ["redis-1"]
+        );
+        let FaultKind::Partition { groups, .. } = &redlock.faults[0].kind else {
+            panic!("a partition");
+        };
+        assert_eq!(groups[1], ["client-2", "redis-3", "redis-4", "redis-5"]);
+        let (expect, _) = s.expectations(row("redlock"));
+        assert_eq!(
+            expect.mutual_exclusion,
+            Some(expect::SafetyExpect::Violated)
+        );
+        assert_eq!(s.expectations(row("fencing")).0, Expect::default());
+    }
+
+    #[test]
+    fn matrix_fields_are_checked() {
+        let err = |json: &str| Scenario::parse(json, "m.json").unwrap_err();
+        assert!(
+            err(r#"{ "name": "m", "schemes": "al" }"#)
+                .starts_with("m.json: schemes: expected a list of schemes or \"all\""),
+        );
+        assert!(
+            err(r#"{ "name": "m", "schemes": "all", "lease_ms": 1500 }"#).starts_with(
+                "m.json: lease_ms: 1500 ms is not a whole number of seconds, which setex needs"
+            )
+        );
+        let unknown = err(
+            r#"{ "name": "m", "schemes": "all", "expect_by_scheme": { "redlok": { "liveness": "ok" } } }"#,
+        );
+        assert!(
+            unknown.starts_with("m.json: expect_by_scheme.redlok: no scheme row \"redlok\""),
+            "{unknown}"
+        );
+        let redis_4 = err(r#"{ "name": "m", "schemes": ["set-nx-px-lua", "redlock"],
+                 "faults": [ { "kind": "pause", "node": "redis-4", "at_ms": 1, "duration_ms": 5 } ] }"#);
+        assert!(
+            redis_4.starts_with("m.json: faults[0].node: no node \"redis-4\""),
+            "{redis_4}"
+        );
+        let masters = |json: &str| {
+            let s = Scenario::parse(json, "m.json").unwrap();
+            s.masters_for(&s.schemes[0])
+        };
+        assert_eq!(masters(r#"{ "name": "m", "scheme": "redlock" }"#), 5);
+        assert_eq!(
+            masters(r#"{ "name": "m", "scheme": "redlock", "topology": { "masters": 3 } }"#),
+            3,
+            "as before redlock_masters existed"
+        );
+        assert_eq!(
+            masters(
+                r#"{ "name": "m", "scheme": "redlock", "topology": { "masters": 3, "redlock_masters": 7 } }"#
+            ),
+            7
+        );
+    }
+
     /// The nemesis heals two liveness windows before the end by default, so that a lock-out
     /// after healing can be seen; a heal time that leaves no whole window is an error.
     #[test]
@@ -764,5 +1110,45 @@ mod tests {
             short.starts_with("n.json: duration_ms: 10000 ms leaves no time for random faults"),
             "{short}"
         );
+    }
+
+    #[test]
+    fn extensions_incidents_and_ttl_propagation_are_validated() {
+        let parse = |json: &str| Scenario::parse(json, "x.json");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "extend": { "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("clients.extend: scheme (set-nx-px-lua) has no extend operation"),
+            "{err}"
+        );
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "clients": { "extend": { "every_ms": 100, "before_write": true } } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("clients.extend: give exactly one of"), "{err}");
+        let ok = parse(
+            r#"{ "name": "m", "schemes": ["redlock", { "name": "redlock", "preset": "redsync@4.0.3" }],
+                 "clients": { "extend": { "every_ms": 100 } } }"#,
+        )
+        .unwrap();
+        assert_eq!(ok.clients.extend.and_then(|e| e.every_ms), Some(100));
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "ttl_propagation": "6.2" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.ttl_propagation"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "topology": { "min_replicas_max_lag_ms": 1500 } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("topology.min_replicas_max_lag_ms"), "{err}");
+        let err = parse(
+            r#"{ "name": "m", "scheme": "redlock", "incident": { "case": "c", "library": "l",
+                 "version": "1", "role": "broken", "link": "https://x", "mechanism": "m" } }"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("incident.role"), "{err}");
     }
 }

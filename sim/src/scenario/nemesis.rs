@@ -194,6 +194,10 @@ impl KindSpec {
                     let name = item
                         .as_str()
                         .ok_or_else(|| format!("{field}.nodes[{i}]: expected a node name"))?;
+                    if let Some(group) = group_nodes(name, nodes) {
+                        out.extend(group);
+                        continue;
+                    }
                     if !nodes.contains(name) {
                         return Err(format!(
                             "{field}.nodes[{i}]: no node \"{name}\" in this scenario"
@@ -296,6 +300,17 @@ impl KindSpec {
     }
 }
 
+/// `{masters}` (every master) and `{clients}` (every client) in a `nodes` list: the same file
+/// then fits every scheme row, whichever number of masters it has.
+fn group_nodes(name: &str, nodes: &BTreeSet<String>) -> Option<Vec<String>> {
+    let keep: fn(&str) -> bool = match name {
+        "{masters}" => is_master_name,
+        "{clients}" => |n| n.starts_with("client-"),
+        _ => return None,
+    };
+    Some(nodes.iter().filter(|n| keep(n)).cloned().collect())
+}
+
 /// Who a kind picks from when the scenario does not say: crashes and dropped connections hit
 /// Redis and Sentinel processes, failovers master groups, everything else any node but the
 /// resource (which stands for durable storage).
@@ -361,6 +376,19 @@ mod tests {
         assert_eq!(
             err(serde_json::json!({"failover": {"every_ms": [1, 1]}})),
             "nemesis.failover.every_ms: faults 1 ms apart are too frequent (limit: at least 10 ms)"
+        );
+    }
+
+    #[test]
+    fn node_groups_fit_every_row() {
+        let v = serde_json::json!({
+            "delay": { "every_ms": 10, "duration_ms": 5, "extra_ms": 5,
+                       "nodes": ["{clients}", "resource", "{masters}"] }
+        });
+        let spec = NemesisSpec::from_json(&v, &nodes(), 30_000).unwrap();
+        assert_eq!(
+            spec.kinds[0].nodes,
+            vec!["client-1", "client-2", "resource", "redis-1", "redis-2"]
         );
     }
 }

@@ -4,8 +4,15 @@
 //!
 //! Recording reports which triggers an event completed; injecting their faults is the fault
 //! layer's job (`World::record`), so the recorder knows nothing of faults beyond their index.
+//!
+//! It also keeps, for scenarios whose faults need them, which client's write each Redis node's
+//! lock key holds (`lock_writers`): the moments `lock_written` (a client's command left the key
+//! written on a node) and `lock_granted` (a client's writes now stand on a quorum of the
+//! scheme's masters) are triggers, not events of the trace, and `{holder_master}` is resolved
+//! from them. Writers are the connections' clients, so schemes whose lock value names nobody
+//! (`set`, `incr-semaphore`) are followed too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use model::history::{Event, EventKind};
@@ -24,10 +31,12 @@ pub struct Trigger {
     pub after_ms: u64,
 }
 
-/// A trigger that its event completed: the fault's index and its `after_ms`.
+/// A trigger that its event completed: the fault's index, its `after_ms`, and the client the
+/// event names (the `{holder}` of the fault's placeholders).
 pub struct Fired {
     pub fault: usize,
     pub after_ms: u64,
+    pub holder: Option<String>,
 }
 
 /// How much one run's history may hold. A run that reaches it stops (its tasks park at their
@@ -67,6 +76,10 @@ struct State {
     key_owners: BTreeMap<String, String>,
     /// Triggers still waiting, each with how many matching events it has seen.
     triggers: Vec<(Trigger, u64)>,
+    /// The client whose write each Redis node's lock key holds, while it exists.
+    lock_writers: BTreeMap<String, String>,
+    /// Clients whose writes stand on a quorum of the masters (`lock_granted` fired).
+    granted: BTreeSet<String>,
 }
 
 impl History {
@@ -80,6 +93,8 @@ impl History {
                 tokens: BTreeMap::new(),
                 key_owners: BTreeMap::new(),
                 triggers: triggers.into_iter().map(|t| (t, 0)).collect(),
+                lock_writers: BTreeMap::new(),
+                granted: BTreeSet::new(),
             }),
         }
     }
@@ -98,29 +113,19 @@ impl History {
         state.bytes += event.size_bytes();
         state.full =
             state.events.len() + 1 >= state.budget.events || state.bytes >= state.budget.bytes;
-        let name = event.name();
         let command_word = match &event.kind {
             EventKind::CommandSent { command, .. } => command.split(' ').next(),
             _ => None,
         };
-        let mut fired = Vec::new();
-        for (trigger, seen) in state.triggers.iter_mut() {
-            let matches = trigger.event == name
-                && trigger.node.as_deref().is_none_or(|n| n == event.node)
-                && trigger
-                    .command
-                    .as_deref()
-                    .is_none_or(|c| command_word.is_some_and(|w| w.eq_ignore_ascii_case(c)));
-            if matches {
-                *seen += 1;
-                if *seen == trigger.nth {
-                    fired.push(Fired {
-                        fault: trigger.fault,
-                        after_ms: trigger.after_ms,
-                    });
-                }
-            }
-        }
+        // Client events name their client; `replicated` (a replica's) names none.
+        let holder = match event.kind {
+            EventKind::AcquireStarted { .. }
+            | EventKind::Acquired { .. }
+            | EventKind::Released { .. }
+            | EventKind::CommandSent { .. } => Some(event.node.as_str()),
+            _ => None,
+        };
+        let fired = state.matching(event.name(), &event.node, command_word, holder);
         if let EventKind::KeyOwner { owner, .. } = &event.kind {
             match owner {
                 Some(owner) => state.key_owners.insert(event.node.clone(), owner.clone()),
@@ -142,6 +147,46 @@ impl History {
         (state.events.len(), state.bytes)
     }
 
+    /// `client`'s command left the lock key written on `node`: fires `lock_written`, and
+    /// `lock_granted` when this makes the client's writes stand on `quorum` of `masters`.
+    pub fn lock_written(
+        &self,
+        node: &str,
+        client: &str,
+        masters: &[String],
+        quorum: usize,
+    ) -> Vec<Fired> {
+        let mut state = self.state();
+        state
+            .lock_writers
+            .insert(node.to_string(), client.to_string());
+        state.regrant(masters, quorum);
+        let mut fired = state.matching("lock_written", node, None, Some(client));
+        if state.standing(client, masters) >= quorum && state.granted.insert(client.to_string()) {
+            fired.extend(state.matching("lock_granted", client, None, Some(client)));
+        }
+        fired
+    }
+
+    /// The lock key on `node` is gone (deleted, expired, lost in a crash): a client whose writes
+    /// fall below the quorum can be granted again.
+    pub fn lock_gone(&self, node: &str, masters: &[String], quorum: usize) {
+        let mut state = self.state();
+        if state.lock_writers.remove(node).is_some() {
+            state.regrant(masters, quorum);
+        }
+    }
+
+    /// The nodes whose lock key holds `client`'s write, in name order.
+    pub fn lock_written_by(&self, client: &str) -> Vec<String> {
+        self.state()
+            .lock_writers
+            .iter()
+            .filter(|(_, w)| *w == client)
+            .map(|(node, _)| node.clone())
+            .collect()
+    }
+
     pub fn take_events(&self) -> Vec<Event> {
         std::mem::take(&mut self.state().events)
     }
@@ -161,5 +206,57 @@ impl History {
     /// Whether the lock key on `node` has an owner, as last recorded.
     pub fn has_key_owner(&self, node: &str) -> bool {
         self.state().key_owners.contains_key(node)
+    }
+}
+
+impl State {
+    /// On how many of `masters` the lock key holds `client`'s write.
+    fn standing(&self, client: &str, masters: &[String]) -> usize {
+        masters
+            .iter()
+            .filter(|m| self.lock_writers.get(*m).is_some_and(|w| w == client))
+            .count()
+    }
+
+    /// Forgets the grants of clients whose writes no longer stand on a quorum: they can be
+    /// granted again.
+    fn regrant(&mut self, masters: &[String], quorum: usize) {
+        let still: BTreeSet<String> = self
+            .granted
+            .iter()
+            .filter(|c| self.standing(c, masters) >= quorum)
+            .cloned()
+            .collect();
+        self.granted = still;
+    }
+
+    /// Counts the event against every waiting trigger; returns the ones it completed.
+    fn matching(
+        &mut self,
+        name: &str,
+        node: &str,
+        command_word: Option<&str>,
+        holder: Option<&str>,
+    ) -> Vec<Fired> {
+        let mut fired = Vec::new();
+        for (trigger, seen) in self.triggers.iter_mut() {
+            let matches = trigger.event == name
+                && trigger.node.as_deref().is_none_or(|n| n == node)
+                && trigger
+                    .command
+                    .as_deref()
+                    .is_none_or(|c| command_word.is_some_and(|w| w.eq_ignore_ascii_case(c)));
+            if matches {
+                *seen += 1;
+                if *seen == trigger.nth {
+                    fired.push(Fired {
+                        fault: trigger.fault,
+                        after_ms: trigger.after_ms,
+                        holder: holder.map(str::to_string),
+                    });
+                }
+            }
+        }
+        fired
     }
 }

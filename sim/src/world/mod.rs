@@ -30,7 +30,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::scenario::Scenario;
 use crate::scenario::faults::When;
-use history::{Budget, History, Trigger};
+use history::{Budget, Fired, History, Trigger};
 use net::Network;
 use procs::Procs;
 use storage::Disks;
@@ -47,16 +47,19 @@ pub struct World {
     pub history: History,
     /// What becomes of a fired trigger (registered by the runner).
     fault_hook: OnceLock<FaultHook>,
+    /// See `tracks_lock_writes`.
+    tracks_lock_writes: bool,
     /// Itself, for injecting a triggered fault at the instant of its event (`record`).
     me: Weak<World>,
 }
 
-/// How the fault layer takes the faults whose trigger fired.
+/// How the fault layer takes the faults whose trigger fired, each with the client its event
+/// names (the `{holder}` of its placeholders).
 pub struct FaultHook {
     /// A fault whose trigger has `after_ms` > 0, by index: the scripted nemesis schedules it.
-    pub later: UnboundedSender<usize>,
+    pub later: UnboundedSender<(usize, Option<String>)>,
     /// Injects a fault whose trigger has `after_ms` 0 at once, from the recording task.
-    pub now: fn(&Arc<World>, usize),
+    pub now: fn(&Arc<World>, usize, Option<String>),
 }
 
 impl World {
@@ -86,6 +89,7 @@ impl World {
                 });
             }
         }
+        let tracks_lock_writes = scenario.faults.iter().any(|f| f.needs_lock_writers());
         Arc::new_cyclic(|me| World {
             scenario,
             scheme,
@@ -96,6 +100,7 @@ impl World {
             procs: Procs::default(),
             history: History::new(triggers, budget),
             fault_hook: OnceLock::new(),
+            tracks_lock_writes,
             me: me.clone(),
         })
     }
@@ -139,16 +144,21 @@ impl World {
             kind,
         };
         let fired = self.history.record(event);
+        self.fire(fired)
+    }
+
+    /// Hands fired triggers to the fault layer; true when one was injected at this instant.
+    fn fire(&self, fired: Vec<Fired>) -> bool {
         let Some(hook) = self.fault_hook.get() else {
             return false;
         };
         let mut now = Vec::new();
         for f in fired {
             if f.after_ms == 0 {
-                now.push(f.fault);
+                now.push((f.fault, f.holder));
             } else {
                 // The nemesis lives to the end of the run; a send can only fail after it.
-                let _ = hook.later.send(f.fault);
+                let _ = hook.later.send((f.fault, f.holder));
             }
         }
         if now.is_empty() {
@@ -158,10 +168,35 @@ impl World {
             .me
             .upgrade()
             .expect("a world records only while it lives");
-        for &fault in &now {
-            (hook.now)(&world, fault);
+        for (fault, holder) in now {
+            (hook.now)(&world, fault, holder);
         }
         true
+    }
+
+    /// Whether Redis nodes report lock-key writes (`lock_written`): only when a fault needs
+    /// them, so other runs pay nothing.
+    pub fn tracks_lock_writes(&self) -> bool {
+        self.tracks_lock_writes
+    }
+
+    /// `client`'s command left the lock key written on `node`: fires the `lock_written` and
+    /// `lock_granted` triggers it completes.
+    pub fn lock_written(&self, node: &str, client: &str) {
+        let masters = self.scenario.master_names();
+        let fired = self
+            .history
+            .lock_written(node, client, &masters, masters.len() / 2 + 1);
+        self.fire(fired);
+    }
+
+    /// The lock key on `node` is gone (deleted, expired, lost).
+    pub fn lock_gone(&self, node: &str) {
+        if self.tracks_lock_writes {
+            let masters = self.scenario.master_names();
+            self.history
+                .lock_gone(node, &masters, masters.len() / 2 + 1);
+        }
     }
 
     /// `node` lost its dataset (a crash): records that its lock key has no owner any more.

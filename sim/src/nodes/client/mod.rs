@@ -18,6 +18,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::resp::{RespConn, with_timeout};
+use crate::scenario::Extend;
 use crate::scenario::range::MsRange;
 use crate::world::procs::node_ip;
 use crate::world::{World, stream_seed};
@@ -55,9 +56,17 @@ impl ResourceClient {
         }
     }
 
-    /// The critical section: read the counter, hold, write it back decremented. A refused or
-    /// failed read skips the write, as an application would on an exception.
-    async fn decrement(&mut self, env: &ClientEnv, fence: Option<u64>, hold_ms: u64) {
+    /// The critical section: read the counter, hold (extending the lease as `clients.extend`
+    /// asks), write it back decremented. A refused or failed read skips the hold and the write,
+    /// as an application would on an exception; so does a failed extension (the library said the
+    /// lock is lost).
+    async fn decrement(
+        &mut self,
+        lease: &mut Lease<'_>,
+        fence: Option<u64>,
+        hold_ms: u64,
+        extend: Option<Extend>,
+    ) {
         let fence = fence.map_or("-".to_string(), |f| f.to_string());
         let read = self
             .call(&["READ".into(), self.name.clone(), fence.clone()])
@@ -68,7 +77,9 @@ impl ResourceClient {
         let (Some(value), Some(version)) = (fields[0].as_integer(), fields[1].as_integer()) else {
             return;
         };
-        env.sleep_ms(hold_ms).await;
+        if !lease.hold(hold_ms, extend).await {
+            return;
+        }
         let write = [
             "WRITE".into(),
             self.name.clone(),
@@ -77,6 +88,58 @@ impl ResourceClient {
             fence,
         ];
         self.call(&write).await;
+    }
+}
+
+/// The held lock during the critical section: the hold, with its extensions.
+struct Lease<'a> {
+    world: &'a World,
+    env: &'a ClientEnv,
+    dyn_env: &'a Rc<dyn LockEnv>,
+    scheme: &'a mut Box<dyn LockScheme>,
+    thread: Option<u32>,
+}
+
+impl Lease<'_> {
+    /// Sleeps `hold_ms`, extending every `every_ms` of it or once at its end; false when an
+    /// extension failed.
+    async fn hold(&mut self, hold_ms: u64, extend: Option<Extend>) -> bool {
+        let Some(extend) = extend else {
+            self.env.sleep_ms(hold_ms).await;
+            return true;
+        };
+        let mut left_ms = hold_ms;
+        if let Some(every_ms) = extend.every_ms {
+            while left_ms > every_ms {
+                self.env.sleep_ms(every_ms).await;
+                left_ms -= every_ms;
+                if !self.extend().await {
+                    return false;
+                }
+            }
+        }
+        self.env.sleep_ms(left_ms).await;
+        !extend.before_write || self.extend().await
+    }
+
+    async fn extend(&mut self) -> bool {
+        let name = self.env.name().to_string();
+        self.world
+            .emit(&name, self.thread, EventKind::ExtendStarted)
+            .await;
+        let extension = self.scheme.extend(self.dyn_env).await;
+        let ok = extension.ok;
+        self.world
+            .emit(
+                &name,
+                self.thread,
+                EventKind::Extended {
+                    ok,
+                    detail: extension.detail,
+                },
+            )
+            .await;
+        ok
     }
 }
 
@@ -173,8 +236,16 @@ async fn worker(
                     fence: grant.fence,
                 })
                 .await;
+                let hold_ms = draw(&mut rng, clients.hold_ms);
+                let mut lease = Lease {
+                    world: &world,
+                    env: &env,
+                    dyn_env: &dyn_env,
+                    scheme: &mut scheme,
+                    thread,
+                };
                 resource
-                    .decrement(&env, grant.fence, draw(&mut rng, clients.hold_ms))
+                    .decrement(&mut lease, grant.fence, hold_ms, clients.extend)
                     .await;
                 record(EventKind::ReleaseStarted).await;
                 let release = scheme.release(&dyn_env).await;

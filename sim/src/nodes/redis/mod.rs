@@ -225,6 +225,9 @@ impl Node {
             }
             _ => {}
         }
+        // Lock-key writes by clients are followed only when a fault needs them.
+        let before = (self.world.tracks_lock_writes() && client.starts_with("client-"))
+            .then(|| self.lock_entry(self.world.time.wall_ms(&self.name)));
         let reply = match self.host_command(id, &command, argv) {
             Some(reply) => reply,
             None => self.execute_in_model(id, argv).await,
@@ -248,7 +251,23 @@ impl Node {
         }
         let now_ms = self.world.time.wall_ms(&self.name);
         self.observe_owner(client, now_ms);
+        if let Some(before) = before {
+            let after = self.lock_entry(now_ms);
+            if after.is_some() && after != before {
+                self.world.lock_written(&self.name, client);
+            }
+        }
         Response::Reply(reply)
+    }
+
+    /// The lock key as a client would read it at `now_ms`: `None` when absent or expired.
+    fn lock_entry(&self, now_ms: i64) -> Option<model::redis::keyspace::Entry> {
+        self.server
+            .borrow()
+            .db()
+            .get(&self.lock_key)
+            .filter(|e| e.expire_at.is_none_or(|at| now_ms <= at))
+            .cloned()
     }
 
     /// Commands the process handles itself; `None` for the dataset's commands.
@@ -319,10 +338,15 @@ impl Node {
         // A lease that ran out before this command is the clock's doing, not this client's.
         self.observe_owner("expiry", now_ms);
         let info = replication::replication_info(self);
-        let min = self.world.scenario.topology.min_replicas_to_write;
+        let topology = &self.world.scenario.topology;
+        let min = topology.min_replicas_to_write;
         let refuse = min > 0
             && matches!(self.server.borrow().role(), Role::Master)
-            && self.repl.borrow().good_replicas(self.world.time.now_us()) < min as usize;
+            && self
+                .repl
+                .borrow()
+                .good_replicas(self.world.time.now_us(), topology.min_replicas_max_lag_ms)
+                < min as usize;
         {
             let mut server = self.server.borrow_mut();
             server.set_replication_info(info);
@@ -352,8 +376,12 @@ impl Node {
         }
     }
 
-    /// Records a `key_owner` event when the lock key's owner changed, attributing it to `by`.
+    /// Records a `key_owner` event when the lock key's owner changed, attributing it to `by`;
+    /// tells the world when the key is gone (for `lock_written` followers).
     pub fn observe_owner(&self, by: &str, now_ms: i64) {
+        if self.world.tracks_lock_writes() && self.lock_entry(now_ms).is_none() {
+            self.world.lock_gone(&self.name);
+        }
         let owner = lock_tokens(&self.server.borrow(), &self.lock_key, now_ms)
             .iter()
             .find_map(|token| self.world.history.owner_of(token));

@@ -1,7 +1,8 @@
 //! Asynchronous master → replica replication (`replication.c`), over the simulated network.
 //!
 //! - The stream is the master's propagated effects (`take_propagated`, Redis 7.0: absolute
-//!   `PXAT`/`PEXPIREAT`, `DEL` on expiry), RESP-encoded; every byte advances the replication
+//!   `PXAT`/`PEXPIREAT`, `DEL` on expiry; Redis 6.2's relative TTLs with
+//!   `topology.ttl_propagation`, `ttl`), RESP-encoded; every byte advances the replication
 //!   offset, and the last `BACKLOG_SIZE` bytes stay in a backlog for partial resyncs.
 //! - A replica connects to its master's port and sends `PSYNC <replid> <offset+1>`; the master
 //!   answers `+CONTINUE` and the missing tail of its backlog when it can
@@ -25,6 +26,7 @@
 
 mod master;
 mod replica;
+mod ttl;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -48,8 +50,6 @@ pub const BACKLOG_SIZE: usize = 1 << 20;
 pub const REPL_TIMEOUT: Duration = Duration::from_secs(60);
 /// `repl-ping-replica-period` (10 s).
 pub const PING_PERIOD_MS: u64 = 10_000;
-/// `min-replicas-max-lag` (10 s): a replica is good if it acknowledged within this.
-pub const MIN_REPLICAS_MAX_LAG_MS: u64 = 10_000;
 
 /// One connected replica, as its master sees it.
 pub struct ReplicaLink {
@@ -133,11 +133,12 @@ impl Repl {
         }
     }
 
-    /// Replicas whose last ACK is recent enough (`refreshGoodSlavesCount`).
-    pub fn good_replicas(&self, now_us: u64) -> usize {
+    /// Replicas that acknowledged within `max_lag_ms` (`refreshGoodSlavesCount`,
+    /// `min-replicas-max-lag`).
+    pub fn good_replicas(&self, now_us: u64, max_lag_ms: u64) -> usize {
         self.replicas
             .values()
-            .filter(|r| now_us.saturating_sub(r.last_ack_us) <= MIN_REPLICAS_MAX_LAG_MS * 1000)
+            .filter(|r| now_us.saturating_sub(r.last_ack_us) <= max_lag_ms * 1000)
             .count()
     }
 
@@ -183,6 +184,11 @@ pub fn propagate(node: &Node) {
     }
     persistence::append(&node.world, &node.name, node.fsync, &commands);
     if matches!(node.server.borrow().role(), Role::Master) {
+        let commands = if node.world.scenario.topology.ttl_propagation == "relative" {
+            ttl::relative(commands, node.world.time.wall_ms(&node.name))
+        } else {
+            commands
+        };
         let bytes: Vec<u8> = commands.iter().flat_map(|c| encode_command(c)).collect();
         node.repl.borrow_mut().feed(&bytes);
     }
