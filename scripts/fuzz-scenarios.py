@@ -5,7 +5,8 @@ Each mutant is a catalog scenario with one or two changes — numbers to extreme
 huge values and fractions; strings to empty, long, Unicode or control characters; arrays
 emptied, duplicated or grown; fields dropped, added or given another type — plus the issue-17
 cases (a 10^15 ms run with 2^32-1 acquisitions, empty or duplicated partition groups, a fault
-every millisecond, a 50 MB string, seed ranges to 2^64-1, a zero-latency loop). Each runs as
+every millisecond, a 50 MB string, seed ranges to 2^64-1, a zero-latency loop, an extension
+every millisecond, a 1 ms lease). Each runs as
 `locksim run MUTANT` under a wall-clock bound and a 4 GiB address-space limit (so a runaway
 allocation aborts instead of swapping) and is classified:
 
@@ -174,6 +175,15 @@ def targeted(doc):
         d["duration_ms"] = 3_600_000
         d["liveness_window_ms"] = 1000
 
+    def extend_storm(d):
+        d.setdefault("clients", {})["extend"] = {"every_ms": 1}
+        d["clients"]["hold_ms"] = 3_000_000
+        d["duration_ms"] = 3_600_000
+
+    def tiny_lease(d):
+        d["lease_ms"] = 1
+        d["duration_ms"] = 3_600_000
+
     variant("duration_ms = 10^15, clients.acquisitions = 2^32-1", huge_run)
     variant("partition groups [[], []]", partition([[], []]))
     variant("partition groups [[client-1, client-1]]", partition([["client-1", "client-1"]]))
@@ -184,6 +194,8 @@ def targeted(doc):
     variant("seeds 0..2^64-1", seeds)
     variant("a clock jump of a year every 10 ms for an hour", jump_storm)
     variant("1000 clients, a partition every 10 ms", partition_storm)
+    variant("clients.extend every 1 ms of a 50-minute hold", extend_storm)
+    variant("lease_ms = 1 for an hour", tiny_lease)
     return out
 
 
@@ -215,9 +227,16 @@ def limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
 
 
+# `"schemes": "all"` runs every row of the fault matrix (README, "The fault matrix").
+MATRIX_ROWS = 24
+
+
 def schemes_run(doc):
+    """How many scheme runs `locksim run` makes of the mutant: the bound is per run."""
     if isinstance(doc, dict) and isinstance(doc.get("schemes"), list):
         return max(1, len(doc["schemes"]))
+    if isinstance(doc, dict) and doc.get("schemes") == "all":
+        return MATRIX_ROWS
     return 1
 
 

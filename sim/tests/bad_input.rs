@@ -75,6 +75,34 @@ fn the_issues_cases_are_errors_naming_the_file_and_the_field() {
             "faults[0].groups[0][1]: \"client-1\" is already in this group",
         ),
         (
+            "apart-nowhere",
+            Box::new(|d| {
+                d["faults"] = json!([{ "kind": "partition", "groups": [["client-1"], ["client-1"]], "at_ms": 10 }]);
+            }),
+            "faults[0].groups: cuts no link",
+        ),
+        (
+            "one-master-majorities",
+            Box::new(|d| {
+                d["faults"] = json!([{ "kind": "partition", "at_ms": 10,
+                                       "groups": [["{first_majority}"], ["{last_majority}"]] }]);
+            }),
+            "faults[0].groups: cuts no link",
+        ),
+        (
+            "extend-storm",
+            Box::new(|d| d["clients"]["extend"] = json!({ "every_ms": 1 })),
+            "clients.extend.every_ms: an extension every 1 ms is too frequent (limit: at least 10 ms)",
+        ),
+        (
+            "owners",
+            Box::new(|d| {
+                d["clients"]["count"] = json!(1000);
+                d["clients"]["threads"] = json!(64);
+            }),
+            "clients.threads: 1000 clients × 64 threads is 64000 lock owners (limit 1000)",
+        ),
+        (
             "value",
             Box::new(|d| d["scheme"] = json!({ "name": "set", "value": "x".repeat(50 << 20) })),
             "scheme.value: a string of 52428800 bytes (limit 65536 bytes)",
@@ -119,6 +147,15 @@ fn too_many_runs_for_one_command_are_an_error() {
             "{command}: {stderr}"
         );
     }
+    // `"schemes": "all"` is one run per matrix row on each seed.
+    let all = catalog("matrix/01-no-faults.json");
+    let out = locksim(&["check", all.to_str().unwrap(), "--seeds", "0..99999"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("locksim: error: 2400000 runs (scenarios × schemes × seeds)"),
+        "{stderr}"
+    );
 }
 
 /// What no single field bounds, the history's budget does: the run stops and says which fields
