@@ -3,32 +3,17 @@
 //! much work stops at its history's budget with an error; a results.jsonl whose last line was
 //! cut inside a character is resumed like any torn line.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
+
+use common::{catalog, locksim, temp_dir};
 
 use locksim::runner::run_within;
 use locksim::scenario::Scenario;
 use locksim::world::history::Budget;
 use serde_json::{Value, json};
-
-fn catalog(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-bad-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn locksim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args(args)
-        .output()
-        .expect("the locksim binary runs")
-}
 
 /// The GC-pause scenario with `change` applied, written to `dir/name.json`.
 fn variant(dir: &Path, name: &str, change: impl FnOnce(&mut Value)) -> PathBuf {

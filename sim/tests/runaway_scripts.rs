@@ -10,23 +10,18 @@
 //! address space, so a script that escapes them fails its test with an abort instead of taking
 //! the machine down, and is killed after a generous wall-clock guard instead of hanging.
 
+mod common;
+
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::temp_dir;
 use serde_json::{Value, json};
 
 /// A hang guard, not a speed test: each script is stopped within a few seconds.
 const GUARD: Duration = Duration::from_secs(300);
 const ADDRESS_SPACE_BYTES: u64 = 4 << 30;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-lua-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// One client, two attempts, the acquire script given; returns the run's trace.
 fn run_acquire_script(name: &str, script: &str, success: Value) -> Vec<Value> {
