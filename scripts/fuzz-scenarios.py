@@ -237,6 +237,10 @@ def limits(cpu_s):
     return apply
 
 
+# `"schemes": "all"` runs every row of the fault matrix (README, "The fault matrix").
+MATRIX_ROWS = 24
+
+
 def schemes_run(doc):
     """How many scheme runs `locksim run` makes of the mutant: the bound is per run."""
     if isinstance(doc, dict) and isinstance(doc.get("schemes"), list):
