@@ -15,7 +15,7 @@ use crate::html::esc;
 use crate::summary::Summary;
 
 /// `incident` in a scenario file, and in `summary.json`'s scenarios.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Incident {
     /// The case both files share (`redsync-extend-stolen-lock`).
@@ -25,6 +25,7 @@ pub struct Incident {
     /// The version this file runs (`v4.0.3`).
     pub version: String,
     /// `failing` or `fixed`.
+    #[schemars(extend("enum" = ["failing", "fixed"]))]
     pub role: String,
     /// The issue or pull request that reported or fixed it.
     pub link: String,

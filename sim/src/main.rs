@@ -35,6 +35,14 @@ enum Command {
     Compare(cli::compare::Args),
     /// The regression: every scenario's `expect` on every seed of its range; exit 1 on a mismatch.
     Check(cli::check::Args),
+    /// Merge the results of shards (`--shard I/N` of sweep, compare, check) into one report:
+    /// index.html, report.md and summary.json, as compare writes them.
+    Report(cli::report::Args),
+    /// Shrink a failing seed to a minimal scripted fault schedule that breaks the same
+    /// verdicts, written as a new scenario file with `expect` filled in.
+    Shrink(cli::shrink::Args),
+    /// Print the JSON Schema of scenario files (docs/scenario.schema.json is its output).
+    Schema(cli::schema::Args),
     /// Serve the simulated Redis on a real TCP port (real clock), for redis-cli, client
     /// libraries and redis-benchmark.
     Serve(cli::serve::Args),
@@ -51,6 +59,9 @@ fn main() -> ExitCode {
         Command::Replay(args) => cli::replay::execute(args),
         Command::Compare(args) => cli::compare::execute(args),
         Command::Check(args) => cli::check::execute(args),
+        Command::Report(args) => cli::report::execute(args),
+        Command::Shrink(args) => cli::shrink::execute(args),
+        Command::Schema(args) => cli::schema::execute(args),
         Command::Serve(args) => cli::serve::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
     };

@@ -11,13 +11,14 @@ use model::check::{CheckContext, check_all};
 use model::history::{Event, trace_hash};
 use model::result::RunResult;
 
-use crate::faults::nemesis::random_nemesis;
+use crate::faults::nemesis::{NemesisLog, random_nemesis};
 use crate::faults::schedule::{fire_now, scripted_nemesis, start_initial};
 use crate::nodes::client::client_node;
 use crate::nodes::redis::redis_node;
 use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
+use crate::scenario::faults::Fault;
 use crate::world::history::Budget;
 use crate::world::procs::node_ip;
 use crate::world::{FaultHook, World};
@@ -26,6 +27,8 @@ use crate::world::{FaultHook, World};
 pub struct RunOutput {
     pub result: RunResult,
     pub events: Vec<Event>,
+    /// The faults the random nemesis injected, as drawn (empty without a `nemesis`).
+    pub nemesis_faults: Vec<Fault>,
 }
 
 /// Runs one seed on a fresh OS thread: std's `HashMap` seeds and madsim's thread-locals follow
@@ -74,8 +77,14 @@ fn run_on_this_thread(
         ..Duration::from_millis(latency.max) + Duration::from_micros(1);
     let runtime = Runtime::with_seed_and_config(seed, config);
     let world_scenario = scenario.clone();
-    let (events, end_us) =
-        runtime.block_on(simulate(world_scenario, scheme_index, seed, budget))?;
+    let log = NemesisLog::default();
+    let (events, end_us) = runtime.block_on(simulate(
+        world_scenario,
+        scheme_index,
+        seed,
+        budget,
+        log.clone(),
+    ))?;
     drop(runtime);
     let wall_ms = wall_start.elapsed().as_millis() as u64;
 
@@ -111,7 +120,12 @@ fn run_on_this_thread(
         max_wait_ms_by_client: report.max_wait_ms_by_client,
         violations: report.violations,
     };
-    Ok(RunOutput { result, events })
+    let nemesis_faults = std::mem::take(&mut *log.lock().expect("never poisoned"));
+    Ok(RunOutput {
+        result,
+        events,
+        nemesis_faults,
+    })
 }
 
 pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
@@ -137,6 +151,7 @@ async fn simulate(
     scheme_index: usize,
     seed: u64,
     budget: Budget,
+    nemesis_log: NemesisLog,
 ) -> Result<(Vec<Event>, u64), String> {
     let handle = Handle::current();
     let world = World::new(
@@ -189,7 +204,7 @@ async fn simulate(
     nemesis_node.spawn(scripted_nemesis(world.clone(), fired));
     if let Some(spec) = scenario.nemesis.clone() {
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);
-        nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms));
+        nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms, nemesis_log));
     }
     for name in scenario.client_names() {
         add_node(&handle, &world, &name, client_node);

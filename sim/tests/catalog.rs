@@ -10,25 +10,12 @@ use locksim::runner::{default_jobs, run_parallel};
 use locksim::scenario::Scenario;
 use locksim::scenario::expect::mismatches;
 
-/// Every scenario file of the catalog, subfolders (`incidents/`) included, sorted by path.
+/// Every scenario file of the catalog, subfolders included (`incidents/`, `shrunk/`), sorted by path.
 fn catalog() -> Vec<PathBuf> {
-    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
-        for path in std::fs::read_dir(dir)
-            .expect("the scenarios/ catalog exists")
-            .map(|e| e.expect("readable catalog entry").path())
-        {
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "json") {
-                out.push(path);
-            }
-        }
-    }
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"));
     let mut files = Vec::new();
-    walk(
-        &PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")),
-        &mut files,
-    );
+    locksim::cli::catalog::json_files_under(&dir, &mut files)
+        .expect("the scenarios/ catalog exists");
     files.sort();
     files
 }

@@ -1,8 +1,9 @@
 //! The multi-run commands end to end: `check` reports a wrong expectation, `compare` writes its
 //! three files, `sweep` names the failing seed and its replay command, `replay` writes events.txt.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use locksim::cli::catalog::{load_all, scenario_files};
@@ -10,17 +11,7 @@ use locksim::cli::check::{CheckOptions, check};
 use locksim::cli::compare::{CompareOptions, compare};
 use locksim::scenario::range::SeedRange;
 
-fn catalog(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")).join(name)
-}
-
-/// A fresh temporary folder for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{catalog, locksim, temp_dir};
 
 /// The GC-pause scenario with a wrong expectation: the resource is said to stay safe.
 fn wrong_expectation(dir: &Path) -> PathBuf {
@@ -37,13 +28,6 @@ fn wrong_expectation(dir: &Path) -> PathBuf {
     path
 }
 
-fn locksim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args(args)
-        .output()
-        .expect("the locksim binary runs")
-}
-
 #[test]
 fn check_reports_a_wrong_expectation() {
     let dir = temp_dir("check");
@@ -54,6 +38,7 @@ fn check_reports_a_wrong_expectation() {
     let opts = CheckOptions {
         seeds: None,
         jobs: 2,
+        shard: None,
         progress: false,
     };
     let report = check(&scenarios, &opts, &AtomicBool::new(false)).unwrap();
@@ -110,6 +95,7 @@ fn compare_writes_the_three_files_and_the_failing_seed() {
         seeds_per_scenario: 10,
         jobs: 2,
         out: out.clone(),
+        shard: None,
         progress: false,
     };
     let summary = compare(&scenarios, &opts, &AtomicBool::new(false)).unwrap();

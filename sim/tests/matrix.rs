@@ -70,6 +70,7 @@ fn every_scheme_runs_in_every_matrix_scenario_and_the_report_shows_them() {
         jobs: default_jobs(),
         out: out.clone(),
         progress: false,
+        shard: None,
     };
     let summary = compare(&scenarios, &opts, &AtomicBool::new(false)).unwrap();
     assert!(summary.errors.is_empty(), "{:?}", summary.errors);

@@ -34,7 +34,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use crate::redis::Reply;
-pub use params::{Params, SchemeSpec};
+pub use params::{ParamKind, Params, SchemeSpec, declared_params};
 
 /// A `!Send` boxed future: clients run on one simulated node, on one thread.
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;

@@ -3,7 +3,7 @@
 //! every parameter a scheme reads is declared with its source's default, and anything left over
 //! is an error naming the field.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
@@ -142,12 +142,68 @@ impl SchemeSpec {
     }
 }
 
+/// What a parameter takes, as its accessor declares it: what the scenario JSON Schema offers
+/// an editor (`locksim schema`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamKind {
+    Integer {
+        min: u64,
+        default: u64,
+    },
+    Number {
+        default: f64,
+    },
+    Bool {
+        default: bool,
+    },
+    String {
+        default: String,
+    },
+    Choice {
+        choices: Vec<String>,
+        default: String,
+    },
+    /// Structured JSON (the `script` scheme's scripts).
+    Any,
+}
+
+/// The parameters scheme `id` declares, by name: what its build reads when given none, and,
+/// for a scheme with a `preset` choice, with each preset. `None` for an unknown id.
+pub fn declared_params(id: &str) -> Option<BTreeMap<String, ParamKind>> {
+    let info = scheme_info(id)?;
+    let mut declared = BTreeMap::new();
+    let mut given = vec![Map::new()];
+    let mut seen_presets = false;
+    while let Some(map) = given.pop() {
+        let mut params = Params::new("scheme", id, &map);
+        // A scheme that requires a parameter fails here, after declaring what it read.
+        let _ = (info.build)(&mut params);
+        if let (false, Some(ParamKind::Choice { choices, .. })) =
+            (seen_presets, params.kinds.get("preset"))
+        {
+            seen_presets = true;
+            for preset in choices {
+                let mut map = Map::new();
+                map.insert("preset".into(), Value::String(preset.clone()));
+                given.push(map);
+            }
+        }
+        for name in params.read {
+            let kind = params.kinds.get(&name).cloned().unwrap_or(ParamKind::Any);
+            declared.entry(name).or_insert(kind);
+        }
+    }
+    Some(declared)
+}
+
 /// Typed, declared access to a scheme's parameters.
 pub struct Params<'a> {
     field: &'a str,
     scheme: &'a str,
     map: &'a Map<String, Value>,
     read: BTreeSet<String>,
+    /// What each typed accessor declared (`declared_params`).
+    kinds: BTreeMap<String, ParamKind>,
 }
 
 impl<'a> Params<'a> {
@@ -157,7 +213,12 @@ impl<'a> Params<'a> {
             scheme,
             map,
             read: BTreeSet::new(),
+            kinds: BTreeMap::new(),
         }
+    }
+
+    fn declare(&mut self, name: &str, kind: ParamKind) {
+        self.kinds.insert(name.to_string(), kind);
     }
 
     /// Where these parameters sit in the scenario (`scheme`, `schemes[2]`), for messages.
@@ -186,6 +247,7 @@ impl<'a> Params<'a> {
 
     /// A non-negative integer parameter.
     pub fn u64(&mut self, name: &str, default: u64) -> Result<u64, String> {
+        self.declare(name, ParamKind::Integer { min: 0, default });
         match self.take(name) {
             None => Ok(default),
             Some(v) => v
@@ -196,6 +258,7 @@ impl<'a> Params<'a> {
 
     /// A positive integer parameter.
     pub fn positive(&mut self, name: &str, default: u64) -> Result<u64, String> {
+        self.declare(name, ParamKind::Integer { min: 1, default });
         match self.take(name) {
             None => Ok(default),
             Some(v) => v
@@ -206,6 +269,7 @@ impl<'a> Params<'a> {
     }
 
     pub fn f64(&mut self, name: &str, default: f64) -> Result<f64, String> {
+        self.declare(name, ParamKind::Number { default });
         match self.take(name) {
             None => Ok(default),
             Some(v) => v
@@ -216,6 +280,7 @@ impl<'a> Params<'a> {
     }
 
     pub fn bool(&mut self, name: &str, default: bool) -> Result<bool, String> {
+        self.declare(name, ParamKind::Bool { default });
         match self.take(name) {
             None => Ok(default),
             Some(v) => v
@@ -226,6 +291,12 @@ impl<'a> Params<'a> {
 
     /// A string parameter (a key, a value, a preset): at most [`MAX_STRING_PARAM_BYTES`].
     pub fn string(&mut self, name: &str, default: &str) -> Result<String, String> {
+        self.declare(
+            name,
+            ParamKind::String {
+                default: default.to_string(),
+            },
+        );
         match self.take(name) {
             None => Ok(default.to_string()),
             Some(Value::String(s)) if s.len() > MAX_STRING_PARAM_BYTES => Err(format!(
@@ -247,7 +318,15 @@ impl<'a> Params<'a> {
         choices: &[&str],
         default: &str,
     ) -> Result<String, String> {
-        let value = self.string(name, default)?;
+        let value = self.string(name, default);
+        self.declare(
+            name,
+            ParamKind::Choice {
+                choices: choices.iter().map(|c| c.to_string()).collect(),
+                default: default.to_string(),
+            },
+        );
+        let value = value?;
         if choices.contains(&value.as_str()) {
             Ok(value)
         } else {
@@ -292,6 +371,30 @@ impl<'a> Params<'a> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Every scheme's parameters are declared with their kind, presets included.
+    #[test]
+    fn schemes_declare_their_parameters() {
+        let redlock = declared_params("redlock").unwrap();
+        assert!(matches!(
+            redlock.get("ttl_ms"),
+            Some(ParamKind::Integer { .. })
+        ));
+        let Some(ParamKind::Choice { choices, .. }) = redlock.get("preset") else {
+            panic!("redlock has presets: {redlock:?}");
+        };
+        assert!(choices.iter().any(|c| c == "redsync"), "{choices:?}");
+        assert!(declared_params("fair").unwrap().contains_key("preset"));
+        assert!(declared_params("script").unwrap().contains_key("acquire"));
+        assert!(declared_params("nope").is_none());
+        for info in super::super::SCHEMES {
+            assert!(
+                declared_params(info.id).unwrap().contains_key("key"),
+                "{} takes a key",
+                info.id
+            );
+        }
+    }
 
     #[test]
     fn accepts_an_id_or_an_object() {

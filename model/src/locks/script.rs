@@ -339,20 +339,22 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
     let key = params.key()?;
     let ttl_ms = params.positive("ttl_ms", INFO.default_ttl_ms)?;
     let retry_delay_ms = params.positive("retry_delay_ms", 100)?;
-    let step = |params: &mut Params, name: &str, args: &[&str], extra: &[&str]| {
-        params
-            .value(name)
+    // All three are read before any is checked, so that every one is declared
+    // (`declared_params`) even when an earlier one is missing.
+    let [acquire, release, renew] = ["acquire", "release", "renew"].map(|name| params.value(name));
+    let step = |value: Option<&Value>, name: &str, args: &[&str], extra: &[&str]| {
+        value
             .map(|v| Step::parse(v, &format!("{field}.{name}"), args, extra))
             .transpose()
     };
     let acquire =
-        step(params, "acquire", &["{token}", "{ttl_ms}"], &["fence"])?.ok_or_else(|| {
+        step(acquire, "acquire", &["{token}", "{ttl_ms}"], &["fence"])?.ok_or_else(|| {
             format!("{field}.acquire: missing (an object with script, keys, args, success)")
         })?;
-    let release = step(params, "release", &["{token}"], &[])?.ok_or_else(|| {
+    let release = step(release, "release", &["{token}"], &[])?.ok_or_else(|| {
         format!("{field}.release: missing (an object with script, keys, args, success)")
     })?;
-    let renew = step(params, "renew", &["{token}", "{ttl_ms}"], &["every_ms"])?;
+    let renew = step(renew, "renew", &["{token}", "{ttl_ms}"], &["every_ms"])?;
     Ok(Box::new(Script {
         key,
         ttl_ms,

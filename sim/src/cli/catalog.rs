@@ -29,7 +29,7 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         if meta.is_dir() {
             let before = files.len();
-            folder_files(path, &mut files)?;
+            json_files_under(path, &mut files)?;
             if files.len() == before {
                 return Err(format!(
                     "{}: no *.json scenario files in it",
@@ -44,7 +44,7 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Appends the `*.json` files of `dir` (sorted), then those of each subfolder (sorted).
-fn folder_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+pub fn json_files_under(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: cannot read the folder: {e}", dir.display()))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -57,9 +57,27 @@ fn folder_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
             .cloned(),
     );
     for sub in entries.iter().filter(|p| p.is_dir()) {
-        folder_files(sub, files)?;
+        json_files_under(sub, files)?;
     }
     Ok(())
+}
+
+/// Sorts scenario files as `json_files_under` lists a folder: at each level the files (by
+/// name) before the subfolders (by name) — so that `report` orders the scenarios it finds in
+/// results as the unsharded `compare` of that folder did.
+pub fn sort_as_folder_walk(files: &mut [PathBuf]) {
+    files.sort_by_cached_key(|path| {
+        let parts: Vec<_> = path
+            .components()
+            .map(|c| c.as_os_str().to_owned())
+            .collect();
+        let last = parts.len().saturating_sub(1);
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| (i != last, part))
+            .collect::<Vec<_>>()
+    });
 }
 
 /// Loads every file; two scenarios may not share a name (their results would mix).
@@ -127,6 +145,16 @@ pub fn scheme_labels(scenario: &Scenario) -> Vec<String> {
         .collect()
 }
 
+/// A scheme as `{ "name": id, ...params }`: how results name the scheme they ran, and how
+/// `shrink` writes it back.
+pub fn scheme_spec_json(scenario: &Scenario, index: usize) -> serde_json::Value {
+    let spec = &scenario.schemes[index];
+    let mut map = serde_json::Map::new();
+    map.insert("name".into(), serde_json::Value::String(spec.name.clone()));
+    map.extend(spec.params.clone());
+    serde_json::Value::Object(map)
+}
+
 /// The exact command that reproduces one seed (`--scheme` when the scenario sweeps schemes).
 pub fn replay_command(scenario: &Scenario, scheme: usize, seed: u64) -> String {
     let mut cmd = format!(
@@ -172,6 +200,19 @@ mod tests {
         assert_eq!(
             found,
             ["a.json", "b.json", "m/d.json", "m/y/e.json", "z/c.json"]
+        );
+        let mut shuffled: Vec<PathBuf> = ["z/c.json", "m/y/e.json", "b.json", "m/d.json", "a.json"]
+            .iter()
+            .map(|f| dir.join(f))
+            .collect();
+        sort_as_folder_walk(&mut shuffled);
+        let sorted: Vec<String> = shuffled
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            sorted, found,
+            "report orders the files it finds as the walk did"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1,7 +1,10 @@
 //! `locksim compare [DIR|FILE...]`: every scenario × every scheme it lists × its seeds, into one
 //! report folder: `index.html` (self-contained), `report.md`, `summary.json`, `charts/*.svg`,
 //! and for each cell with failures its first failing seed under
-//! `runs/<scenario>/<scheme>/seed-<N>/` (`result.json`, `trace.jsonl`, `timeline.svg`).
+//! `runs/<scenario>/<scheme>/seed-<N>/` (`result.json`, `trace.jsonl`, `timeline.svg`); the
+//! runs themselves in `results.jsonl` and `run.json`. With `--shard I/N` only that shard's runs,
+//! and only `results.jsonl` and `run.json`: `locksim report` merges the shards through the
+//! same [`report`] that `compare` ends with.
 //!
 //! Seeds: by default each scenario's own `seeds` range — the one its expectations are checked
 //! on, chosen per file to fit the budget (the matrix's scripted worst cases 10 seeds, its
@@ -25,8 +28,12 @@ use reports::summary::{
 
 use crate::cli::artifacts::{path_component, write_file, write_run};
 use crate::cli::batch::{every_run, progress_bar, run_jobs};
-use crate::cli::catalog::{load_all, replay_command, scenario_files, scheme_labels};
+use crate::cli::catalog::{
+    load_all, replay_command, scenario_files, scheme_labels, scheme_spec_json,
+};
 use crate::cli::interrupt;
+use crate::cli::results::{Line, Manifest, RESULTS, write_batch};
+use crate::cli::shard::Shard;
 use crate::runner::RunOutput;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
@@ -51,6 +58,11 @@ pub struct Args {
     /// The report folder.
     #[arg(long, default_value = DEFAULT_OUT)]
     out: PathBuf,
+    /// Only shard I of N of the (scenario, scheme, seed) runs (`I/N`, or `env/N` in a
+    /// Kubernetes Indexed Job): writes results.jsonl and run.json to --out, no report;
+    /// `locksim report` merges the shards.
+    #[arg(long)]
+    shard: Option<String>,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -67,9 +79,20 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         seeds_per_scenario: args.seeds_per_scenario,
         jobs: super::jobs_or_default(args.jobs),
         out: args.out,
+        shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
     };
     interrupt::install();
+    if opts.shard.is_some() {
+        let finished = run_all(&scenarios, &opts, interrupt::flag())?;
+        let manifest = opts.manifest(&finished);
+        write_results(&scenarios, &finished, &manifest, &opts.out)?;
+        print!("{}", shard_text(&manifest, &opts.out));
+        return Ok(super::exit_code(
+            finished.interrupted,
+            !finished.errors.is_empty(),
+        ));
+    }
     let summary = compare(&scenarios, &opts, interrupt::flag())?;
     print!("{}", summary_text(&summary, &opts.out));
     Ok(super::exit_code(
@@ -88,10 +111,25 @@ pub struct CompareOptions {
     pub seeds_per_scenario: u64,
     pub jobs: usize,
     pub out: PathBuf,
+    /// Only this shard of the runs.
+    pub shard: Option<Shard>,
     pub progress: bool,
 }
 
 impl CompareOptions {
+    /// `run.json` for what `run_all` did with these options.
+    pub fn manifest(&self, finished: &Finished) -> Manifest {
+        Manifest {
+            command: "compare".into(),
+            shard: self.shard,
+            seed_policy: self.policy(),
+            runs_planned: finished.planned,
+            runs_done: finished.results.values().map(|rs| rs.len() as u64).sum(),
+            interrupted: finished.interrupted,
+            errors: finished.errors.clone(),
+        }
+    }
+
     /// The seeds one scenario runs.
     pub fn seeds_for(&self, scenario: &Scenario) -> SeedRange {
         match self.seeds {
@@ -119,23 +157,43 @@ impl CompareOptions {
     }
 }
 
-/// Runs the comparison and writes the report; returns its summary.
-pub fn compare(
+/// The runs of a comparison (or of one shard of it) as they finished.
+pub struct Finished {
+    /// (scenario index, scheme index) → its results, sorted by seed.
+    pub results: BTreeMap<(usize, usize), Vec<RunResult>>,
+    /// The lowest violating seed's full output per cell (for its timeline).
+    pub first_failing: BTreeMap<(usize, usize), RunOutput>,
+    pub errors: Vec<String>,
+    pub interrupted: bool,
+    pub planned: u64,
+}
+
+/// Runs every (scenario, scheme, seed) of `opts` (its shard only, with `--shard`).
+pub fn run_all(
     scenarios: &[Arc<Scenario>],
     opts: &CompareOptions,
     stop: &AtomicBool,
-) -> Result<Summary, String> {
-    let start = std::time::Instant::now();
-    let work = every_run(scenarios, |s| opts.seeds_for(s))?;
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| format!("{}: cannot create: {e}", opts.out.display()))?;
+) -> Result<Finished, String> {
+    let labels: Vec<Vec<String>> = scenarios
+        .iter()
+        .map(|s| s.schemes.iter().map(|spec| spec.label()).collect())
+        .collect();
     let index_of: BTreeMap<String, usize> = scenarios
         .iter()
         .enumerate()
         .map(|(i, s)| (s.name.clone(), i))
         .collect();
-    let bar = progress_bar(work.len() as u64, opts.progress);
-    // (scenario, scheme) → results, and the lowest failing seed's full output.
+    let work: Vec<_> = every_run(scenarios, |s| opts.seeds_for(s))?
+        .into_iter()
+        .filter(|job| {
+            opts.shard.is_none_or(|shard| {
+                let si = index_of[&job.scenario.name];
+                shard.holds(&job.scenario.name, &labels[si][job.scheme], job.seed)
+            })
+        })
+        .collect();
+    let planned = work.len() as u64;
+    let bar = progress_bar(planned, opts.progress);
     let mut results: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
     let mut first_failing: BTreeMap<(usize, usize), RunOutput> = BTreeMap::new();
     let mut errors = Vec::new();
@@ -156,7 +214,7 @@ pub fn compare(
                             key,
                             RunOutput {
                                 result: output.result.clone(),
-                                events: output.events,
+                                ..output
                             },
                         );
                     }
@@ -167,33 +225,126 @@ pub fn compare(
         }
     });
     bar.finish_and_clear();
-    let interrupted = stop.load(Ordering::SeqCst);
+    for rs in results.values_mut() {
+        rs.sort_by_key(|r| r.seed);
+    }
+    Ok(Finished {
+        results,
+        first_failing,
+        errors,
+        interrupted: stop.load(Ordering::SeqCst),
+        planned,
+    })
+}
 
+/// Writes `results.jsonl` (cell by cell, seed by seed) and `run.json` for `locksim report`.
+pub fn write_results(
+    scenarios: &[Arc<Scenario>],
+    finished: &Finished,
+    manifest: &Manifest,
+    out: &Path,
+) -> Result<(), String> {
+    let lines = finished.results.iter().flat_map(|(&(si, k), rs)| {
+        rs.iter().map(move |result| Line {
+            result,
+            scheme_spec: scheme_spec_json(&scenarios[si], k),
+            scenario_file: &scenarios[si].path,
+        })
+    });
+    write_batch(out, lines, manifest)
+}
+
+/// Runs the comparison and writes the report (and `results.jsonl`); returns its summary.
+pub fn compare(
+    scenarios: &[Arc<Scenario>],
+    opts: &CompareOptions,
+    stop: &AtomicBool,
+) -> Result<Summary, String> {
+    let start = std::time::Instant::now();
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| format!("{}: cannot create: {e}", opts.out.display()))?;
+    let mut finished = run_all(scenarios, opts, stop)?;
+    write_results(scenarios, &finished, &opts.manifest(&finished), &opts.out)?;
+    let mut first_failing = std::mem::take(&mut finished.first_failing);
+    report(
+        ReportInput {
+            scenarios,
+            seeds_for: &|s| opts.seeds_for(s),
+            seed_policy: opts.policy(),
+            results: finished.results,
+            errors: finished.errors,
+            interrupted: finished.interrupted,
+            start,
+        },
+        &opts.out,
+        |si, k, seed| match first_failing.remove(&(si, k)) {
+            Some(output) if output.result.seed == seed => Ok(output),
+            _ => crate::runner::run(&scenarios[si], k, seed),
+        },
+    )
+}
+
+/// What a report is made from: the scenarios, which seeds each was to run, and the results.
+pub struct ReportInput<'a> {
+    pub scenarios: &'a [Arc<Scenario>],
+    pub seeds_for: &'a dyn Fn(&Scenario) -> SeedRange,
+    pub seed_policy: String,
+    /// (scenario index, scheme index) → its results, sorted by seed.
+    pub results: BTreeMap<(usize, usize), Vec<RunResult>>,
+    pub errors: Vec<String>,
+    pub interrupted: bool,
+    pub start: std::time::Instant,
+}
+
+/// Results + scenarios → [`Summary`] → the report folder (`compare` and `report` both end
+/// here): each cell's counts and expectation mismatches, its first failing seed's artifacts
+/// (`first_failing(scenario, scheme, seed)` gives that run's full output), the scheme totals,
+/// and `index.html`, `report.md`, `summary.json`, `charts/`. `expect` is judged on the seeds
+/// of the scenario's own range that ran (what it promises), `expect_some` only when all of
+/// them ran.
+pub fn report(
+    input: ReportInput,
+    out: &Path,
+    mut first_failing: impl FnMut(usize, usize, u64) -> Result<RunOutput, String>,
+) -> Result<Summary, String> {
+    let ReportInput {
+        scenarios,
+        seeds_for,
+        seed_policy,
+        mut results,
+        errors,
+        interrupted,
+        start,
+    } = input;
     let mut schemes: Vec<String> = Vec::new();
     let mut cells = Vec::new();
     let mut by_scheme: BTreeMap<String, (Vec<RunResult>, u64)> = BTreeMap::new();
     for (si, scenario) in scenarios.iter().enumerate() {
         let labels = scheme_labels(scenario);
-        let seeds = opts.seeds_for(scenario);
+        let own = scenario.seeds;
         for (k, label) in labels.iter().enumerate() {
             if !schemes.contains(label) {
                 schemes.push(label.clone());
             }
-            let mut rs = results.remove(&(si, k)).unwrap_or_default();
-            rs.sort_by_key(|r| r.seed);
+            let rs = results.remove(&(si, k)).unwrap_or_default();
             let stats = CellStats::from_results(&scenario.name, label, &rs);
+            let in_range: Vec<RunResult> = rs
+                .iter()
+                .filter(|r| (own.first..=own.last).contains(&r.seed))
+                .cloned()
+                .collect();
             // `expect_some` is about the scenario's own range: judge it only on all of it.
-            let whole_range = seeds == scenario.seeds && rs.len() as u64 == seeds.len();
+            let whole_range = in_range.len() as u64 == own.len();
             let (expect, expect_some) = scenario.expectations(k);
             let expect_some = if whole_range {
                 expect_some
             } else {
                 Expect::default()
             };
-            let found = if rs.is_empty() {
+            let found = if in_range.is_empty() {
                 Vec::new()
             } else {
-                mismatches(&expect, &expect_some, &rs)
+                mismatches(&expect, &expect_some, &in_range)
             };
             let mut cell = Cell {
                 stats,
@@ -207,16 +358,16 @@ pub fn compare(
                         .collect()
                 }),
             };
-            if let Some(output) = first_failing.remove(&(si, k)) {
+            if let Some(seed) = cell.stats.first_failing_seed {
+                let output = first_failing(si, k, seed)?;
                 let rel = format!(
-                    "runs/{}/{}/seed-{}",
+                    "runs/{}/{}/seed-{seed}",
                     path_component(&scenario.name),
                     path_component(label),
-                    output.result.seed
                 );
-                write_run(&opts.out.join(&rel), &scenario.for_scheme(k), &output)?;
+                write_run(&out.join(&rel), &scenario.for_scheme(k), &output)?;
                 cell.timeline = Some(format!("{rel}/timeline.svg"));
-                cell.replay = Some(replay_command(scenario, k, output.result.seed));
+                cell.replay = Some(replay_command(scenario, k, seed));
             }
             let entry = by_scheme.entry(label.clone()).or_default();
             entry.0.extend(rs);
@@ -232,7 +383,7 @@ pub fn compare(
         })
         .collect();
     let summary = Summary {
-        seed_policy: opts.policy(),
+        seed_policy,
         interrupted,
         runs: cells.iter().map(|c| c.stats.seeds_run).sum(),
         wall_s: (start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
@@ -243,7 +394,7 @@ pub fn compare(
                 file: s.path.clone(),
                 description: s.description.clone(),
                 source: s.source.clone(),
-                seeds: opts.seeds_for(s).to_string(),
+                seeds: seeds_for(s).to_string(),
                 incident: s.incident.clone(),
                 matrix: matrix_column(s),
             })
@@ -254,7 +405,7 @@ pub fn compare(
         scheme_totals,
         errors,
     };
-    write_report(&opts.out, &summary)?;
+    write_report(out, &summary)?;
     Ok(summary)
 }
 
@@ -316,6 +467,26 @@ pub fn write_report(out: &Path, summary: &Summary) -> Result<(), String> {
         &out.join("index.html"),
         reports::html::render(summary, &charts),
     )
+}
+
+/// What a sharded `compare` or `check` prints: its share, and how to merge the shards.
+pub fn shard_text(manifest: &Manifest, out: &Path) -> String {
+    let shard = manifest.shard.map(|s| s.to_string()).unwrap_or_default();
+    let mut text = format!(
+        "{} shard {shard}: {} of {} run(s) done, results in {}\n",
+        manifest.command,
+        manifest.runs_done,
+        manifest.runs_planned,
+        out.join(RESULTS).display()
+    );
+    for e in &manifest.errors {
+        let _ = writeln!(text, "  error: {e}");
+    }
+    let _ = writeln!(
+        text,
+        "merge every shard's folder into one report: locksim report DIR..."
+    );
+    text
 }
 
 /// What `compare` prints: one line per cell, then where the report is.

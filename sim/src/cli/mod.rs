@@ -2,9 +2,10 @@
 //!
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
-//! `compare`, `check`, `serve`, `bench`. Their helpers: `batch` (many runs on worker threads
-//! with a stop flag), `catalog` (which scenario files and schemes), `artifacts` (what a run
-//! writes), `interrupt` (Ctrl-C), `record` (`check --record`).
+//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`. Their helpers: `batch`
+//! (many runs on worker threads with a stop flag), `catalog` (which scenario files and
+//! schemes), `shard` (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what
+//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`).
 
 pub mod artifacts;
 pub mod batch;
@@ -15,9 +16,14 @@ pub mod compare;
 pub mod interrupt;
 pub mod record;
 pub mod replay;
+pub mod report;
+pub mod results;
 pub mod run;
+pub mod schema;
 pub mod schemes;
 pub mod serve;
+pub mod shard;
+pub mod shrink;
 pub mod sweep;
 
 use std::path::Path;

@@ -12,13 +12,13 @@ use std::sync::atomic::AtomicBool;
 
 use model::result::RunResult;
 use reports::summary::{CellStats, fmt_ms};
-use serde::Serialize;
-use serde_json::Value;
 
-use crate::cli::artifacts::path_component;
+use crate::cli::artifacts::{path_component, write_file};
 use crate::cli::batch::{Job, progress_bar, run_jobs, within_run_limit};
-use crate::cli::catalog::{replay_command, select_schemes};
-use crate::cli::interrupt;
+use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
+use crate::cli::results::{Line, MANIFEST, Manifest, read_lines};
+use crate::cli::shard::Shard;
+use crate::cli::{interrupt, shrink};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -38,6 +38,14 @@ pub struct Args {
     /// Where results.jsonl goes (default: sweeps/<scenario>/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Only shard I of N of the (scheme, seed) runs (`I/N`, or `env/N` in a Kubernetes
+    /// Indexed Job: I from JOB_COMPLETION_INDEX).
+    #[arg(long)]
+    shard: Option<String>,
+    /// Then shrink the first failing seed of each scheme (`locksim shrink`) into
+    /// shrunk/<name>.json.
+    #[arg(long)]
+    shrink: bool,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -51,15 +59,46 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         schemes: select_schemes(&scenario, &args.file, args.scheme.as_deref())?,
         jobs: super::jobs_or_default(args.jobs),
         dir: args.out.unwrap_or_else(|| default_dir(&scenario)),
+        shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
     };
     interrupt::install();
     let report = sweep(&scenario, &opts, interrupt::flag())?;
     print!("{}", summary_text(&scenario, &opts, &report));
-    Ok(super::exit_code(
-        report.interrupted,
-        !report.errors.is_empty(),
-    ))
+    let mut failed = !report.errors.is_empty();
+    if args.shrink && !report.interrupted {
+        for (scheme, seed) in first_failing_seeds(&scenario, &opts, &report) {
+            match shrink::shrink(&scenario, scheme, seed, None, shrink::DEFAULT_MAX_RUNS) {
+                Ok(shrunk) => print!("{}", shrunk.render()),
+                Err(e) => {
+                    println!("shrink: {e}");
+                    failed = true;
+                }
+            }
+        }
+    }
+    Ok(super::exit_code(report.interrupted, failed))
+}
+
+/// The lowest violating seed of each scheme the sweep ran, in scheme order.
+fn first_failing_seeds(
+    scenario: &Scenario,
+    opts: &SweepOptions,
+    report: &SweepReport,
+) -> Vec<(usize, u64)> {
+    opts.schemes
+        .iter()
+        .filter_map(|&index| {
+            let label = scenario.schemes[index].label();
+            report
+                .results
+                .iter()
+                .filter(|r| r.scheme == label && reports::summary::is_violating(r))
+                .map(|r| r.seed)
+                .min()
+                .map(|seed| (index, seed))
+        })
+        .collect()
 }
 
 /// Where a sweep writes by default: `sweeps/<scenario>/`.
@@ -73,16 +112,9 @@ pub struct SweepOptions {
     pub schemes: Vec<usize>,
     pub jobs: usize,
     pub dir: PathBuf,
+    /// Only this shard of the runs.
+    pub shard: Option<Shard>,
     pub progress: bool,
-}
-
-/// One line of `results.jsonl`: the run's result (the contract's object, so any line parses as
-/// a `RunResult`), plus the full scheme it ran (id and parameters).
-#[derive(Serialize)]
-struct Line<'a> {
-    #[serde(flatten)]
-    result: &'a RunResult,
-    scheme_spec: Value,
 }
 
 /// What a sweep did.
@@ -100,35 +132,14 @@ pub struct SweepReport {
     pub unreadable_lines: u64,
 }
 
-/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable. A line is
-/// unreadable when it is not a result, or not even UTF-8 (a kill can cut the last line inside
-/// a character); its seed simply runs again.
+/// Reads a `results.jsonl`: the results it holds and how many lines were unreadable (none
+/// when there is no file yet).
 pub fn read_results(path: &Path) -> Result<(Vec<RunResult>, u64), String> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
-    };
-    let mut results = Vec::new();
-    let mut bad = 0;
-    for line in bytes.split(|&b| b == b'\n') {
-        if line.trim_ascii().is_empty() {
-            continue;
-        }
-        match serde_json::from_slice::<RunResult>(line) {
-            Ok(r) => results.push(r),
-            Err(_) => bad += 1,
-        }
+    if !path.exists() {
+        return Ok((Vec::new(), 0));
     }
-    Ok((results, bad))
-}
-
-fn scheme_spec_json(scenario: &Scenario, index: usize) -> Value {
-    let spec = &scenario.schemes[index];
-    let mut map = serde_json::Map::new();
-    map.insert("name".into(), Value::String(spec.name.clone()));
-    map.extend(spec.params.clone());
-    Value::Object(map)
+    let (lines, bad) = read_lines(path)?;
+    Ok((lines.into_iter().map(|l| l.result).collect(), bad))
 }
 
 /// Runs the seeds of `opts` not yet in `DIR/results.jsonl`, appending each as it finishes.
@@ -144,10 +155,15 @@ pub fn sweep(
     let path = opts.dir.join("results.jsonl");
     let (existing, unreadable_lines) = read_results(&path)?;
     let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
+    let in_shard = |i: usize, seed: u64| {
+        opts.shard
+            .is_none_or(|shard| shard.holds(&scenario.name, &labels[i], seed))
+    };
     let wanted: BTreeSet<(String, u64)> = opts
         .schemes
         .iter()
         .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
+        .filter(|&(i, seed)| in_shard(i, seed))
         .map(|(i, seed)| (labels[i].clone(), seed))
         .collect();
     // Results already there for this scenario, keyed (scheme, seed); the first line wins.
@@ -163,6 +179,7 @@ pub fn sweep(
         .schemes
         .iter()
         .flat_map(|&i| opts.seeds.iter().map(move |seed| (i, seed)))
+        .filter(|&(i, seed)| in_shard(i, seed))
         .filter(|(i, seed)| !done.contains_key(&(labels[*i].clone(), *seed)))
         .map(|(scheme, seed)| Job {
             scenario: scenario.clone(),
@@ -197,6 +214,7 @@ pub fn sweep(
                 let line = Line {
                     result: &output.result,
                     scheme_spec: scheme_spec_json(scenario, job.scheme),
+                    scenario_file: &scenario.path,
                 };
                 let mut text = serde_json::to_string(&line).expect("results serialise");
                 text.push('\n');
@@ -220,6 +238,21 @@ pub fn sweep(
     if let Some(e) = write_error {
         return Err(e);
     }
+    let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
+    // What this invocation asked, for `locksim report` (which shards are there).
+    let manifest = Manifest {
+        command: "sweep".into(),
+        shard: opts.shard,
+        seed_policy: format!("seeds {}", opts.seeds),
+        runs_planned: wanted.len() as u64,
+        runs_done: done.len() as u64,
+        interrupted,
+        errors: errors.clone(),
+    };
+    write_file(
+        &opts.dir.join(MANIFEST),
+        serde_json::to_string_pretty(&manifest).expect("manifests serialise") + "\n",
+    )?;
     // Results in scheme order, then seed order.
     let mut results: Vec<RunResult> = done.into_values().collect();
     results.sort_by_key(|r| {
@@ -238,7 +271,7 @@ pub fn sweep(
         already_done,
         wall_s: start.elapsed().as_secs_f64(),
         jobs: opts.jobs,
-        interrupted: stop.load(std::sync::atomic::Ordering::SeqCst),
+        interrupted,
         errors,
         unreadable_lines,
     })
@@ -263,9 +296,13 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
     } else {
         0.0
     };
+    let shard = opts
+        .shard
+        .map(|s| format!(" (shard {s})"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "sweep {} ({}), seeds {}: {} run(s) — {} new, {} already in {} — {:.1} s wall, {:.1} seeds/s on {} job(s)",
+        "sweep {} ({}), seeds {}{shard}: {} run(s) — {} new, {} already in {} — {:.1} s wall, {:.1} seeds/s on {} job(s)",
         scenario.name,
         scenario.path,
         opts.seeds,
@@ -394,6 +431,7 @@ mod tests {
             schemes: vec![0],
             jobs: 2,
             dir: dir.clone(),
+            shard: None,
             progress: false,
         };
         let stop = AtomicBool::new(false);

@@ -21,6 +21,8 @@
 //!   the right rate again — a clock step is not undone) and records a `nemesis` fault event; the
 //!   liveness checker then requires that, while live clients want the lock, some client gets
 //!   it within every window.
+//! - Every fault it injects is also written to a [`NemesisLog`] (not to the trace): `locksim
+//!   shrink` turns them into scripted faults at their `at_ms`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -41,12 +43,22 @@ use crate::world::{World, stream_seed};
 /// (kind, target) pairs with a fault open: not drawn again until it heals.
 type Busy = Arc<Mutex<BTreeSet<(String, String)>>>;
 
+/// The faults the random nemesis injected, in injection order, each as drawn (`When::At` its
+/// true time in ms, its drawn `duration_ms` or restart delay); healing at `heal_at_ms` cuts
+/// the open ones short.
+pub type NemesisLog = Arc<Mutex<Vec<Fault>>>;
+
 fn draw(rng: &mut ChaCha8Rng, range: MsRange) -> u64 {
     rng.gen_range(range.min..=range.max)
 }
 
 /// The random nemesis of one run, on the nemesis node.
-pub async fn random_nemesis(world: Arc<World>, spec: NemesisSpec, heal_at_ms: u64) {
+pub async fn random_nemesis(
+    world: Arc<World>,
+    spec: NemesisSpec,
+    heal_at_ms: u64,
+    log: NemesisLog,
+) {
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(world.seed, "nemesis"));
     let mut enabled: Vec<KindSpec> = spec.kinds.clone();
     if spec.swarm && enabled.len() > 1 {
@@ -71,6 +83,7 @@ pub async fn random_nemesis(world: Arc<World>, spec: NemesisSpec, heal_at_ms: u6
             heal_at_ms,
             heal.clone(),
             busy.clone(),
+            log.clone(),
         ));
     }
     madsim::time::sleep(Duration::from_millis(heal_at_ms)).await;
@@ -92,6 +105,7 @@ async fn kind_process(
     heal_at_ms: u64,
     heal_all: Signal,
     busy: Busy,
+    log: NemesisLog,
 ) {
     let mut rng =
         ChaCha8Rng::seed_from_u64(stream_seed(world.seed, &format!("nemesis/{}", kind.kind)));
@@ -124,6 +138,7 @@ async fn kind_process(
             },
             duration_ms,
         };
+        log.lock().expect("never poisoned").push(fault.clone());
         let (world, heal_all, busy) = (world.clone(), heal_all.clone(), busy.clone());
         madsim::task::spawn(async move {
             run(world, fault, Some(heal_all)).await;

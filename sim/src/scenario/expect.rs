@@ -3,7 +3,8 @@
 //! check`, `compare` and the catalog tests ask.
 
 use model::result::{Liveness, RunResult, Safety};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// `expect` / `expect_some`: verdicts a seed range must (or must at least once) produce.
 /// `fairness` (holds|violated) is optional and outside the result's three verdicts: naming it
@@ -11,19 +12,26 @@ use serde::Deserialize;
 /// `max_wait_ms` bounds starvation: no owner may wait longer than that for the lock (the
 /// result's `max_wait_ms`); in `expect_some`, at least one seed stays within the bound.
 /// `starved_over_ms` is the opposite: some owner waits longer than that.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mutual_exclusion: Option<SafetyExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_safety: Option<SafetyExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub liveness: Option<LivenessExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fairness: Option<SafetyExpect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait_ms: Option<u64>,
     /// Starvation expected: some owner waits longer than this for the lock (the failing side
     /// of a case whose fixed side `max_wait_ms` bounds).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub starved_over_ms: Option<u64>,
     /// `holds`: no extension (`clients.extend`) of a lock the client no longer held
     /// (`counts.stolen_extensions` is 0); `violated`: at least one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub extension_safety: Option<SafetyExpect>,
 }
 
@@ -42,18 +50,72 @@ impl Expect {
     }
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyExpect {
     Holds,
     Violated,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LivenessExpect {
     Ok,
     Stuck,
+}
+
+impl SafetyExpect {
+    fn of(verdict: Safety) -> SafetyExpect {
+        match verdict {
+            Safety::Holds => SafetyExpect::Holds,
+            Safety::Violated => SafetyExpect::Violated,
+        }
+    }
+}
+
+impl Expect {
+    /// Exactly the verdicts of this run (`fairness` too when the scenario judges it,
+    /// `extension_safety` when its clients extend their leases).
+    pub fn of_run(r: &RunResult, judges_fairness: bool, judges_extensions: bool) -> Expect {
+        let v = &r.verdicts;
+        Expect {
+            mutual_exclusion: Some(SafetyExpect::of(v.mutual_exclusion)),
+            resource_safety: Some(SafetyExpect::of(v.resource_safety)),
+            liveness: Some(match v.liveness {
+                Liveness::Ok => LivenessExpect::Ok,
+                Liveness::Stuck => LivenessExpect::Stuck,
+            }),
+            fairness: judges_fairness
+                .then(|| SafetyExpect::of(Safety::from_violated(r.lost_fifo_order()))),
+            extension_safety: judges_extensions
+                .then(|| SafetyExpect::of(Safety::from_violated(r.counts.stolen_extensions > 0))),
+            ..Expect::default()
+        }
+    }
+}
+
+/// The verdicts a run broke, by name: `mutual_exclusion`, `resource_safety` (violated),
+/// `liveness` (stuck), `extension_safety` (a stolen extension), and `fairness` (violated) when
+/// the scenario judges it — what `reports::summary::is_violating` counts.
+pub fn broken_verdicts(r: &RunResult, judges_fairness: bool) -> Vec<&'static str> {
+    let v = &r.verdicts;
+    let mut out = Vec::new();
+    if v.mutual_exclusion == Safety::Violated {
+        out.push("mutual_exclusion");
+    }
+    if v.resource_safety == Safety::Violated {
+        out.push("resource_safety");
+    }
+    if v.liveness == Liveness::Stuck {
+        out.push("liveness");
+    }
+    if judges_fairness && r.lost_fifo_order() {
+        out.push("fairness");
+    }
+    if r.counts.stolen_extensions > 0 {
+        out.push("extension_safety");
+    }
+    out
 }
 
 /// One verdict that differs from what was expected.

@@ -7,7 +7,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::scenario::limits::MAX_LIST_ITEMS;
 
@@ -17,32 +18,57 @@ pub fn is_master_name(name: &str) -> bool {
         .is_some_and(|n| n.parse::<u32>().is_ok())
 }
 
-/// A fault as written in the scenario file, before validation.
-#[derive(Clone, Debug, Deserialize)]
+/// A fault as written in the scenario file, before validation (and as `locksim shrink`
+/// writes one back: absent fields are left out).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
+    #[schemars(schema_with = "crate::scenario::schema::fault_kind_schema")]
     pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::scenario::schema::fault_node_schema")]
     pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub restart_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delta_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::scenario::schema::partition_groups_schema")]
     pub groups: Option<Vec<Vec<String>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub one_way: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::scenario::schema::fault_node_schema")]
     pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::scenario::schema::fault_node_schema")]
     pub to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub at_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub on: Option<TriggerSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after_ms: Option<u64>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// `on`: the event whose `nth` occurrence (on `node`, for `command_sent` of `command`) fires
+/// the fault `after_ms` later.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriggerSpec {
+    #[schemars(schema_with = "crate::scenario::schema::trigger_event_schema")]
     pub event: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub nth: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
 }
 
@@ -498,6 +524,66 @@ impl FaultSpec {
     }
 }
 
+impl From<&Fault> for FaultSpec {
+    /// The fault as a scenario file writes it; validating the result gives `fault` back.
+    fn from(fault: &Fault) -> FaultSpec {
+        let mut spec = FaultSpec {
+            kind: fault.kind.name().to_string(),
+            duration_ms: fault.duration_ms,
+            ..FaultSpec::default()
+        };
+        match &fault.kind {
+            FaultKind::Pause { node }
+            | FaultKind::Isolate { node }
+            | FaultKind::DropConnections { node }
+            | FaultKind::Failover { master: node } => spec.node = Some(node.clone()),
+            FaultKind::Crash {
+                node,
+                restart_after_ms,
+            } => {
+                spec.node = Some(node.clone());
+                spec.restart_after_ms = *restart_after_ms;
+            }
+            FaultKind::ClockJump { node, delta_ms } => {
+                spec.node = Some(node.clone());
+                spec.delta_ms = Some(*delta_ms);
+            }
+            FaultKind::ClockDrift { node, rate } => {
+                spec.node = Some(node.clone());
+                spec.rate = Some(*rate);
+            }
+            FaultKind::Partition { groups, one_way } => {
+                spec.groups = Some(groups.clone());
+                spec.one_way = one_way.then_some(true);
+            }
+            FaultKind::Delay { from, to, extra_ms } => {
+                spec.from = Some(from.clone());
+                spec.to = Some(to.clone());
+                spec.extra_ms = Some(*extra_ms);
+            }
+        }
+        match &fault.when {
+            When::At { at_ms } => spec.at_ms = Some(*at_ms),
+            When::On {
+                event,
+                node,
+                nth,
+                command,
+                after_ms,
+            } => {
+                spec.on = Some(TriggerSpec {
+                    event: event.clone(),
+                    node: node.clone(),
+                    nth: Some(*nth),
+                    command: command.clone(),
+                });
+                spec.after_ms = Some(*after_ms);
+            }
+        }
+        spec
+    }
+}
+
 impl Fault {
     /// Whether the world must follow lock-key writes for this fault: it fires on
     /// `lock_written` / `lock_granted`, or names the holder's masters.
@@ -735,6 +821,36 @@ mod tests {
                 after_ms: 5
             }
         );
+    }
+
+    /// What `locksim shrink` writes back validates to the same fault, for every kind.
+    #[test]
+    fn a_fault_written_back_validates_to_itself() {
+        let mut nodes = nodes();
+        nodes.nodes.insert("sentinel-1".into());
+        for json in [
+            r#"{ "kind": "pause", "node": "client-1", "duration_ms": 20, "at_ms": 5 }"#,
+            r#"{ "kind": "crash", "node": "redis-1", "restart_after_ms": 0, "at_ms": 5 }"#,
+            r#"{ "kind": "crash", "node": "client-2", "at_ms": 5 }"#,
+            r#"{ "kind": "clock_jump", "node": "redis-1", "delta_ms": -300, "at_ms": 5 }"#,
+            r#"{ "kind": "clock_drift", "node": "client-1", "rate": 1.25, "duration_ms": 9, "at_ms": 1 }"#,
+            r#"{ "kind": "partition", "groups": [["client-1"], ["redis-1"]], "one_way": true, "at_ms": 1 }"#,
+            r#"{ "kind": "isolate", "node": "redis-1", "duration_ms": 9, "at_ms": 1 }"#,
+            r#"{ "kind": "delay", "from": "client-1", "to": "resource", "extra_ms": 700, "at_ms": 1 }"#,
+            r#"{ "kind": "drop_connections", "node": "redis-1", "at_ms": 1 }"#,
+            r#"{ "kind": "failover", "node": "redis-1", "at_ms": 1 }"#,
+            r#"{ "kind": "pause", "node": "client-1", "on": { "event": "command_sent", "command": "EXPIRE" }, "after_ms": 0 }"#,
+            r#"{ "kind": "pause", "node": "{holder}", "duration_ms": 5, "on": { "event": "lock_granted" }, "after_ms": 0 }"#,
+            r#"{ "kind": "partition", "groups": [["{holder}", "{holder_masters}"], ["{rest}"]], "on": { "event": "acquired" }, "after_ms": 0 }"#,
+        ] {
+            let fault = spec(json).validate("f", &nodes).unwrap();
+            let written = serde_json::to_string(&FaultSpec::from(&fault)).unwrap();
+            assert_eq!(
+                spec(&written).validate("f", &nodes).unwrap(),
+                fault,
+                "{written}"
+            );
+        }
     }
 
     #[test]

@@ -9,11 +9,13 @@ pub mod faults;
 pub mod limits;
 pub mod nemesis;
 pub mod range;
+pub mod schema;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use model::locks::{Family, Lease, SchemeSpec, matrix_rows};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -67,7 +69,7 @@ pub struct Scenario {
 }
 
 /// `matrix`: the column a `"schemes": "all"` scenario is in the comparison matrix.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixColumn {
     /// A short header (`pause > lease`); the description is its tooltip.
@@ -84,7 +86,7 @@ struct Variant {
 }
 
 /// `topology` (defaults: one master, no replicas, no sentinels, no AOF — redis.conf's defaults).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Topology {
     /// Independent masters `redis-1..N` (Redlock uses them all).
@@ -104,6 +106,7 @@ pub struct Topology {
     /// stream that lags this much (a failover loses what it has not delivered yet).
     pub replica_lag_ms: u64,
     /// `off` (no AOF) | `no` | `everysec` | `always`.
+    #[schemars(schema_with = "schema::appendfsync_schema")]
     pub appendfsync: String,
     /// A crashed Redis stays unavailable this long after its restart is due (antirez's delayed restart).
     pub restart_delay_ms: u64,
@@ -116,6 +119,7 @@ pub struct Topology {
     /// How a master sends TTLs down its replication stream: `absolute` (Redis 7.0: `SET ...
     /// PXAT`, `PEXPIREAT`; redis/redis PR 8474) or `relative` (Redis 6.2: `SET ... PX ms`,
     /// `PEXPIRE`, each replica counting from its own clock when it applies them).
+    #[schemars(schema_with = "schema::ttl_propagation_schema")]
     pub ttl_propagation: String,
 }
 
@@ -139,7 +143,7 @@ impl Default for Topology {
 }
 
 /// `network` (default one-way latency 1–5 ms on every link).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Network {
     pub latency_ms: MsRange,
@@ -159,7 +163,7 @@ impl Default for Network {
 /// doing the whole workload, sharing one lock object where the scheme's source shares state
 /// between threads (seed 003's one clientId per instance, Redisson's one client UUID); each
 /// thread is its own lock owner (`client-1/t2`) for the checkers.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Clients {
     pub count: u32,
@@ -179,7 +183,7 @@ pub struct Clients {
 /// tick, a job extending as it goes), `{ "before_write": true }` once, after the hold and just
 /// before writing. A client whose extension fails skips its write (the library told it the lock
 /// is lost) and releases.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Extend {
     #[serde(default)]
@@ -204,16 +208,23 @@ impl Default for Clients {
 }
 
 /// `resource`: the protected counter (the seeds' stock). With `fencing` it rejects stale tokens.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Resource {
     pub fencing: bool,
 }
 
-/// The file as written, before validation.
-#[derive(Deserialize)]
+/// A locksim scenario: a topology, a workload through one lock scheme (or several), the faults
+/// to inject and the verdicts to expect (docs/scenarios.md). The file as written, before
+/// validation.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ScenarioFile {
+#[schemars(title = "locksim scenario")]
+pub(crate) struct ScenarioFile {
+    /// The JSON Schema an editor completes the file from (`docs/scenario.schema.json`); the
+    /// run ignores it.
+    #[serde(default, rename = "$schema")]
+    _schema: Option<String>,
     name: String,
     #[serde(default)]
     description: String,
@@ -221,7 +232,9 @@ struct ScenarioFile {
     source: String,
     #[serde(default)]
     seed: u64,
+    /// The seeds `check`, `sweep` and `compare` use (default 0..19).
     #[serde(default)]
+    #[schemars(schema_with = "schema::seeds_schema")]
     seeds: Option<String>,
     #[serde(default = "default_duration_ms")]
     duration_ms: u64,
@@ -229,10 +242,16 @@ struct ScenarioFile {
     topology: Topology,
     #[serde(default)]
     network: Network,
+    /// The lock scheme the clients use (or `schemes`).
     #[serde(default)]
+    #[schemars(with = "Option<schema::SchemeSchema>")]
     scheme: Option<Value>,
+    /// Several schemes: the scenario runs once per scheme (rows of `compare`).
     #[serde(default)]
+    #[schemars(with = "Option<schema::SchemesSchema>")]
     schemes: Option<Value>,
+    /// The lease every scheme with one gets as its `ttl_ms`, unless it sets its own; a scheme
+    /// without a lease is judged on it (the liveness window).
     #[serde(default)]
     lease_ms: Option<u64>,
     #[serde(default)]
@@ -241,26 +260,41 @@ struct ScenarioFile {
     resource: Resource,
     #[serde(default)]
     faults: Vec<FaultSpec>,
+    /// Random faults drawn from the seed.
     #[serde(default)]
+    #[schemars(with = "Option<schema::NemesisSchema>")]
     nemesis: Option<Value>,
+    /// Verdicts every seed of `seeds` must give.
     #[serde(default)]
     expect: Expect,
+    /// Verdicts at least one seed of `seeds` must give (random-nemesis hunts).
     #[serde(default)]
     expect_some: Expect,
+    /// Per scheme row (its label, as `locksim schemes` lists it): verdicts that replace
+    /// `expect`'s, property by property.
     #[serde(default)]
     expect_by_scheme: BTreeMap<String, Expect>,
+    /// Per scheme row: verdicts that replace `expect_some`'s, property by property.
     #[serde(default)]
     expect_some_by_scheme: BTreeMap<String, Expect>,
+    /// How long the lock may go ungranted while live clients want it, once every fault has
+    /// healed (default 2 × max(lease, longest hold) + 1 s).
     #[serde(default)]
     liveness_window_ms: Option<u64>,
+    /// A reported failure of a real lock library this file reproduces (scenarios/incidents/).
     #[serde(default)]
     incident: Option<Incident>,
+    /// The column of the comparison matrix a `"schemes": "all"` file is.
+    #[serde(default)]
     matrix: Option<MatrixColumn>,
 }
 
 fn default_duration_ms() -> u64 {
-    60_000
+    DEFAULT_DURATION_MS
 }
+
+/// How long a run lasts when the file does not say (`duration_ms`).
+pub const DEFAULT_DURATION_MS: u64 = 60_000;
 
 /// The lease a scheme without one (`setnx-del`, `incr-semaphore`, `set`) is given for its
 /// default liveness window: the most common default lease of the other schemes (10 s).

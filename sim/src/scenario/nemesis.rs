@@ -143,14 +143,7 @@ impl KindSpec {
         let Value::Object(map) = value else {
             return Err(format!("{field}: expected an object, got {value}"));
         };
-        let mut allowed = vec!["every_ms", "nodes"];
-        match kind {
-            "clock_jump" => allowed.extend(["delta_ms", "duration_ms"]),
-            "clock_drift" => allowed.extend(["rate", "duration_ms"]),
-            "delay" => allowed.extend(["extra_ms", "duration_ms"]),
-            "drop_connections" | "failover" => {}
-            _ => allowed.push("duration_ms"),
-        }
+        let (allowed, required) = kind_fields(kind);
         for key in map.keys() {
             if !allowed.contains(&key.as_str()) {
                 return Err(format!(
@@ -175,8 +168,7 @@ impl KindSpec {
             Some(v) => Some(ms_range(v, &format!("{field}.duration_ms"))?),
             None => None,
         };
-        let needs_duration = !matches!(kind, "clock_jump" | "drop_connections" | "failover");
-        if needs_duration && duration_ms.is_none() {
+        if required.contains(&"duration_ms") && duration_ms.is_none() {
             return Err(format!(
                 "{field}.duration_ms: missing ([min, max] ms each fault lasts{})",
                 if kind == "crash" {
@@ -299,6 +291,36 @@ impl KindSpec {
         Ok(())
     }
 }
+
+/// The fields one kind's nemesis takes, and those it requires (validation and the scenario
+/// JSON Schema both ask here).
+pub fn kind_fields(kind: &str) -> (Vec<&'static str>, Vec<&'static str>) {
+    let mut allowed = vec!["every_ms", "nodes"];
+    let mut required = vec!["every_ms"];
+    match kind {
+        "clock_jump" => {
+            allowed.extend(["delta_ms", "duration_ms"]);
+            required.push("delta_ms");
+        }
+        "clock_drift" => {
+            allowed.extend(["rate", "duration_ms"]);
+            required.extend(["rate", "duration_ms"]);
+        }
+        "delay" => {
+            allowed.extend(["extra_ms", "duration_ms"]);
+            required.extend(["extra_ms", "duration_ms"]);
+        }
+        "drop_connections" | "failover" => {}
+        _ => {
+            allowed.push("duration_ms");
+            required.push("duration_ms");
+        }
+    }
+    (allowed, required)
+}
+
+/// The group names a `nodes` list may hold (`group_nodes`).
+pub const NODE_GROUPS: &[&str] = &["{masters}", "{clients}"];
 
 /// `{masters}` (every master) and `{clients}` (every client) in a `nodes` list: the same file
 /// then fits every scheme row, whichever number of masters it has.
