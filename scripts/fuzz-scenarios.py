@@ -237,7 +237,7 @@ def limits(cpu_s):
     return apply
 
 
-# `"schemes": "all"` runs every row of the fault matrix (README, "The fault matrix").
+# `"schemes": "all"` runs every row of the fault matrix (README, "Which lock survives what").
 MATRIX_ROWS = 24
 
 
