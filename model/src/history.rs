@@ -243,10 +243,11 @@ impl Event {
 /// keeps its head and its size (`"xxxx…" (52428800 bytes)`), and once a rendering has reached
 /// this size the remaining arguments or elements are counted, not shown (`… (999000 more)`),
 /// as Redis's slow log shortens what it keeps (`slowlog.c`: `SLOWLOG_ENTRY_MAX_STRING`,
-/// `SLOWLOG_ENTRY_MAX_ARGC`). Far above what a lock scheme sends (the catalog's longest command,
-/// an `EVAL` of Redisson 3.12's fair-lock script, is 1,817 bytes), so ordinary traces are
-/// complete; a 50 MB value or a script returning a million elements costs a few KB per event.
-pub const TRACE_TEXT_MAX_BYTES: usize = 4096;
+/// `SLOWLOG_ENTRY_MAX_ARGC`). Above everything the catalog sends or gets (its longest command,
+/// an `EVAL` of Redisson 3.12's fair-lock script, is 1,817 bytes; its longest reply, the `INFO
+/// ALL` Redisson asks for, 5,097), so its traces are complete; a 50 MB value or a script
+/// returning a million elements costs 16 KiB per event.
+pub const TRACE_TEXT_MAX_BYTES: usize = 16 << 10;
 
 /// Renders argv the way `redis-cli` echoes a command: space-separated, quoting arguments that
 /// need it, so the trace stays readable and stable; shortened past [`TRACE_TEXT_MAX_BYTES`].
@@ -320,26 +321,43 @@ fn push_reply(out: &mut String, reply: &crate::redis::Reply) {
         Reply::Status(s) => push_line(out, s),
         Reply::Error(e) => {
             out.push_str("(error) ");
-            push_line(out, e);
+            push_line(out, &String::from_utf8_lossy(e));
         }
         Reply::Integer(i) => out.push_str(&format!("(integer) {i}")),
-        Reply::Bulk(b) => push_quoted(out, b),
+        Reply::Bool(b) => out.push_str(&format!("(integer) {}", u8::from(*b))),
+        Reply::Bulk(b) | Reply::BigNumber(b) | Reply::Verbatim { text: b, .. } => {
+            push_quoted(out, b)
+        }
+        Reply::Double(d) => out.push_str(&format!("{:?}", crate::redis::number::fmt_g17(*d))),
         Reply::Nil | Reply::NilArray => out.push_str("(nil)"),
-        Reply::Array(items) | Reply::Sequence(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                if out.len() >= TRACE_TEXT_MAX_BYTES {
-                    out.push_str(&format!("… ({} more)", items.len() - i));
-                    break;
-                }
-                push_reply(out, item);
-            }
-            out.push(']');
+        Reply::Array(items) | Reply::Sequence(items) | Reply::Set(items) | Reply::Push(items) => {
+            push_items(out, items.len(), items.iter())
+        }
+        Reply::Map(pairs) => {
+            push_items(out, 2 * pairs.len(), pairs.iter().flat_map(|(k, v)| [k, v]))
         }
     }
+}
+
+/// `[a, b, …]`; once the rendering has reached [`TRACE_TEXT_MAX_BYTES`], the remaining items
+/// are counted, not shown.
+fn push_items<'a>(
+    out: &mut String,
+    len: usize,
+    items: impl Iterator<Item = &'a crate::redis::Reply>,
+) {
+    out.push('[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        if out.len() >= TRACE_TEXT_MAX_BYTES {
+            out.push_str(&format!("… ({} more)", len - i));
+            break;
+        }
+        push_reply(out, item);
+    }
+    out.push(']');
 }
 
 /// The full canonical trace: one JSON event per line, each line ending in `\n`.

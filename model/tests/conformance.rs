@@ -1,6 +1,7 @@
 //! Differential conformance test: the corpus in `tests/conformance/*.txt` runs against a real
 //! `redis-server` (7.0, Debian package) and against `RedisServer` (through `RequestParser`,
-//! `execute` and `Reply::encode`); replies must be byte-identical.
+//! `execute` and `Reply::encode_with`); replies must be byte-identical. Every file runs twice:
+//! in RESP2, and in RESP3 (every connection, on both sides, starts with `HELLO 3`).
 //!
 //! Corpus format: one command per line, arguments quoted like redis-cli (`sdssplitargs`).
 //! `#` starts a comment line. Directives:
@@ -17,6 +18,13 @@
 //!   compare everything received until the server closes it or goes quiet.
 //! - `@pushes N`: compare the messages pending for connection N (PUBLISH deliveries).
 //! - `@known-diff <cmd>`: a documented difference (docs/redis.md): both run, not compared.
+//! - `@send <cmd>`: send without waiting for a reply (a blocking command); `@pushes N` later
+//!   compares what connection N received meanwhile (the model's expired blocks are answered
+//!   first).
+//! - `@sorted <cmd>`: compare with the elements of every array sorted (Redis answers in hash
+//!   order: KEYS, SCAN).
+//! - `@ids <cmd>`: compare with client ids masked (HELLO's `id`, CLIENT ID).
+//! - `@fields <cmd>`: compare the `name=` fields of every line (CLIENT INFO / LIST).
 //!
 //! Fails if `redis-server` cannot be started, unless `LOCKSIM_SKIP_REDIS=1`.
 
@@ -27,7 +35,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, ServerConfig};
+use model::redis::{ClientId, Outcome, Protocol, RedisServer, Reply, RequestParser, ServerConfig};
 
 /// A `redis-server` child process, killed when dropped (also on panic).
 struct RedisProcess {
@@ -69,7 +77,7 @@ fn start_redis() -> Result<RedisProcess, String> {
                 "--appendonly",
                 "no",
             ])
-            .args(["--databases", "1", "--daemonize", "no", "--logfile", ""])
+            .args(["--daemonize", "no", "--logfile", ""])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -100,7 +108,7 @@ fn now_ms() -> i64 {
 /// Number of complete top-level RESP frames in `buf`.
 fn count_frames(mut buf: &[u8]) -> usize {
     let mut n = 0;
-    while let Ok(Some((_, used))) = Reply::decode(buf) {
+    while let Ok(Some((_, used))) = Reply::decode_resp3(buf) {
         n += 1;
         buf = &buf[used..];
     }
@@ -111,22 +119,48 @@ fn count_frames(mut buf: &[u8]) -> usize {
 struct RealSide {
     port: u16,
     conns: BTreeMap<usize, TcpStream>,
+    protocol: Protocol,
+}
+
+/// Reads one complete reply (what `HELLO 3` answers) and drops it.
+fn skip_one_reply(s: &mut TcpStream) {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while count_frames(&got) < 1 {
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(_) => continue,
+        }
+    }
 }
 
 impl RealSide {
+    fn open(&self) -> TcpStream {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis-server");
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        if self.protocol == Protocol::Resp3 {
+            s.write_all(&encode_command(&[b"HELLO".to_vec(), b"3".to_vec()]))
+                .unwrap();
+            skip_one_reply(&mut s);
+        }
+        s
+    }
+
     fn conn(&mut self, client: usize) -> &mut TcpStream {
-        let port = self.port;
-        self.conns.entry(client).or_insert_with(|| {
-            let s = TcpStream::connect(("127.0.0.1", port)).expect("connect to redis-server");
-            s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-            s
-        })
+        if !self.conns.contains_key(&client) {
+            let s = self.open();
+            self.conns.insert(client, s);
+        }
+        self.conns.get_mut(&client).expect("opened above")
     }
 
     /// Sends and reads until `frames` replies arrived (or 5 s passed).
     fn roundtrip(&mut self, client: usize, bytes: &[u8], frames: usize) -> Vec<u8> {
         let conn = self.conn(client);
-        conn.write_all(bytes).unwrap();
+        if conn.write_all(bytes).is_err() {
+            return b"<closed>".to_vec();
+        }
         let mut out = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut chunk = [0u8; 65536];
@@ -159,7 +193,7 @@ impl RealSide {
 
     /// Raw bytes on a fresh connection: everything until close or 300 ms of silence.
     fn raw(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut s = self.open();
         s.set_read_timeout(Some(Duration::from_millis(300)))
             .unwrap();
         s.write_all(bytes).unwrap();
@@ -182,15 +216,27 @@ struct ModelSide {
     server: RedisServer,
     conns: BTreeMap<usize, (ClientId, RequestParser, BytesMut)>,
     pushes: BTreeMap<ClientId, Vec<u8>>,
+    protocol: Protocol,
 }
 
 impl ModelSide {
+    /// A new connection, switched to RESP3 in that pass.
+    fn open(&mut self) -> ClientId {
+        let id = self.server.connect();
+        if self.protocol == Protocol::Resp3 {
+            self.server
+                .execute(id, now_ms(), &[b"HELLO".to_vec(), b"3".to_vec()]);
+        }
+        id
+    }
+
     fn client(&mut self, client: usize) -> ClientId {
-        let server = &mut self.server;
-        self.conns
-            .entry(client)
-            .or_insert_with(|| (server.connect(), RequestParser::new(), BytesMut::new()))
-            .0
+        if !self.conns.contains_key(&client) {
+            let id = self.open();
+            self.conns
+                .insert(client, (id, RequestParser::new(), BytesMut::new()));
+        }
+        self.conns[&client].0
     }
 
     /// Feeds bytes to a connection; returns the replies and whether the connection was closed.
@@ -204,13 +250,22 @@ impl ModelSide {
         let mut out = Vec::new();
         loop {
             match parser.parse(buf) {
-                Ok(Some(argv)) => match server.execute(*id, now_ms(), &argv) {
-                    Outcome::Reply(r) => r.encode_into(&mut out),
-                    Outcome::Wait { .. } => Reply::Integer(0).encode_into(&mut out),
-                },
+                Ok(Some(argv)) => {
+                    let outcome = server.execute(*id, now_ms(), &argv);
+                    let protocol = server.protocol(*id);
+                    match outcome {
+                        Outcome::Reply(r) => r.encode_with(protocol, &mut out),
+                        Outcome::Wait { .. } => Reply::Integer(0).encode_with(protocol, &mut out),
+                        Outcome::Blocked => {}
+                        Outcome::Close(r) => {
+                            r.encode_with(protocol, &mut out);
+                            return (out, true);
+                        }
+                    }
+                }
                 Ok(None) => return (out, false),
                 Err(e) => {
-                    e.reply().encode_into(&mut out);
+                    e.reply().encode_with(server.protocol(*id), &mut out);
                     return (out, true);
                 }
             }
@@ -226,7 +281,7 @@ impl ModelSide {
     }
 
     fn raw(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let id = self.server.connect();
+        let id = self.open();
         let mut conn = (id, RequestParser::new(), BytesMut::new());
         let (mut out, closed) = Self::feed(&mut self.server, &mut conn, bytes);
         self.server.disconnect(id);
@@ -236,14 +291,20 @@ impl ModelSide {
         out
     }
 
+    /// Pub/sub messages and the replies of unblocked clients, per connection.
     fn collect_pushes(&mut self) {
-        for (client, reply) in self.server.take_pushes() {
-            reply.encode_into(self.pushes.entry(client).or_default());
+        let mut pending = self.server.take_pushes();
+        pending.extend(self.server.take_unblocked());
+        for (client, reply) in pending {
+            let protocol = self.server.protocol(client);
+            reply.encode_with(protocol, self.pushes.entry(client).or_default());
         }
     }
 
     fn take_pushes(&mut self, client: usize) -> Vec<u8> {
         let id = self.client(client);
+        self.server.expire_blocked(now_ms());
+        self.collect_pushes();
         self.pushes.remove(&id).unwrap_or_default()
     }
 }
@@ -337,10 +398,96 @@ fn info_fields(bytes: &[u8]) -> Vec<String> {
 }
 
 fn integer(bytes: &[u8]) -> Option<i64> {
-    match Reply::decode(bytes) {
+    match Reply::decode_resp3(bytes) {
         Ok(Some((Reply::Integer(i), _))) => Some(i),
         _ => None,
     }
+}
+
+/// Every reply in `bytes`, decoded.
+fn decode_all(mut bytes: &[u8]) -> Vec<Reply> {
+    let mut out = Vec::new();
+    while let Ok(Some((reply, used))) = Reply::decode_resp3(bytes) {
+        out.push(reply);
+        bytes = &bytes[used..];
+    }
+    out
+}
+
+/// `@sorted`: the elements of every array (and set) in sorted order.
+fn sorted(reply: Reply) -> Reply {
+    match reply {
+        Reply::Array(items) | Reply::Set(items) => {
+            let mut items: Vec<Reply> = items.into_iter().map(sorted).collect();
+            items.sort_by_key(|r| format!("{r:?}"));
+            Reply::Array(items)
+        }
+        Reply::Map(pairs) => {
+            let mut pairs: Vec<(Reply, Reply)> = pairs
+                .into_iter()
+                .map(|(k, v)| (sorted(k), sorted(v)))
+                .collect();
+            pairs.sort_by_key(|(k, _)| format!("{k:?}"));
+            Reply::Map(pairs)
+        }
+        other => other,
+    }
+}
+
+/// `@ids`: client ids replaced by 0 (a bare integer, or the value of an `id` map key).
+fn masked_ids(reply: Reply) -> Reply {
+    match reply {
+        Reply::Integer(_) => Reply::Integer(0),
+        Reply::Map(pairs) => {
+            // The decoder's map is unordered: compare pairs sorted (their order is checked
+            // byte for byte everywhere else).
+            let mut pairs: Vec<(Reply, Reply)> = pairs
+                .into_iter()
+                .map(|(k, v)| match (&k, v) {
+                    (Reply::Bulk(name), Reply::Integer(_)) if name == b"id" => {
+                        (k, Reply::Integer(0))
+                    }
+                    (_, v) => (k, v),
+                })
+                .collect();
+            pairs.sort_by_key(|(k, _)| format!("{k:?}"));
+            Reply::Map(pairs)
+        }
+        Reply::Array(items) => {
+            // RESP2 flattens maps: an `id` bulk followed by an integer.
+            let mut out = Vec::with_capacity(items.len());
+            let mut after_id = false;
+            for item in items {
+                let item = match item {
+                    Reply::Integer(_) if after_id => Reply::Integer(0),
+                    other => other,
+                };
+                after_id = item == Reply::Bulk(b"id".to_vec());
+                out.push(item);
+            }
+            Reply::Array(out)
+        }
+        other => other,
+    }
+}
+
+/// `@fields`: the `name=` field names of each line of CLIENT INFO / LIST.
+fn client_fields(bytes: &[u8]) -> Vec<Vec<String>> {
+    decode_all(bytes)
+        .iter()
+        .map(|r| match r {
+            Reply::Bulk(t) | Reply::Verbatim { text: t, .. } => String::from_utf8_lossy(t)
+                .lines()
+                .map(|l| {
+                    l.split(' ')
+                        .map(|f| f.split('=').next().unwrap_or("").to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect(),
+            other => vec![format!("{other:?}")],
+        })
+        .collect()
 }
 
 struct Outcomes {
@@ -413,7 +560,11 @@ fn run_corpus(
             continue;
         }
         let (mode, command) = match line.split_once(' ') {
-            Some((m @ ("@known-diff" | "@info" | "@inline"), rest)) => (m, rest.to_string()),
+            Some((
+                m
+                @ ("@known-diff" | "@info" | "@inline" | "@send" | "@sorted" | "@ids" | "@fields"),
+                rest,
+            )) => (m, rest.to_string()),
             Some(("@range", rest)) => {
                 let mut parts = rest.splitn(3, ' ');
                 let lo = parts.next().unwrap();
@@ -441,6 +592,11 @@ fn run_corpus(
             let argv: Vec<Vec<u8>> = argv.iter().map(|a| substitute(a, &scripts, now)).collect();
             encode_command(&argv)
         };
+        if mode == "@send" {
+            model.send(client, &bytes);
+            let _ = real.conn(client).write_all(&bytes);
+            continue;
+        }
         let mine = model.send(client, &bytes);
         let theirs = real.roundtrip(client, &bytes, count_frames(&mine).max(1));
         let ok = match mode {
@@ -454,6 +610,18 @@ fn run_corpus(
                 continue;
             }
             "@info" => info_fields(&mine) == info_fields(&theirs),
+            "@sorted" => {
+                let norm =
+                    |b: &[u8]| -> Vec<Reply> { decode_all(b).into_iter().map(sorted).collect() };
+                norm(&mine) == norm(&theirs)
+            }
+            "@ids" => {
+                let norm = |b: &[u8]| -> Vec<Reply> {
+                    decode_all(b).into_iter().map(masked_ids).collect()
+                };
+                norm(&mine) == norm(&theirs)
+            }
+            "@fields" => client_fields(&mine) == client_fields(&theirs),
             "@range" => {
                 let (lo, hi) = bounds.unwrap();
                 let inside = |b: &[u8]| integer(b).is_some_and(|i| (lo..=hi).contains(&i));
@@ -495,25 +663,41 @@ fn corpus_matches_real_redis() {
         known_diffs: 0,
         failures: Vec::new(),
     };
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        // A fresh redis-server per file: Lua's math.random stream starts over, like the model's.
-        let redis = start_redis().expect("redis-server");
-        let mut real = RealSide {
-            port: redis.port,
-            conns: BTreeMap::new(),
-        };
-        let mut model = ModelSide {
-            server: RedisServer::new(ServerConfig::default()),
-            conns: BTreeMap::new(),
-            pushes: BTreeMap::new(),
-        };
-        run_corpus(&name, &text, &mut real, &mut model, &mut outcomes);
+    let mut per_protocol: BTreeMap<String, usize> = BTreeMap::new();
+    for protocol in [Protocol::Resp2, Protocol::Resp3] {
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let name = format!(
+                "{} ({protocol:?})",
+                file.file_name().unwrap().to_string_lossy()
+            );
+            // A fresh redis-server per file: Lua's math.random stream starts over, like the
+            // model's.
+            let redis = start_redis().expect("redis-server");
+            let mut real = RealSide {
+                port: redis.port,
+                conns: BTreeMap::new(),
+                protocol,
+            };
+            let mut model = ModelSide {
+                server: RedisServer::new(ServerConfig::default()),
+                conns: BTreeMap::new(),
+                pushes: BTreeMap::new(),
+                protocol,
+            };
+            let before = outcomes.compared;
+            run_corpus(&name, &text, &mut real, &mut model, &mut outcomes);
+            *per_protocol.entry(format!("{protocol:?}")).or_insert(0) += outcomes.compared - before;
+        }
     }
     println!(
-        "conformance: {} commands compared, {} known differences, {} mismatches",
+        "conformance: {} commands compared ({}), {} known differences, {} mismatches",
         outcomes.compared,
+        per_protocol
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         outcomes.known_diffs,
         outcomes.failures.len()
     );

@@ -212,12 +212,14 @@ fn drive(server: &mut RedisServer, rng: &mut ChaCha8Rng, input: &[u8], now: i64)
                             let bytes = r.encode();
                             assert!(!bytes.is_empty());
                         }
+                        Outcome::Close(r) => assert!(!r.encode().is_empty()),
                         Outcome::Wait { timeout_ms, .. } => assert!(timeout_ms >= 0),
+                        Outcome::Blocked => {}
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    assert!(e.0.starts_with("Protocol error: "), "{e}");
+                    assert!(e.0.starts_with(b"Protocol error: "), "{e}");
                     closed = true;
                     break;
                 }
@@ -233,7 +235,10 @@ fn drive(server: &mut RedisServer, rng: &mut ChaCha8Rng, input: &[u8], now: i64)
 #[test]
 fn random_bytes_never_panic() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_0001);
-    let mut server = RedisServer::new(ServerConfig { seed: 1 });
+    let mut server = RedisServer::new(ServerConfig {
+        seed: 1,
+        ..ServerConfig::default()
+    });
     for case in 0..3000 {
         let len = rng.gen_range(0..200);
         let input: Vec<u8> = (0..len)
@@ -252,7 +257,10 @@ fn random_bytes_never_panic() {
 #[test]
 fn mutated_commands_never_panic() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_0002);
-    let mut server = RedisServer::new(ServerConfig { seed: 2 });
+    let mut server = RedisServer::new(ServerConfig {
+        seed: 2,
+        ..ServerConfig::default()
+    });
     let mut closed = 0;
     for case in 0..5000 {
         let mut input = Vec::new();
@@ -313,7 +321,7 @@ fn dispatcher_handles_random_argv() {
             server.execute(client, 1_700_000_000_000 + i, &argv)
         {
             assert!(
-                !e.contains('\n') && !e.contains('\r'),
+                !e.contains(&b'\n') && !e.contains(&b'\r'),
                 "error replies are one line: {e:?}"
             );
         }

@@ -1,15 +1,14 @@
 //! A `script` scheme whose Lua runs away, at the `locksim run` level (issue 17): the server stops
-//! the script past its work budget, the attempt fails at once with the server's error instead of
-//! retrying the same script until its timeout, and the run goes on to its next attempt and its
-//! end. A script that returns a million elements is fine: the trace keeps
+//! the script (its work budget counts work inside C functions too; Lua's heap is limited, so a
+//! huge allocation is Lua's `not enough memory`), the attempt fails at once with the server's
+//! error instead of retrying the same script until its timeout, and the run goes on to its
+//! next attempt and its end. A script that returns a million elements is fine: the trace keeps
 //! the head and the count of its reply.
 //!
-//! The string, table and heap cases of issue 17 (`string.rep` in a loop, a string doubled 40
-//! times, a 1e8-element table) need the Lua bounds of issue 13 (work inside C functions counted,
-//! Lua's heap limited); they join these tests when that branch is merged. Each run is a child
-//! process limited to 4 GiB of address space, so a script that escapes the bounds fails its test
-//! with an abort instead of taking the machine down, and is killed after a generous wall-clock
-//! guard instead of hanging.
+//! The bounds themselves are the model's (`model/src/redis/`, `model/tests/script_limits.rs`):
+//! the string, table and heap cases need them. Each run is a child process limited to 4 GiB of
+//! address space, so a script that escapes them fails its test with an abort instead of taking
+//! the machine down, and is killed after a generous wall-clock guard instead of hanging.
 
 mod common;
 
@@ -95,8 +94,7 @@ fn assert_stopped(name: &str, script: &str, error: &str) {
     for f in &failed {
         let reason = f["reason"].as_str().unwrap();
         assert!(
-            reason.starts_with("the acquire script was stopped by the server: ERR ")
-                && reason.contains(error),
+            reason.starts_with("the acquire script runs away: ERR ") && reason.contains(error),
             "{name}: {reason}"
         );
     }
@@ -117,6 +115,47 @@ fn an_endless_lua_loop_fails_its_attempt() {
     );
 }
 
+/// The budget counts work inside C functions (`model/src/redis/script_limits.rs`).
+#[test]
+fn a_loop_on_string_rep_fails_its_attempt() {
+    assert_stopped(
+        "string-rep",
+        "while true do local s = string.rep('x', 100000) end",
+        "Script killed by user with SCRIPT KILL",
+    );
+}
+
+/// Lua's heap is limited: 2^40 bytes fail with Lua's own error.
+#[test]
+fn doubling_a_string_forty_times_fails_its_attempt() {
+    assert_stopped(
+        "doubling",
+        "local s = 'x' for i = 1, 40 do s = s .. s end return #s",
+        "not enough memory",
+    );
+}
+
+/// Lua's heap limit or the budget's count of allocated bytes stops it, whichever comes first.
+#[test]
+fn filling_a_hundred_million_element_table_fails_its_attempt() {
+    let trace = run_acquire_script(
+        "table",
+        "local t = {} for i = 1, 1e8 do t[i] = i end return #t",
+        json!({ "status": "OK" }),
+    );
+    let failed = events(&trace, "acquire_failed");
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    for f in failed {
+        let reason = f["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("the acquire script runs away: ")
+                && (reason.contains("not enough memory")
+                    || reason.contains("Script killed by user with SCRIPT KILL")),
+            "{reason}"
+        );
+    }
+}
+
 /// A million-element reply is legal: the script succeeds, and the trace keeps its head and how
 /// many elements it left out.
 #[test]
@@ -134,7 +173,7 @@ fn returning_a_million_element_table_is_kept_short_in_the_trace() {
         "{first:.60}"
     );
     assert!(first.ends_with(" more)]"), "{}", &first[first.len() - 30..]);
-    assert!(first.len() < 5000, "{}", first.len());
+    assert!(first.len() < 17_000, "{}", first.len());
     let executed = events(&trace, "executed");
     assert_eq!(executed[0]["reply"].as_str().unwrap(), first);
 }

@@ -85,7 +85,7 @@ impl LockScheme for TechlogLock {
                     res = n;
                     None
                 }
-                Ok(Reply::Error(e)) => Some(e),
+                Ok(Reply::Error(e)) => Some(String::from_utf8_lossy(&e).into_owned()),
                 Ok(_) => {
                     // Not an int: no branch below matches it.
                     res = -1;

@@ -479,7 +479,7 @@ pub async fn evalsha(
         cmd
     };
     match env.call(server, call(&sha)).await? {
-        Reply::Error(e) if e.starts_with("NOSCRIPT") => {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
             env.call(
                 server,
                 vec![

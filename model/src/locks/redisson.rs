@@ -813,7 +813,7 @@ fn eval_command(script: &str, keys: &[&str], args: &[&str]) -> Vec<Vec<u8>> {
 /// An error reply is an exception.
 fn exception(reply: Reply) -> Result<Reply, Failure> {
     match reply {
-        Reply::Error(e) => Err(Failure::Other(e)),
+        Reply::Error(e) => Err(Failure::Other(String::from_utf8_lossy(&e).into_owned())),
         reply => Ok(reply),
     }
 }
@@ -852,7 +852,7 @@ pub(crate) async fn synced_eval(
         let probe = vec![argv(&["WAIT", "0", "0"]), argv(&["WAITAOF", "0", "0", "0"])];
         let replies = batch(config, env, probe, true, 0).await?;
         if let Some(Reply::Error(e)) = replies.first() {
-            return Err(Failure::Other(e.clone()));
+            return Err(Failure::Other(String::from_utf8_lossy(e).into_owned()));
         }
         lock.client.borrow_mut().wait_probed = true;
     }
@@ -895,7 +895,7 @@ async fn evalsha(
     eval[0] = b"EVALSHA".to_vec();
     eval[1] = crate::redis::lua::sha1_hex(script.as_bytes()).into_bytes();
     match execute(config, env, eval.clone(), resend, 0).await? {
-        Reply::Error(e) if e.starts_with("NOSCRIPT") => {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
             let load = vec![
                 b"SCRIPT".to_vec(),
                 b"LOAD".to_vec(),

@@ -505,7 +505,7 @@ async fn evalsha(
     let sha = sha1_hex(script);
     let call = script_command("EVALSHA", &sha, key, args);
     match send(env, server, call.clone(), timeout_ms).await? {
-        Reply::Error(e) if e.starts_with("NOSCRIPT") => {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
             if library == Library::LeandroRb {
                 for text in [RB_UNLOCK, RB_LOCK, RB_PTTL] {
                     send(env, server, argv(&["SCRIPT", "LOAD", text]), timeout_ms).await?;

@@ -27,8 +27,9 @@
 //!   `{"nil": true}`, `{"at_least": n}` (an integer reply ≥ n).
 //! - `acquire.fence: true` makes the (integer) reply the grant's fencing token.
 //! - Acquire retries every `retry_delay_ms` (default 100) until the workload's timeout; a script
-//!   the server stopped (past its work budget, or out of Lua memory) fails the attempt at once
-//!   with the server's error, since a retry would only be stopped again.
+//!   that runs away (stopped at the simulated `lua-time-limit` budget, or out of Lua memory:
+//!   `docs/redis.md`) fails the attempt at once with its error, as retrying would do the same
+//!   work again.
 //! - `renew` (optional) runs every `every_ms` (default ttl/3) in the background from the grant to
 //!   the release; a reply that fails its test (the lock is gone) stops it, an error does not.
 //!
@@ -47,6 +48,7 @@ use super::{
     Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
     not_acquired, random_token, try_until,
 };
+use crate::redis::script_limits::is_runaway_script_error;
 use crate::redis::{Outcome, RedisServer, Reply, ServerConfig};
 
 pub const INFO: SchemeInfo = SchemeInfo {
@@ -300,25 +302,6 @@ impl Step {
     }
 }
 
-/// The error texts of a script the server stopped: past its work budget (the simulation's
-/// `lua-time-limit`: Redis's `Script killed by user with SCRIPT KILL...`, or the simulation's
-/// own error for a script that already wrote) or out of Lua's heap (`not enough memory`).
-const STOPPED_BY_SERVER: &[&str] = &[
-    "Script killed by user with SCRIPT KILL",
-    "lua-time-limit",
-    "not enough memory",
-];
-
-/// The error of a reply that says the server stopped the script (see [`STOPPED_BY_SERVER`]):
-/// the same script would only be stopped again, after the same work, so a step gives up
-/// instead of retrying (and a renewal stops, as after any failed test).
-fn stopped_by_server(reply: &Reply) -> Option<&str> {
-    match reply {
-        Reply::Error(e) if STOPPED_BY_SERVER.iter().any(|s| e.contains(s)) => Some(e),
-        _ => None,
-    }
-}
-
 /// Compiles a script as Redis would on `SCRIPT LOAD`, for its error text.
 fn compile(script: &str) -> Result<(), String> {
     let mut server = RedisServer::new(ServerConfig::default());
@@ -329,7 +312,7 @@ fn compile(script: &str) -> Result<(), String> {
         script.as_bytes().to_vec(),
     ];
     match server.execute(client, 0, &argv) {
-        Outcome::Reply(Reply::Error(e)) => Err(e),
+        Outcome::Reply(Reply::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
         _ => Ok(()),
     }
 }
@@ -393,9 +376,12 @@ impl LockScheme for Script {
             let Ok(reply) = step.run(env, &vars).await else {
                 return Ok(None);
             };
-            if let Some(error) = stopped_by_server(&reply) {
+            if let Reply::Error(e) = &reply
+                && is_runaway_script_error(e)
+            {
                 return Err(format!(
-                    "the acquire script was stopped by the server: {error}"
+                    "the acquire script runs away: {}",
+                    String::from_utf8_lossy(e)
                 ));
             }
             if !step.success.test(&reply) {
@@ -552,11 +538,31 @@ mod tests {
         let err = block_on(spec.build("s").unwrap().acquire(&dyn_env, 60_000)).unwrap_err();
         assert!(
             err.starts_with(
-                "the acquire script was stopped by the server: ERR Script killed by user with SCRIPT KILL..."
+                "the acquire script runs away: ERR Script killed by user with SCRIPT KILL..."
             ),
             "{err}"
         );
         assert_eq!(env.sent.borrow().len(), 1, "{:?}", env.sent.borrow());
+    }
+
+    #[test]
+    fn a_runaway_acquire_script_fails_the_attempt_with_its_error() {
+        let shared = Shared::new();
+        for script in [
+            "while true do local s = string.rep('x', 100000) end",
+            "local s = 'x' for i = 1, 40 do s = s .. s end return s",
+        ] {
+            let mut scheme = set_nx_px_lua_as_a_script();
+            scheme["acquire"]["script"] = json!(script);
+            let spec = SchemeSpec::from_json(&scheme, "scheme").unwrap();
+            let a = DirectEnv::new(&shared, "a", 1);
+            let error = block_on(spec.build("s").unwrap().acquire(&a, 60_000)).unwrap_err();
+            assert!(
+                error.starts_with("the acquire script runs away: ERR "),
+                "{error}"
+            );
+        }
+        assert_eq!(shared.command(&["PING"]), Reply::Status("PONG".into()));
     }
 
     #[test]

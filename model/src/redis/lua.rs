@@ -2,7 +2,7 @@
 //! reused across scripts, the `redis` library, the RESP ⇄ Lua conversions and Redis's error
 //! formats.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -11,7 +11,9 @@ use std::ffi::c_int;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, ffi};
 use sha1::{Digest, Sha1};
 
-use super::reply::Reply;
+use super::lua_alloc::{self, CountingAlloc, RunState};
+use super::reply::{Protocol, Reply};
+use super::script_limits::{INSTRUCTIONS_PER_CHECKPOINT, ScriptMonitor};
 
 /// `rand.c`: the initial 48-bit state `{0x330E, 0xABCD, 0x1234}`. Redis 7.0 never reseeds it
 /// per script, so `math.random` is one stream per process.
@@ -109,6 +111,7 @@ redis.setresp = raising(function(...)
   if select('#', ...) ~= 1 then return {err = 'ERR redis.setresp() requires one argument.'}, true end
   local v = tonumber((...))
   if v ~= 2 and v ~= 3 then return {err = 'ERR RESP version must be 2 or 3.'}, true end
+  prims.setresp(v)
 end)
 redis.set_repl = raising(function(...)
   if select('#', ...) ~= 1 then return {err = 'ERR redis.set_repl() requires one argument.'}, true end
@@ -251,9 +254,19 @@ end
 return bit
 "#;
 
-/// Runs a command for `redis.call` / `redis.pcall`: `Ok(reply)` or `Err(error text)` for
-/// checks that refuse the call (`scriptCall`).
-pub type CallFn<'a> = dyn FnMut(&[Vec<u8>]) -> Result<Reply, String> + 'a;
+/// Runs a command for `redis.call` / `redis.pcall` as the Lua client speaking `Protocol`:
+/// `Ok(reply)` or `Err(error text)` for checks that refuse the call (`scriptCall`).
+pub type CallFn<'a> = dyn FnMut(&[Vec<u8>], Protocol) -> Result<Reply, String> + 'a;
+
+/// What the engine is created with.
+pub struct EngineConfig {
+    pub rand48: Rc<Cell<u64>>,
+    /// Lua's heap limit in bytes (0: none).
+    pub memory_limit_bytes: usize,
+    pub monitor: Rc<RefCell<Box<dyn ScriptMonitor>>>,
+    /// The server's `SCRIPT_WRITE_DIRTY` flag.
+    pub wrote: Rc<Cell<bool>>,
+}
 
 pub struct LuaEngine {
     lua: Lua,
@@ -262,25 +275,245 @@ pub struct LuaEngine {
     prims: Table,
     runner: Function,
     handler: Function,
-    /// Instruction checks left for the running script (see `SCRIPT_CHECKS`).
-    budget: Rc<Cell<u32>>,
     functions: BTreeMap<String, Function>,
+    run: Rc<RunState>,
+    /// The Lua client's protocol (`redis.setresp`), RESP2 at the start of every script.
+    protocol: Rc<Cell<Protocol>>,
+    /// The main thread, whose count hook is tightened when a script must stop.
+    main_state: *mut ffi::lua_State,
+    alloc: Option<Box<CountingAlloc>>,
+    memory_limit_bytes: usize,
 }
 
-/// A script runs at most `SCRIPT_CHECKS * INSTRUCTIONS_PER_CHECK` Lua instructions (about a
-/// second of CPU) and is then killed: real Redis would answer BUSY to everyone until SCRIPT KILL,
-/// which would stall a simulation forever.
-const INSTRUCTIONS_PER_CHECK: u32 = 100_000;
-const SCRIPT_CHECKS: u32 = 2_000;
-const SCRIPT_KILLED: &str = "Script killed by user with SCRIPT KILL...";
+impl Drop for LuaEngine {
+    fn drop(&mut self) {
+        if let Some(alloc) = &self.alloc {
+            // SAFETY: the state is still open (its handles are dropped after this) and no script
+            // runs; mlua's allocator frees what it allocated.
+            unsafe { lua_alloc::uninstall(self.main_state, alloc) };
+        }
+    }
+}
+
+/// The count hook (`luaMaskCountHook`): every 100,000 instructions a checkpoint; once a stop is
+/// decided it fires at every instruction and raises the stop's error in the user's code, so
+/// `pcall` cannot catch it for long (Redis switches to a line hook for the same reason). Our own
+/// Lua (the `pcall` wrapper, the runner around the script) is left alone: the error must reach
+/// the script's error handler, not escape it.
+fn count_hook(
+    run: &RunState,
+    main_state: *mut ffi::lua_State,
+    debug: &mlua::debug::Debug,
+) -> mlua::Result<mlua::VmState> {
+    if !run.running.get() {
+        return Ok(mlua::VmState::Continue);
+    }
+    if let Some(stop) = run.stopped() {
+        if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+            return Ok(mlua::VmState::Continue);
+        }
+        return Err(mlua::Error::RuntimeError(stop.message));
+    }
+    run.instructions
+        .set(run.instructions.get() + INSTRUCTIONS_PER_CHECKPOINT);
+    match run.checkpoint() {
+        None => Ok(mlua::VmState::Continue),
+        Some(stop) => {
+            tighten_hook(main_state);
+            Err(mlua::Error::RuntimeError(stop.message))
+        }
+    }
+}
+
+/// How a string or table function's C work is estimated from its arguments, before it runs.
+#[derive(Clone, Copy)]
+enum Cost {
+    /// `string.rep(s, n)`: `#s * n`.
+    Repeat,
+    /// The size of the first argument (`sub`, `upper`, `find`, ...).
+    First,
+    /// The sizes of all arguments (`format`).
+    AllArguments,
+    /// The number of arguments (`char`).
+    ArgumentCount,
+    /// `gsub(s, pattern, repl)`: `#s * (1 + #repl)`.
+    Substitute,
+    /// 8 bytes per element of the table (`concat`, `sort`).
+    TableLength,
+}
+
+/// The C functions of the sandbox that work in proportion to their arguments.
+const CHARGED: &[(&std::ffi::CStr, &std::ffi::CStr, Cost)] = &[
+    (c"string", c"rep", Cost::Repeat),
+    (c"string", c"format", Cost::AllArguments),
+    (c"string", c"char", Cost::ArgumentCount),
+    (c"string", c"gsub", Cost::Substitute),
+    (c"string", c"byte", Cost::First),
+    (c"string", c"find", Cost::First),
+    (c"string", c"gmatch", Cost::First),
+    (c"string", c"lower", Cost::First),
+    (c"string", c"match", Cost::First),
+    (c"string", c"reverse", Cost::First),
+    (c"string", c"sub", Cost::First),
+    (c"string", c"upper", Cost::First),
+    (c"table", c"concat", Cost::TableLength),
+    (c"table", c"sort", Cost::TableLength),
+];
+
+/// Replaces each function of `CHARGED` by a C closure that charges its cost to the running
+/// script, then calls the original in the same C frame: argument errors keep Redis's texts and
+/// locations (`bad argument #1 to 'rep'` at the user's line).
+///
+/// # Safety
+/// `run` must stay valid as long as the Lua state.
+unsafe fn charge_c_functions(lua: &Lua, run: *const RunState) -> mlua::Result<()> {
+    // SAFETY: plain Lua C API on the state mlua hands us; stack balanced.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            for (lib, name, cost) in CHARGED {
+                ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, lib.as_ptr());
+                ffi::lua_getfield(state, -1, name.as_ptr());
+                let original = ffi::lua_tocfunction(state, -1);
+                ffi::lua_pop(state, 1);
+                let Some(original) = original else {
+                    ffi::lua_pop(state, 1);
+                    continue;
+                };
+                ffi::lua_pushlightuserdata(state, run as *mut std::ffi::c_void);
+                ffi::lua_pushinteger(state, *cost as ffi::lua_Integer);
+                ffi::lua_pushlightuserdata(state, original as *mut std::ffi::c_void);
+                ffi::lua_pushcclosure(state, charged_trampoline, 3);
+                ffi::lua_setfield(state, -2, name.as_ptr());
+                ffi::lua_pop(state, 1);
+            }
+        })
+    }
+}
+
+/// The size of argument `i` as the string functions see it (numbers become short strings).
+unsafe fn argument_size(state: *mut ffi::lua_State, i: c_int) -> u64 {
+    // SAFETY: reads a stack slot of the running C function.
+    unsafe {
+        match ffi::lua_type(state, i) {
+            ffi::LUA_TSTRING => ffi::lua_objlen(state, i) as u64,
+            ffi::LUA_TNUMBER => 8,
+            _ => 0,
+        }
+    }
+}
+
+/// Upvalues: the run state, the `Cost`, the original function.
+unsafe extern "C-unwind" fn charged_trampoline(state: *mut ffi::lua_State) -> c_int {
+    const COSTS: [Cost; 6] = [
+        Cost::Repeat,
+        Cost::First,
+        Cost::AllArguments,
+        Cost::ArgumentCount,
+        Cost::Substitute,
+        Cost::TableLength,
+    ];
+    // SAFETY: the upvalues are those `charge_c_functions` set; `run` outlives the state; no Rust
+    // value with a destructor is alive when `lua_error` long-jumps out.
+    unsafe {
+        let run = ffi::lua_touserdata(state, ffi::lua_upvalueindex(1)) as *const RunState;
+        let kind = ffi::lua_tointeger(state, ffi::lua_upvalueindex(2)) as usize;
+        let original: ffi::lua_CFunction =
+            std::mem::transmute(ffi::lua_touserdata(state, ffi::lua_upvalueindex(3)));
+        let nargs = ffi::lua_gettop(state);
+        let cost = match COSTS.get(kind).copied().unwrap_or(Cost::First) {
+            Cost::Repeat => {
+                let n = ffi::lua_tonumber(state, 2);
+                let n = if n.is_finite() && n > 0.0 {
+                    n.min(1e18) as u64
+                } else {
+                    0
+                };
+                argument_size(state, 1).saturating_mul(n)
+            }
+            Cost::First => argument_size(state, 1),
+            Cost::AllArguments => (1..=nargs).map(|i| argument_size(state, i)).sum(),
+            Cost::ArgumentCount => nargs as u64,
+            Cost::Substitute => argument_size(state, 1).saturating_mul(1 + argument_size(state, 3)),
+            Cost::TableLength => {
+                if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
+                    ffi::lua_objlen(state, 1) as u64 * 8
+                } else {
+                    0
+                }
+            }
+        };
+        let stopped = match (*run).charge(cost) {
+            Some(stop) => {
+                ffi::lua_pushlstring(state, stop.message.as_ptr().cast(), stop.message.len());
+                true
+            }
+            None => false,
+        };
+        if stopped {
+            tighten_hook((*run).main_state());
+            ffi::lua_error(state)
+        }
+        original(state)
+    }
+}
+
+/// Makes the count hook fire at the next instruction (`lua_sethook` only stores its arguments).
+fn tighten_hook(main_state: *mut ffi::lua_State) {
+    // SAFETY: `main_state` is the engine's open main thread; lua_sethook is a plain store.
+    unsafe {
+        let hook = ffi::lua_gethook(main_state);
+        ffi::lua_sethook(main_state, hook, ffi::LUA_MASKCOUNT, 1);
+    }
+}
+
+fn relax_hook(main_state: *mut ffi::lua_State) {
+    // SAFETY: as in `tighten_hook`.
+    unsafe {
+        let hook = ffi::lua_gethook(main_state);
+        ffi::lua_sethook(
+            main_state,
+            hook,
+            ffi::LUA_MASKCOUNT,
+            INSTRUCTIONS_PER_CHECKPOINT as c_int,
+        );
+    }
+}
 
 impl LuaEngine {
-    pub fn new(rand48: Rc<Cell<u64>>) -> mlua::Result<LuaEngine> {
+    pub fn new(config: EngineConfig) -> mlua::Result<LuaEngine> {
+        let EngineConfig {
+            rand48,
+            memory_limit_bytes,
+            monitor,
+            wrote,
+        } = config;
         let lua = Lua::new_with(
             StdLib::STRING | StdLib::TABLE | StdLib::MATH,
             LuaOptions::default(),
         )?;
+        lua.set_memory_limit(memory_limit_bytes)?;
+        let mut main_state = std::ptr::null_mut();
+        // SAFETY: only reads the state pointer of the main thread.
+        unsafe {
+            lua.exec_raw::<()>((), |state| main_state = state)?;
+        }
+        let run = Rc::new(RunState::new(monitor, wrote, main_state));
+        // SAFETY: the libraries are loaded; `run` lives in the engine as long as the state.
+        unsafe { charge_c_functions(&lua, Rc::as_ptr(&run))? };
         let prims = lua.create_table()?;
+        let protocol = Rc::new(Cell::new(Protocol::Resp2));
+        let resp = protocol.clone();
+        prims.set(
+            "setresp",
+            lua.create_function(move |_, v: f64| {
+                resp.set(if v == 3.0 {
+                    Protocol::Resp3
+                } else {
+                    Protocol::Resp2
+                });
+                Ok(())
+            })?,
+        )?;
         let state = rand48.clone();
         prims.set(
             "rand",
@@ -327,23 +560,20 @@ impl LuaEngine {
             .load(PRELUDE)
             .set_name(PRELUDE_NAME)
             .call(prims.clone())?;
-        let budget = Rc::new(Cell::new(0u32));
-        let left = budget.clone();
-        lua.set_hook(
-            mlua::HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECK),
-            move |_, _| {
-                if left.get() == 0 {
-                    return Err(mlua::Error::RuntimeError(SCRIPT_KILLED.to_string()));
-                }
-                left.set(left.get() - 1);
-                Ok(mlua::VmState::Continue)
-            },
+        let hook_run = run.clone();
+        let hook_state = main_state;
+        lua.set_global_hook(
+            mlua::HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECKPOINT as u32),
+            move |_, debug| count_hook(&hook_run, hook_state, debug),
         )?;
         let runner: Function = lua
             .load("local f, h = ... return xpcall(f, h)")
             .set_name(PRELUDE_NAME)
             .into_function()?;
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err))?;
+        // SAFETY: the state is open and idle; the box lives in the engine, whose Drop uninstalls
+        // it before the state closes.
+        let alloc = unsafe { lua_alloc::install(main_state, run.clone()) };
         Ok(LuaEngine {
             lua,
             env,
@@ -351,8 +581,12 @@ impl LuaEngine {
             prims,
             runner,
             handler,
-            budget,
             functions: BTreeMap::new(),
+            run,
+            protocol,
+            main_state,
+            alloc: Some(alloc),
+            memory_limit_bytes,
         })
     }
 
@@ -404,7 +638,10 @@ impl LuaEngine {
         let Some(function) = self.functions.get(sha).cloned() else {
             return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
-        self.budget.set(SCRIPT_CHECKS);
+        self.protocol.set(Protocol::Resp2);
+        relax_hook(self.main_state);
+        self.run.start();
+        let protocol = self.protocol.clone();
         let result = self.lua.scope(|scope| {
             let keys_table = self.lua.create_sequence_from(
                 keys.iter()
@@ -419,7 +656,7 @@ impl LuaEngine {
             self.globals.raw_set("KEYS", keys_table)?;
             self.globals.raw_set("ARGV", args_table)?;
             let call_fn = scope.create_function_mut(|lua, (raise, rest): (bool, MultiValue)| {
-                let (value, is_error) = redis_call(lua, rest, &mut *call)?;
+                let (value, is_error) = redis_call(lua, rest, protocol.get(), &mut *call)?;
                 Ok((value, raise && is_error))
             })?;
             self.prims.raw_set("call", call_fn)?;
@@ -428,19 +665,43 @@ impl LuaEngine {
             let ok = matches!(values.next(), Some(Value::Boolean(true)));
             let value = values.next().unwrap_or(Value::Nil);
             let reply = if ok {
-                lua_to_reply(&value)
+                lua_to_reply(&value, protocol.get())
             } else {
                 script_error_reply(sha, &value)
             };
             self.prims.raw_set("call", Value::Nil)?;
             Ok(reply)
         });
-        result.unwrap_or_else(|e| {
-            Reply::Error(format!(
+        self.run.running.set(false);
+        relax_hook(self.main_state);
+        let stop = self.run.stopped();
+        let reply = result.unwrap_or_else(|e| {
+            Reply::error(format!(
                 "ERR Error running script: {}",
                 lua_error_message(&e)
             ))
-        })
+        });
+        let failed = reply.is_error();
+        let reply = match stop {
+            // The stop's error with its location, or (raised where no location could be built)
+            // the bare text.
+            Some(stop)
+                if !reply
+                    .error_text()
+                    .is_some_and(|e| e.contains(&stop.message)) =>
+            {
+                Reply::error(format!("ERR {}", stop.message))
+            }
+            _ => reply,
+        };
+        // Garbage of a failed script (a memory error leaves it all behind) or a heap half full
+        // is collected now, so the next script starts with its whole allowance.
+        if failed
+            || (self.memory_limit_bytes > 0 && self.lua.used_memory() > self.memory_limit_bytes / 2)
+        {
+            let _ = self.lua.gc_collect();
+        }
+        reply
     }
 
     /// Lua memory in use, as INFO prints it.
@@ -572,7 +833,12 @@ pub fn lua_error_text(text: &[u8]) -> Vec<u8> {
 
 /// `luaRedisGenericCommand`: argument conversion, the call, the reply conversion. Returns the Lua
 /// value and whether it is an error table (which `redis.call` raises).
-fn redis_call(lua: &Lua, args: MultiValue, call: &mut CallFn<'_>) -> mlua::Result<(Value, bool)> {
+fn redis_call(
+    lua: &Lua,
+    args: MultiValue,
+    protocol: Protocol,
+    call: &mut CallFn<'_>,
+) -> mlua::Result<(Value, bool)> {
     let error_table = |text: &[u8], ignore_stats: bool| -> mlua::Result<(Value, bool)> {
         let t = lua.create_table()?;
         t.raw_set("err", lua.create_string(text)?)?;
@@ -601,40 +867,87 @@ fn redis_call(lua: &Lua, args: MultiValue, call: &mut CallFn<'_>) -> mlua::Resul
             }
         }
     }
-    match call(&argv) {
+    match call(&argv, protocol) {
         Err(text) => error_table(&lua_error_text(text.as_bytes()), false),
-        Ok(Reply::Error(e)) => error_table(&lua_error_text(format!("-{e}").as_bytes()), true),
-        Ok(reply) => Ok((reply_to_lua(lua, &reply)?, false)),
+        Ok(Reply::Error(e)) => {
+            let mut text = b"-".to_vec();
+            text.extend_from_slice(&e);
+            error_table(&lua_error_text(&text), true)
+        }
+        Ok(reply) => Ok((reply_to_lua(lua, &reply, protocol)?, false)),
     }
 }
 
-/// `redisProtocolToLuaType`: integer → number, bulk → string, nil → false, status → {ok=},
-/// error → {err=}, array → table.
-pub fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
+/// `redisProtocolToLuaType`, for a Lua client speaking `protocol`: integer → number, bulk →
+/// string, status → {ok=}, error → {err=}, array → table; RESP2 nulls → false; RESP3 nulls →
+/// nil, booleans → booleans, maps → {map={}}, sets → {set={}}, doubles → {double=},
+/// big numbers → {big_number=}, verbatim strings → {verbatim_string={format=, string=}}.
+/// A RESP2 client sees a map flattened, a double as its `%.17g` string, a boolean as 1/0.
+pub fn reply_to_lua(lua: &Lua, reply: &Reply, protocol: Protocol) -> mlua::Result<Value> {
+    let resp3 = protocol == Protocol::Resp3;
+    let table_with = |key: &str, value: Value| -> mlua::Result<Value> {
+        let t = lua.create_table()?;
+        t.raw_set(key, value)?;
+        Ok(Value::Table(t))
+    };
+    let sequence = |items: &mut dyn Iterator<Item = &Reply>| -> mlua::Result<Value> {
+        let t = lua.create_table()?;
+        for (i, item) in items.enumerate() {
+            t.raw_set(i + 1, reply_to_lua(lua, item, protocol)?)?;
+        }
+        Ok(Value::Table(t))
+    };
     Ok(match reply {
         Reply::Integer(i) => Value::Number(*i as f64),
         Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Nil | Reply::NilArray if resp3 => Value::Nil,
         Reply::Nil | Reply::NilArray => Value::Boolean(false),
-        Reply::Status(s) => {
-            let t = lua.create_table()?;
-            t.raw_set("ok", lua.create_string(s)?)?;
-            Value::Table(t)
-        }
+        Reply::Status(s) => table_with("ok", Value::String(lua.create_string(s)?))?,
         Reply::Error(e) => {
-            let t = lua.create_table()?;
-            t.raw_set(
+            let mut text = b"-".to_vec();
+            text.extend_from_slice(e);
+            table_with(
                 "err",
-                lua.create_string(lua_error_text(format!("-{e}").as_bytes()))?,
-            )?;
-            Value::Table(t)
+                Value::String(lua.create_string(lua_error_text(&text))?),
+            )?
         }
-        Reply::Array(items) | Reply::Sequence(items) => {
-            let t = lua.create_table()?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, reply_to_lua(lua, item)?)?;
+        Reply::Array(items) | Reply::Sequence(items) | Reply::Push(items) => {
+            sequence(&mut items.iter())?
+        }
+        Reply::Set(items) if resp3 => {
+            let set = lua.create_table()?;
+            for item in items {
+                set.raw_set(reply_to_lua(lua, item, protocol)?, true)?;
             }
-            Value::Table(t)
+            table_with("set", Value::Table(set))?
         }
+        Reply::Set(items) => sequence(&mut items.iter())?,
+        Reply::Map(pairs) if resp3 => {
+            let map = lua.create_table()?;
+            for (k, v) in pairs {
+                map.raw_set(
+                    reply_to_lua(lua, k, protocol)?,
+                    reply_to_lua(lua, v, protocol)?,
+                )?;
+            }
+            table_with("map", Value::Table(map))?
+        }
+        Reply::Map(pairs) => sequence(&mut pairs.iter().flat_map(|(k, v)| [k, v]))?,
+        Reply::Double(d) if resp3 => table_with("double", Value::Number(*d))?,
+        Reply::Double(d) => Value::String(lua.create_string(super::number::fmt_g17(*d))?),
+        Reply::Bool(b) if resp3 => Value::Boolean(*b),
+        Reply::Bool(b) => Value::Number(f64::from(u8::from(*b))),
+        Reply::BigNumber(n) if resp3 => {
+            table_with("big_number", Value::String(lua.create_string(n)?))?
+        }
+        Reply::BigNumber(n) => Value::String(lua.create_string(n)?),
+        Reply::Verbatim { format, text } if resp3 => {
+            let v = lua.create_table()?;
+            v.raw_set("string", lua.create_string(text)?)?;
+            v.raw_set("format", lua.create_string(format)?)?;
+            table_with("verbatim_string", Value::Table(v))?
+        }
+        Reply::Verbatim { text, .. } => Value::String(lua.create_string(text)?),
     })
 }
 
@@ -647,59 +960,103 @@ fn c_double_to_ll(d: f64) -> i64 {
     }
 }
 
-/// Error texts end up in a RESP error line: CR and LF become spaces (`addReplyErrorFormat`).
-fn one_line(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).replace(['\r', '\n'], " ")
+/// Error and status texts end up in a RESP line: CR and LF become spaces (`sdsmapchars`).
+fn one_line(bytes: &[u8]) -> Vec<u8> {
+    bytes
+        .iter()
+        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+        .collect()
 }
 
-/// `luaReplyToRedisReply`.
-pub fn lua_to_reply(value: &Value) -> Reply {
+/// `luaReplyToRedisReply`: the script's result for its caller. Booleans follow the Lua client's
+/// protocol (`redis.setresp`): RESP2 true → 1, false → null; RESP3 → a boolean.
+pub fn lua_to_reply(value: &Value, protocol: Protocol) -> Reply {
     match value {
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Boolean(b) if protocol == Protocol::Resp3 => Reply::Bool(*b),
         Value::Boolean(true) => Reply::Integer(1),
         Value::Boolean(false) | Value::Nil => Reply::Nil,
         Value::Integer(i) => Reply::Integer(*i),
         Value::Number(n) => Reply::Integer(c_double_to_ll(*n)),
-        Value::Table(t) => {
-            if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-                return Reply::Error(one_line(&e.as_bytes()));
-            }
-            if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-                return Reply::Status(one_line(&s.as_bytes()));
-            }
-            if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
-                return super::commands::double_reply(d);
-            }
-            if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
-                return super::commands::double_reply(d as f64);
-            }
-            if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-                return Reply::Bulk(one_line(&s.as_bytes()).into_bytes());
-            }
-            let mut items = Vec::new();
-            let mut i = 1;
-            while let Ok(v) = t.raw_get::<Value>(i) {
-                if v.is_nil() {
-                    break;
-                }
-                items.push(lua_to_reply(&v));
-                i += 1;
-            }
-            Reply::Array(items)
-        }
+        Value::Table(t) => table_to_reply(t, protocol),
         _ => Reply::Nil,
     }
+}
+
+fn table_to_reply(t: &Table, protocol: Protocol) -> Reply {
+    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+        return Reply::Error(one_line(&e.as_bytes()));
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        let bytes = s.as_bytes();
+        let status = super::commands::c_str(&bytes);
+        return Reply::Status(String::from_utf8_lossy(&one_line(status)).into_owned());
+    }
+    match t.raw_get::<Value>("double") {
+        Ok(Value::Number(d)) => return Reply::Double(d),
+        Ok(Value::Integer(d)) => return Reply::Double(d as f64),
+        _ => {}
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        return Reply::BigNumber(one_line(&s.as_bytes()));
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string")
+        && let Ok(Value::String(format)) = v.raw_get::<Value>("format")
+        && let Ok(Value::String(text)) = v.raw_get::<Value>("string")
+    {
+        let mut f = [b' '; 3];
+        for (slot, b) in f.iter_mut().zip(super::commands::c_str(&format.as_bytes())) {
+            *slot = *b;
+        }
+        return Reply::Verbatim {
+            format: f,
+            text: text.as_bytes().to_vec(),
+        };
+    }
+    if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
+        return Reply::Map(
+            map.pairs::<Value, Value>()
+                .filter_map(Result::ok)
+                .map(|(k, v)| (lua_to_reply(&k, protocol), lua_to_reply(&v, protocol)))
+                .collect(),
+        );
+    }
+    if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
+        return Reply::Set(
+            set.pairs::<Value, Value>()
+                .filter_map(Result::ok)
+                .map(|(k, _)| lua_to_reply(&k, protocol))
+                .collect(),
+        );
+    }
+    let mut items = Vec::new();
+    let mut i = 1;
+    while let Ok(v) = t.raw_get::<Value>(i) {
+        if v.is_nil() {
+            break;
+        }
+        items.push(lua_to_reply(&v, protocol));
+        i += 1;
+    }
+    Reply::Array(items)
 }
 
 /// The reply of a script that raised (`luaCallFunction`): `-<err> script: <sha>, on
 /// <source>:<line>.` for error tables with a location, the bare message otherwise.
 fn script_error_reply(sha: &str, err: &Value) -> Reply {
     let Value::Table(t) = err else {
-        return Reply::Error(format!("ERR Error running script {sha}, execution failure"));
+        // Not raised through the handler (Lua's memory error): `%.100s` of the message.
+        let msg = match err {
+            Value::String(s) => s.as_bytes()[..s.as_bytes().len().min(100)].to_vec(),
+            _ => b"execution failure".to_vec(),
+        };
+        let mut text = format!("ERR Error running script {sha}, ").into_bytes();
+        text.extend_from_slice(&one_line(&msg));
+        return Reply::Error(text);
     };
-    let msg = match t.raw_get::<Value>("err") {
+    let mut msg = match t.raw_get::<Value>("err") {
         Ok(Value::String(s)) => one_line(&s.as_bytes()),
-        _ => "(null)".to_string(),
+        _ => b"(null)".to_vec(),
     };
     let source = match t.raw_get::<Value>("source") {
         Ok(Value::String(s)) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
@@ -710,12 +1067,12 @@ fn script_error_reply(sha: &str, err: &Value) -> Reply {
         Ok(Value::Number(l)) => Some(l as i64),
         _ => None,
     };
-    match (source, line) {
-        (Some(source), Some(line)) if line != 0 => {
-            Reply::Error(format!("{msg} script: {sha}, on {source}:{line}."))
-        }
-        _ => Reply::Error(msg),
+    if let (Some(source), Some(line)) = (source, line)
+        && line != 0
+    {
+        msg.extend_from_slice(format!(" script: {sha}, on {source}:{line}.").as_bytes());
     }
+    Reply::Error(msg)
 }
 
 #[cfg(test)]

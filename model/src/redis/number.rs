@@ -163,6 +163,15 @@ fn is_c_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
 
+/// `util.c` `string2ld`: as `parse_double` (with `strtold`, here in double precision), at most
+/// 5 KiB.
+pub fn parse_long_double(s: &[u8]) -> Option<f64> {
+    if s.len() >= 5 * 1024 {
+        return None;
+    }
+    parse_double(s)
+}
+
 /// C `printf("%.17g", d)` for a finite double, as `addReplyDouble` writes it in RESP2.
 pub fn fmt_g17(d: f64) -> String {
     format_g(d, 17)

@@ -8,24 +8,31 @@ pub const PROTO_INLINE_MAX_SIZE: usize = 1024 * 64;
 /// `proto-max-bulk-len` default (512 MB).
 pub const PROTO_MAX_BULK_LEN: i64 = 512 * 1024 * 1024;
 
-/// A protocol error: the connection gets `-ERR <text>\r\n` and is closed.
+/// A protocol error: the connection gets `-ERR <text>\r\n` and is closed. Bytes: the offending
+/// byte is echoed raw, as `addReplyErrorFormat("... got '%c'")` does.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
+pub struct ProtocolError(pub Vec<u8>);
 
 impl ProtocolError {
-    fn new(text: impl Into<String>) -> Self {
+    fn new(text: impl Into<Vec<u8>>) -> Self {
         ProtocolError(text.into())
     }
 
-    /// The reply Redis writes before closing: `ERR Protocol error: ...`.
+    /// The reply Redis writes before closing: `ERR Protocol error: ...`, CR and LF as spaces.
     pub fn reply(&self) -> super::Reply {
-        super::Reply::Error(format!("ERR {}", self.0))
+        let mut text = b"ERR ".to_vec();
+        text.extend(
+            self.0
+                .iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        super::Reply::Error(text)
     }
 }
 
 impl std::fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&String::from_utf8_lossy(&self.0))
     }
 }
 
@@ -139,10 +146,10 @@ impl RequestParser {
                         return Ok(false);
                     }
                     if buf[0] != b'$' {
-                        return Err(ProtocolError(format!(
-                            "Protocol error: expected '$', got '{}'",
-                            char::from(buf[0])
-                        )));
+                        let mut text = b"Protocol error: expected '$', got '".to_vec();
+                        text.push(buf[0]);
+                        text.push(b'\'');
+                        return Err(ProtocolError(text));
                     }
                     let len = match crate::redis::number::string2ll(&buf[1..cr]) {
                         Some(n) if (0..=PROTO_MAX_BULK_LEN).contains(&n) => n as usize,
@@ -340,13 +347,13 @@ mod tests {
             let (_, err, _) = parse_all(input);
             assert_eq!(
                 err.map(|e| e.0),
-                Some(text.to_string()),
+                Some(text.as_bytes().to_vec()),
                 "{:?}",
                 String::from_utf8_lossy(input)
             );
         }
         let (_, err, _) = parse_all(&vec![b'a'; PROTO_INLINE_MAX_SIZE + 1]);
-        assert_eq!(err.unwrap().0, "Protocol error: too big inline request");
+        assert_eq!(err.unwrap().0, b"Protocol error: too big inline request");
     }
 
     #[test]

@@ -1,25 +1,65 @@
 //! The server: clients, roles, command dispatch (`server.c` `processCommand` / `call`), lazy
-//! expiry (`db.c` `expireIfNeeded`), active expiry (`expire.c` `activeExpireCycle`) and the
-//! propagation of effects to replicas and the AOF (`server.c` `alsoPropagate`).
+//! expiry (`db.c` `expireIfNeeded`), active expiry (`expire.c` `activeExpireCycle`), the
+//! propagation of effects to replicas and the AOF (`server.c` `alsoPropagate`), the keys those
+//! effects touch (`multi.c` `touchWatchedKey`) and the blocked clients they serve (`blocked.c`
+//! `handleClientsBlockedOnKeys`).
 
-use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
+use super::client::{ClientAddr, ClientState, WatchedKey};
 use super::commands::{self, CommandSpec, Kind, flags};
 use super::keyspace::{Db, Entry};
 use super::lua::LuaEngine;
-use super::reply::Reply;
+use super::reply::{Protocol, Reply};
+use super::script_limits::{DEFAULT_SCRIPT_WORK, ScriptBudget, ScriptMonitor};
 
-pub type ClientId = u64;
+pub use super::client::ClientId;
 
-/// Static configuration of one server.
-#[derive(Clone, Debug, Default)]
+/// Static configuration of one server (`redis.conf`).
+#[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Seeds the order in which active expiry walks the keys with a TTL (real Redis: the random
     /// hash seed of its dict). Lua's `math.random` is *not* affected: Redis 7.0 starts every
     /// process with the same `rand48` state, and so do we.
     pub seed: u64,
+    /// `databases` (16).
+    pub databases: usize,
+    /// `requirepass`: the default user's password; `None` = no password (`nopass`).
+    pub requirepass: Option<Vec<u8>>,
+    /// `port`, as INFO and CONFIG GET print it.
+    pub port: u16,
+    /// `maxclients`, as INFO and CONFIG GET print it (the host enforces it).
+    pub maxclients: u64,
+    /// `lua-time-limit` / `busy-reply-threshold` in ms, as CONFIG GET prints it (the host's
+    /// script monitor enforces it).
+    pub lua_time_limit_ms: u64,
+    /// The most memory Lua's heap may use; an allocation beyond it fails with Lua's
+    /// `not enough memory` error (Redis has no such limit: its process would be killed).
+    pub lua_memory_limit_bytes: usize,
+    /// The work (see [`ScriptProgress::work`](super::ScriptProgress::work)) after which the
+    /// default monitor, the deterministic [`ScriptBudget`], stops a script: the simulation's
+    /// `lua-time-limit` (a host with its own monitor, `locksim serve`, ignores it).
+    pub script_work_limit: u64,
+}
+
+/// 1 GiB: far above what any lock script needs, far below what takes a machine down.
+pub const DEFAULT_LUA_MEMORY_LIMIT_BYTES: usize = 1 << 30;
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            seed: 0,
+            databases: 16,
+            requirepass: None,
+            port: 6379,
+            maxclients: 10_000,
+            lua_time_limit_ms: 5000,
+            lua_memory_limit_bytes: DEFAULT_LUA_MEMORY_LIMIT_BYTES,
+            script_work_limit: DEFAULT_SCRIPT_WORK,
+        }
+    }
 }
 
 /// What `execute` asks of the host.
@@ -31,14 +71,19 @@ pub enum Outcome {
         numreplicas: i64,
         timeout_ms: i64,
     },
+    /// BLPOP/BRPOP found nothing: no reply now. The client stays blocked until the server
+    /// serves it (`take_unblocked`) or it times out (`expire_blocked`); its next commands wait.
+    Blocked,
+    /// QUIT (or CLIENT KILL of itself): send the reply, then close the connection.
+    Close(Reply),
 }
 
 impl Outcome {
-    /// The reply, if this is not a WAIT.
+    /// The reply, if there is one now.
     pub fn into_reply(self) -> Option<Reply> {
         match self {
-            Outcome::Reply(r) => Some(r),
-            Outcome::Wait { .. } => None,
+            Outcome::Reply(r) | Outcome::Close(r) => Some(r),
+            Outcome::Wait { .. } | Outcome::Blocked => None,
         }
     }
 }
@@ -90,15 +135,23 @@ impl Default for ReplicationInfo {
     }
 }
 
+/// Counters INFO prints (`server.stat_*`).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct ClientState {
-    /// Channels in subscription order.
-    pub channels: Vec<Vec<u8>>,
+pub(crate) struct Stats {
+    pub started_ms: Option<i64>,
+    pub connections_received: u64,
+    pub commands_processed: u64,
+    pub expired_keys: u64,
+    /// Error replies by their code (`errorstat_ERR`), in code order as Redis's rax.
+    pub errors: BTreeMap<String, u64>,
+    /// Calls by command full name (`cmdstat_get`).
+    pub calls: BTreeMap<&'static str, u64>,
 }
 
 /// Everything but the Lua state: what a command needs.
 pub(crate) struct Core {
-    pub db: Db,
+    pub config: ServerConfig,
+    pub dbs: Vec<Db>,
     pub role: Role,
     pub repl: ReplicationInfo,
     pub clients: BTreeMap<ClientId, ClientState>,
@@ -109,33 +162,81 @@ pub(crate) struct Core {
     pub scripts: BTreeMap<String, Vec<u8>>,
     pub pushes: Vec<(ClientId, Reply)>,
     pub propagated: Vec<Vec<Vec<u8>>>,
-    /// Effects of the command being executed (`server.also_propagate`).
-    pending: Vec<Vec<Vec<u8>>>,
+    /// Effects of the command being executed (`server.also_propagate`), with their database.
+    pending: Vec<(usize, Vec<Vec<u8>>)>,
+    /// The database of the last propagated effect: a `SELECT` goes out when it changes.
+    propagated_db: usize,
+    /// The database the master's stream writes to (its last `SELECT`).
+    replicated_db: usize,
     /// Set by the host when writes must be refused (min-replicas-to-write not met): the error.
     pub write_refusal: Option<String>,
+    /// `db->watched_keys`: who watches each (db, key).
+    pub watched_keys: BTreeMap<(usize, Vec<u8>), Vec<ClientId>>,
+    /// `db->blocking_keys`: clients blocked on each (db, key), in blocking order.
+    pub blocking_keys: BTreeMap<(usize, Vec<u8>), VecDeque<ClientId>>,
+    /// `server.ready_keys`: keys written since the last serving of blocked clients.
+    pub ready_keys: Vec<(usize, Vec<u8>)>,
+    /// Replies to clients that were blocked, for the host.
+    pub unblocked: Vec<(ClientId, Reply)>,
+    /// Connections CLIENT KILL closed, for the host.
+    pub killed: Vec<ClientId>,
+    pub stats: Stats,
+    /// The running script's write flag (`SCRIPT_WRITE_DIRTY`), shared with the Lua engine.
+    pub script_wrote: Rc<Cell<bool>>,
 }
 
 /// The context of one command: the core, who runs it, and the frozen clock.
 pub(crate) struct Ctx<'a> {
     pub core: &'a mut Core,
     pub client: ClientId,
+    /// The database the command works on (the client's, or the script's after a SELECT).
+    pub db: usize,
+    /// The protocol of whoever receives the reply (the client, or the Lua client).
+    pub protocol: Protocol,
     pub now: i64,
     /// Run from the master's replication stream: keys never expire.
     pub from_master: bool,
+    /// Inside MULTI/EXEC or a script: blocking commands act as timed out (`CLIENT_DENY_BLOCKING`).
+    pub deny_blocking: bool,
+    /// Set by a blocking command that found nothing to pop.
+    pub block: Option<super::client::Blocked>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    pub fn new(core: &'a mut Core, client: ClientId, now: i64) -> Ctx<'a> {
+        let (db, protocol) = core
+            .clients
+            .get(&client)
+            .map_or((0, Protocol::Resp2), |c| (c.db, c.protocol));
+        Ctx {
+            core,
+            client,
+            db,
+            protocol,
+            now,
+            from_master: false,
+            deny_blocking: false,
+            block: None,
+        }
+    }
+
+    /// The database this command works on.
+    pub fn db(&mut self) -> &mut Db {
+        &mut self.core.dbs[self.db]
+    }
+
     /// `db.c` `expireIfNeeded`: true if the key is logically expired. A master deletes it and
     /// propagates `DEL`; a replica only reports it (and sees nothing expired in its master's
     /// stream).
     pub fn expire_if_needed(&mut self, key: &[u8]) -> bool {
-        if !self.core.db.is_expired(key, self.now) {
+        if !self.core.dbs[self.db].is_expired(key, self.now) {
             return false;
         }
         if matches!(self.core.role, Role::Replica { .. }) {
             return !self.from_master;
         }
-        self.core.db.remove(key);
+        self.db().remove(key);
+        self.core.stats.expired_keys += 1;
         self.propagate(vec![b"DEL".to_vec(), key.to_vec()]);
         true
     }
@@ -145,14 +246,14 @@ impl Ctx<'_> {
         if self.expire_if_needed(key) {
             return None;
         }
-        self.core.db.get(key)
+        self.core.dbs[self.db].get(key)
     }
 
     pub fn lookup_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         if self.expire_if_needed(key) {
             return None;
         }
-        self.core.db.get_mut(key)
+        self.core.dbs[self.db].get_mut(key)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
@@ -161,7 +262,7 @@ impl Ctx<'_> {
 
     /// `alsoPropagate`: queue an effect of this command for replicas and the AOF.
     pub fn propagate(&mut self, argv: Vec<Vec<u8>>) {
-        self.core.pending.push(argv);
+        self.core.pending.push((self.db, argv));
     }
 
     pub fn is_replica(&self) -> bool {
@@ -175,13 +276,20 @@ pub struct RedisServer {
     pub(crate) lua: Option<LuaEngine>,
     /// `rand.c` state behind Lua's `math.random`; survives SCRIPT FLUSH like the C global does.
     pub(crate) rand48: Rc<Cell<u64>>,
+    /// Decides at each checkpoint of a running script (lua-time-limit); survives SCRIPT FLUSH.
+    pub(crate) monitor: Rc<RefCell<Box<dyn ScriptMonitor>>>,
 }
 
 impl RedisServer {
     pub fn new(config: ServerConfig) -> Self {
+        let databases = config.databases.max(1);
+        let budget = ScriptBudget {
+            work: config.script_work_limit,
+        };
         RedisServer {
             core: Core {
-                db: Db::new(config.seed),
+                dbs: (0..databases).map(|_| Db::new(config.seed)).collect(),
+                config,
                 role: Role::Master,
                 repl: ReplicationInfo::default(),
                 clients: BTreeMap::new(),
@@ -191,88 +299,237 @@ impl RedisServer {
                 pushes: Vec::new(),
                 propagated: Vec::new(),
                 pending: Vec::new(),
+                propagated_db: 0,
+                replicated_db: 0,
                 write_refusal: None,
+                watched_keys: BTreeMap::new(),
+                blocking_keys: BTreeMap::new(),
+                ready_keys: Vec::new(),
+                unblocked: Vec::new(),
+                killed: Vec::new(),
+                stats: Stats::default(),
+                script_wrote: Rc::new(Cell::new(false)),
             },
             lua: None,
             rand48: Rc::new(Cell::new(super::lua::RAND48_INITIAL)),
+            monitor: Rc::new(RefCell::new(Box::new(budget))),
         }
+    }
+
+    /// Replaces the script monitor (default: the deterministic [`ScriptBudget`]).
+    pub fn set_script_monitor(&mut self, monitor: Box<dyn ScriptMonitor>) {
+        *self.monitor.borrow_mut() = monitor;
     }
 
     pub fn connect(&mut self) -> ClientId {
         let id = self.core.next_client;
         self.core.next_client += 1;
-        self.core.clients.insert(id, ClientState::default());
+        self.core.stats.connections_received += 1;
+        let authenticated = self.core.config.requirepass.is_none();
+        self.core.clients.insert(
+            id,
+            ClientState {
+                authenticated,
+                last_command: "NULL",
+                ..ClientState::default()
+            },
+        );
         id
     }
 
-    /// Drops the client and its subscriptions.
+    /// A new connection with its addresses (`ip:port`) and the time it was accepted, for
+    /// CLIENT LIST / CLIENT KILL ADDR.
+    pub fn connect_from(&mut self, addr: ClientAddr, now_ms: i64) -> ClientId {
+        let id = self.connect();
+        if let Some(state) = self.core.clients.get_mut(&id) {
+            state.addr = addr;
+            state.created_ms = now_ms;
+            state.last_interaction_ms = now_ms;
+        }
+        self.core.stats.started_ms.get_or_insert(now_ms);
+        id
+    }
+
+    /// Drops the client, its subscriptions, watched keys and blocking state.
     pub fn disconnect(&mut self, client: ClientId) {
         if let Some(state) = self.core.clients.remove(&client) {
             for channel in state.channels {
                 self.core.unsubscribe_channel(client, &channel);
             }
+            for watched in state.watched {
+                self.core.unwatch(client, &watched);
+            }
+            if let Some(blocked) = state.blocked {
+                self.core.remove_blocked(client, &blocked);
+            }
         }
+    }
+
+    /// The protocol `client` speaks (its replies and pushes are encoded for it).
+    pub fn protocol(&self, client: ClientId) -> Protocol {
+        self.core
+            .clients
+            .get(&client)
+            .map_or(Protocol::Resp2, |c| c.protocol)
     }
 
     /// Runs one command of `client` at `now_ms` (this node's wall clock, Unix ms).
     pub fn execute(&mut self, client: ClientId, now_ms: i64, argv: &[Vec<u8>]) -> Outcome {
-        self.core.clients.entry(client).or_default();
+        self.core.stats.started_ms.get_or_insert(now_ms);
+        let state = self.core.clients.entry(client).or_default();
+        state.last_interaction_ms = now_ms;
         let outcome = self.process_command(client, now_ms, argv);
         self.core.flush_pending();
+        if let Outcome::Reply(reply) | Outcome::Close(reply) = &outcome {
+            self.core.count_errors(reply);
+        }
+        self.serve_blocked_clients(now_ms);
         outcome
     }
 
-    /// `server.c` `processCommand`: lookup, arity, role and pubsub-context checks, then `call`.
+    /// `server.c` `processCommand`: lookup, arity, authentication, the replica / min-replicas /
+    /// pubsub-context checks, MULTI queueing, then `call`. A command rejected inside MULTI
+    /// flags the transaction (`flagTransaction`), a rejected EXEC aborts it.
     fn process_command(&mut self, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
         let spec = match commands::lookup_checked(argv) {
             Ok(spec) => spec,
-            Err(reply) => return Outcome::Reply(reply),
+            Err(reply) => {
+                let known = commands::lookup(argv);
+                return Outcome::Reply(self.reject(client, known, reply));
+            }
         };
-        if spec.flags & flags::WRITE != 0 && matches!(self.core.role, Role::Replica { .. }) {
-            return Outcome::Reply(Reply::error(
-                "READONLY You can't write against a read only replica.",
+        let state = self.core.clients.entry(client).or_default();
+        state.last_command = spec.full_name;
+        if !state.authenticated && spec.flags & flags::NO_AUTH == 0 {
+            return Outcome::Reply(self.reject(
+                client,
+                Some(spec),
+                Reply::error("NOAUTH Authentication required."),
             ));
         }
-        if spec.flags & flags::WRITE != 0
-            && let Some(error) = &self.core.write_refusal
-        {
-            return Outcome::Reply(Reply::Error(error.clone()));
+        let in_multi = state.multi.is_some();
+        let is_write = if spec.name == "exec" {
+            state
+                .multi
+                .as_ref()
+                .is_some_and(|m| m.flags & flags::WRITE != 0)
+        } else {
+            commands::effective_flags(spec, argv, &self.core.scripts) & flags::WRITE != 0
+        };
+        if is_write && let Some(error) = &self.core.write_refusal {
+            let error = Reply::error(error.clone());
+            return Outcome::Reply(self.reject(client, Some(spec), error));
         }
-        let subscribed = self
-            .core
-            .clients
-            .get(&client)
-            .is_some_and(|c| !c.channels.is_empty());
-        if subscribed && spec.flags & flags::PUBSUB_CONTEXT == 0 {
-            return Outcome::Reply(Reply::Error(format!(
+        if is_write && matches!(self.core.role, Role::Replica { .. }) {
+            let error = Reply::error("READONLY You can't write against a read only replica.");
+            return Outcome::Reply(self.reject(client, Some(spec), error));
+        }
+        let state = &self.core.clients[&client];
+        if state.subscribed()
+            && state.protocol == Protocol::Resp2
+            && spec.flags & flags::PUBSUB_CONTEXT == 0
+        {
+            let error = Reply::error(format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                 spec.full_name
-            )));
+            ));
+            return Outcome::Reply(self.reject(client, Some(spec), error));
         }
-        self.call(spec, client, now, argv)
+        if in_multi
+            && !matches!(
+                spec.name,
+                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+            )
+        {
+            let flags = commands::effective_flags(spec, argv, &self.core.scripts);
+            if let Some(multi) = self
+                .core
+                .clients
+                .get_mut(&client)
+                .and_then(|c| c.multi.as_mut())
+                && !multi.dirty_exec
+            {
+                multi.commands.push(argv.to_vec());
+                multi.flags |= flags;
+            }
+            return Outcome::Reply(Reply::Status("QUEUED".to_string()));
+        }
+        self.call(spec, client, now, argv, false)
     }
 
-    fn call(
+    /// `rejectCommand`: flags an open transaction; a rejected EXEC discards it with EXECABORT.
+    fn reject(
+        &mut self,
+        client: ClientId,
+        spec: Option<&'static CommandSpec>,
+        reply: Reply,
+    ) -> Reply {
+        let Some(state) = self.core.clients.get_mut(&client) else {
+            return reply;
+        };
+        if spec.is_some_and(|s| s.name == "exec") {
+            // `execCommandAbort`: the reason without a generic `ERR ` code.
+            self.discard_transaction(client);
+            let Reply::Error(text) = reply else {
+                return reply;
+            };
+            let reason = text.strip_prefix(b"ERR ").unwrap_or(&text);
+            let mut out = b"EXECABORT Transaction discarded because of: ".to_vec();
+            out.extend_from_slice(reason);
+            return one_line_errors(Reply::Error(out));
+        }
+        if let Some(multi) = state.multi.as_mut() {
+            multi.dirty_exec = true;
+        }
+        reply
+    }
+
+    /// `call`: runs the command. `deny_blocking` inside EXEC.
+    pub(crate) fn call(
         &mut self,
         spec: &'static CommandSpec,
         client: ClientId,
         now: i64,
         argv: &[Vec<u8>],
+        deny_blocking: bool,
     ) -> Outcome {
+        self.core.stats.commands_processed += 1;
+        *self.core.stats.calls.entry(spec.full_name).or_default() += 1;
         match spec.kind {
             Kind::Plain(handler) => {
-                let mut ctx = Ctx {
-                    core: &mut self.core,
-                    client,
-                    now,
-                    from_master: false,
-                };
-                Outcome::Reply(one_line_errors(handler(&mut ctx, argv)))
+                let mut ctx = Ctx::new(&mut self.core, client, now);
+                ctx.deny_blocking = deny_blocking;
+                let reply = one_line_errors(handler(&mut ctx, argv));
+                let (db, block) = (ctx.db, ctx.block.take());
+                if let Some(state) = self.core.clients.get_mut(&client) {
+                    state.db = db;
+                }
+                match block {
+                    Some(blocked) => {
+                        self.core.block_client(client, blocked);
+                        Outcome::Blocked
+                    }
+                    None => Outcome::Reply(reply),
+                }
             }
             Kind::Server(handler) => match handler(self, client, now, argv) {
                 Outcome::Reply(r) => Outcome::Reply(one_line_errors(r)),
-                wait => wait,
+                Outcome::Close(r) => Outcome::Close(one_line_errors(r)),
+                other => other,
             },
+        }
+    }
+
+    /// `discardTransaction`: leaves MULTI and unwatches everything.
+    pub(crate) fn discard_transaction(&mut self, client: ClientId) {
+        let Some(state) = self.core.clients.get_mut(&client) else {
+            return;
+        };
+        state.multi = None;
+        state.dirty_cas = false;
+        let watched = std::mem::take(&mut state.watched);
+        for w in &watched {
+            self.core.unwatch(client, w);
         }
     }
 
@@ -286,22 +543,27 @@ impl RedisServer {
         if matches!(self.core.role, Role::Replica { .. }) {
             return;
         }
-        for _ in 0..MAX_LOOPS {
-            let sample = self.core.db.sample_volatile(KEYS_PER_LOOP);
-            if sample.is_empty() {
-                break;
-            }
-            let mut expired = 0;
-            for key in &sample {
-                if self.core.db.is_expired(key, now_ms) {
-                    self.core.db.remove(key);
-                    self.core.pending.push(vec![b"DEL".to_vec(), key.clone()]);
-                    self.core.flush_pending();
-                    expired += 1;
+        for db in 0..self.core.dbs.len() {
+            for _ in 0..MAX_LOOPS {
+                let sample = self.core.dbs[db].sample_volatile(KEYS_PER_LOOP);
+                if sample.is_empty() {
+                    break;
                 }
-            }
-            if expired * 100 <= sample.len() * ACCEPTABLE_STALE_PERCENT {
-                break;
+                let mut expired = 0;
+                for key in &sample {
+                    if self.core.dbs[db].is_expired(key, now_ms) {
+                        self.core.dbs[db].remove(key);
+                        self.core.stats.expired_keys += 1;
+                        self.core
+                            .pending
+                            .push((db, vec![b"DEL".to_vec(), key.clone()]));
+                        self.core.flush_pending();
+                        expired += 1;
+                    }
+                }
+                if expired * 100 <= sample.len() * ACCEPTABLE_STALE_PERCENT {
+                    break;
+                }
             }
         }
     }
@@ -309,6 +571,54 @@ impl RedisServer {
     /// Messages for other connections (PUBLISH → subscribers), in order.
     pub fn take_pushes(&mut self) -> Vec<(ClientId, Reply)> {
         std::mem::take(&mut self.core.pushes)
+    }
+
+    /// Replies to clients that were blocked (BLPOP served or timed out, CLIENT UNBLOCK), in
+    /// order. Each of these clients is unblocked: the host runs its waiting commands.
+    pub fn take_unblocked(&mut self) -> Vec<(ClientId, Reply)> {
+        std::mem::take(&mut self.core.unblocked)
+    }
+
+    /// Connections closed by CLIENT KILL: the host closes them (without a reply).
+    pub fn take_killed(&mut self) -> Vec<ClientId> {
+        std::mem::take(&mut self.core.killed)
+    }
+
+    /// The earliest time a blocked client times out.
+    pub fn next_block_deadline(&self) -> Option<i64> {
+        self.core
+            .clients
+            .values()
+            .filter_map(|c| c.blocked.as_ref().and_then(|b| b.deadline_ms))
+            .min()
+    }
+
+    /// When `client`, blocked, times out: `None` if it is not blocked or waits for ever.
+    pub fn block_deadline(&self, client: ClientId) -> Option<i64> {
+        self.core
+            .clients
+            .get(&client)
+            .and_then(|c| c.blocked.as_ref())
+            .and_then(|b| b.deadline_ms)
+    }
+
+    /// Answers blocked clients whose timeout passed with the null array (`clientsHandleTimeout`).
+    pub fn expire_blocked(&mut self, now_ms: i64) {
+        let due: Vec<ClientId> = self
+            .core
+            .clients
+            .iter()
+            .filter(|(_, c)| {
+                c.blocked
+                    .as_ref()
+                    .and_then(|b| b.deadline_ms)
+                    .is_some_and(|d| d <= now_ms)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for client in due {
+            self.core.unblock(client, Reply::NilArray);
+        }
     }
 
     /// Every write performed since the last call, as Redis 7.0 propagates it to replicas and
@@ -341,7 +651,7 @@ impl RedisServer {
 
     /// A replica applying its master's stream: no reply, and keys are never considered expired
     /// (the master sends DEL for those). MULTI/EXEC markers are accepted and ignored: the
-    /// stream is applied in order anyway.
+    /// stream is applied in order anyway. `SELECT n` switches the database of what follows.
     pub fn apply_replicated(&mut self, now_ms: i64, argv: &[Vec<u8>]) {
         let Some(name) = argv.first().map(|n| n.to_ascii_lowercase()) else {
             return;
@@ -349,54 +659,202 @@ impl RedisServer {
         if name == b"multi" || name == b"exec" {
             return;
         }
+        if name == b"select" {
+            if let Some(db) = argv
+                .get(1)
+                .and_then(|a| super::number::string2ll(a))
+                .and_then(|d| usize::try_from(d).ok())
+                .filter(|d| *d < self.core.dbs.len())
+            {
+                self.core.replicated_db = db;
+            }
+            return;
+        }
         let Ok(spec) = commands::lookup_checked(argv) else {
             return;
         };
         if let Kind::Plain(handler) = spec.kind {
-            let mut ctx = Ctx {
-                core: &mut self.core,
-                client: 0,
-                now: now_ms,
-                from_master: true,
-            };
+            let db = self.core.replicated_db;
+            let mut ctx = Ctx::new(&mut self.core, 0, now_ms);
+            ctx.db = db;
+            ctx.from_master = true;
+            ctx.deny_blocking = true;
             handler(&mut ctx, argv);
         }
-        self.core.pending.clear();
+        let pending = std::mem::take(&mut self.core.pending);
+        for (db, effect) in &pending {
+            self.core.touch_effect(*db, effect);
+        }
+        self.serve_blocked_clients(now_ms);
     }
 
-    /// Number of keys (DBSIZE, including logically expired ones not yet deleted).
+    /// Number of keys of database 0 (including logically expired ones not yet deleted).
     pub fn dbsize(&self) -> usize {
-        self.core.db.len()
+        self.core.dbs[0].len()
     }
 
-    /// Read-only view of the keyspace (for persistence and inspection).
+    /// Read-only view of database 0 (for persistence and inspection).
     pub fn db(&self) -> &Db {
-        &self.core.db
+        &self.core.dbs[0]
+    }
+
+    /// Every database, by index.
+    pub fn dbs(&self) -> &[Db] {
+        &self.core.dbs
+    }
+
+    /// `handleClientsBlockedOnKeys`: serves clients blocked on keys written since the last call,
+    /// in the order they blocked; each pop is propagated as `LPOP`/`RPOP key` on its own.
+    fn serve_blocked_clients(&mut self, now: i64) {
+        while !self.core.ready_keys.is_empty() {
+            let ready = std::mem::take(&mut self.core.ready_keys);
+            for (db, key) in ready {
+                commands::serve_blocked_on_key(&mut self.core, db, &key, now);
+            }
+        }
     }
 }
 
 /// Error replies never span lines: CR and LF in them become spaces, as `addReplyErrorFormat`
 /// does for texts that echo user input.
-fn one_line_errors(reply: Reply) -> Reply {
+pub(crate) fn one_line_errors(reply: Reply) -> Reply {
     match reply {
-        Reply::Error(e) if e.contains(['\r', '\n']) => Reply::Error(e.replace(['\r', '\n'], " ")),
+        Reply::Error(mut e) if e.contains(&b'\r') || e.contains(&b'\n') => {
+            for b in e.iter_mut() {
+                if *b == b'\r' || *b == b'\n' {
+                    *b = b' ';
+                }
+            }
+            Reply::Error(e)
+        }
         Reply::Sequence(items) => Reply::Sequence(items.into_iter().map(one_line_errors).collect()),
         other => other,
     }
 }
 
 impl Core {
-    /// `propagatePendingCommands`: several effects of one command go out wrapped in MULTI/EXEC.
+    /// `propagatePendingCommands`: several effects of one command go out wrapped in MULTI/EXEC;
+    /// `SELECT` precedes an effect on another database than the last one. Every effect touches
+    /// the keys it names (WATCH) and marks lists ready for blocked clients.
     pub(crate) fn flush_pending(&mut self) {
-        match self.pending.len() {
-            0 => {}
-            1 => self
-                .propagated
-                .push(self.pending.pop().expect("one pending")),
-            _ => {
-                self.propagated.push(vec![b"MULTI".to_vec()]);
-                self.propagated.append(&mut self.pending);
-                self.propagated.push(vec![b"EXEC".to_vec()]);
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        for (db, effect) in &pending {
+            self.touch_effect(*db, effect);
+        }
+        let wrap = pending.len() > 1;
+        if wrap {
+            self.select_for_propagation(pending[0].0);
+            self.propagated.push(vec![b"MULTI".to_vec()]);
+        }
+        for (db, effect) in pending {
+            self.select_for_propagation(db);
+            self.propagated.push(effect);
+        }
+        if wrap {
+            self.propagated.push(vec![b"EXEC".to_vec()]);
+        }
+    }
+
+    fn select_for_propagation(&mut self, db: usize) {
+        if db != self.propagated_db {
+            self.propagated
+                .push(vec![b"SELECT".to_vec(), db.to_string().into_bytes()]);
+            self.propagated_db = db;
+        }
+    }
+
+    /// The keys an effect writes: they touch WATCHers and may serve blocked clients.
+    fn touch_effect(&mut self, db: usize, effect: &[Vec<u8>]) {
+        if self.watched_keys.is_empty() && self.blocking_keys.is_empty() {
+            return;
+        }
+        let Some(name) = effect.first() else { return };
+        let keys: &[Vec<u8>] = match name.to_ascii_lowercase().as_slice() {
+            b"del" | b"unlink" => &effect[1..],
+            b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => &[],
+            _ => &effect[1.min(effect.len())..2.min(effect.len())],
+        };
+        for key in keys {
+            self.touch_watched_key(db, key);
+            if self.blocking_keys.contains_key(&(db, key.clone()))
+                && !self.ready_keys.iter().any(|(d, k)| *d == db && k == key)
+            {
+                self.ready_keys.push((db, key.clone()));
+            }
+        }
+    }
+
+    /// `touchWatchedKey`: every client watching (db, key) fails its next EXEC, unless it watched
+    /// an already expired key that is now merely deleted.
+    pub(crate) fn touch_watched_key(&mut self, db: usize, key: &[u8]) {
+        let Some(watchers) = self.watched_keys.get(&(db, key.to_vec())).cloned() else {
+            return;
+        };
+        let exists = self.dbs[db].contains(key);
+        for client in watchers {
+            let Some(state) = self.clients.get_mut(&client) else {
+                continue;
+            };
+            if let Some(w) = state
+                .watched
+                .iter_mut()
+                .find(|w| w.db == db && w.key == key)
+                && w.expired
+                && !exists
+            {
+                w.expired = false;
+                continue;
+            }
+            state.dirty_cas = true;
+            let watched = std::mem::take(&mut state.watched);
+            for w in &watched {
+                self.unwatch(client, w);
+            }
+        }
+    }
+
+    /// `touchAllWatchedKeysInDb` (FLUSHDB, FLUSHALL): before the database is emptied.
+    pub(crate) fn touch_all_watched_in_db(&mut self, db: usize) {
+        let keys: Vec<Vec<u8>> = self
+            .watched_keys
+            .keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect();
+        for key in keys {
+            if !self.dbs[db].contains(&key) {
+                continue;
+            }
+            for client in self
+                .watched_keys
+                .get(&(db, key.clone()))
+                .cloned()
+                .unwrap_or_default()
+            {
+                let Some(state) = self.clients.get_mut(&client) else {
+                    continue;
+                };
+                match state
+                    .watched
+                    .iter_mut()
+                    .find(|w| w.db == db && w.key == key)
+                {
+                    Some(w) if w.expired => w.expired = false,
+                    _ => state.dirty_cas = true,
+                }
+            }
+        }
+    }
+
+    pub(crate) fn unwatch(&mut self, client: ClientId, watched: &WatchedKey) {
+        let slot = (watched.db, watched.key.clone());
+        if let Some(list) = self.watched_keys.get_mut(&slot) {
+            list.retain(|c| *c != client);
+            if list.is_empty() {
+                self.watched_keys.remove(&slot);
             }
         }
     }
@@ -410,15 +868,69 @@ impl Core {
         }
     }
 
-    /// Runs a command for a script (`script.c` `scriptCall`); `read_only` for `no-writes`
-    /// scripts. `Err` carries the error text of
-    /// checks that fail before the command runs.
+    /// `blockForKeys`.
+    fn block_client(&mut self, client: ClientId, blocked: super::client::Blocked) {
+        for key in &blocked.keys {
+            let queue = self
+                .blocking_keys
+                .entry((blocked.db, key.clone()))
+                .or_default();
+            if !queue.contains(&client) {
+                queue.push_back(client);
+            }
+        }
+        if let Some(state) = self.clients.get_mut(&client) {
+            state.blocked = Some(blocked);
+        }
+    }
+
+    pub(crate) fn remove_blocked(&mut self, client: ClientId, blocked: &super::client::Blocked) {
+        for key in &blocked.keys {
+            let slot = (blocked.db, key.clone());
+            if let Some(queue) = self.blocking_keys.get_mut(&slot) {
+                queue.retain(|c| *c != client);
+                if queue.is_empty() {
+                    self.blocking_keys.remove(&slot);
+                }
+            }
+        }
+    }
+
+    /// `unblockClient` with the reply it gets. False if it was not blocked.
+    pub(crate) fn unblock(&mut self, client: ClientId, reply: Reply) -> bool {
+        let Some(blocked) = self.clients.get_mut(&client).and_then(|c| c.blocked.take()) else {
+            return false;
+        };
+        self.remove_blocked(client, &blocked);
+        self.unblocked.push((client, reply));
+        true
+    }
+
+    /// `errorstat_*`: error replies counted by their code.
+    fn count_errors(&mut self, reply: &Reply) {
+        match reply {
+            Reply::Error(e) => {
+                let code = e.split(|b| *b == b' ').next().unwrap_or(b"ERR");
+                *self
+                    .stats
+                    .errors
+                    .entry(String::from_utf8_lossy(code).into_owned())
+                    .or_default() += 1;
+            }
+            Reply::Sequence(items) | Reply::Array(items) => {
+                items.iter().for_each(|r| self.count_errors(r));
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs a command for a script (`script.c` `scriptCall`) as the Lua client `lua`. `Err`
+    /// carries the error text of checks that fail before the command runs.
     pub(crate) fn call_from_script(
         &mut self,
-        client: ClientId,
+        lua: &mut ScriptClient,
         now: i64,
         argv: &[Vec<u8>],
-        read_only: bool,
     ) -> Result<Reply, String> {
         let Some(spec) = commands::lookup(argv) else {
             return Err("Unknown Redis command called from script".to_string());
@@ -429,7 +941,7 @@ impl Core {
         if spec.flags & flags::NOSCRIPT != 0 {
             return Err("This Redis command is not allowed from script".to_string());
         }
-        if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
+        if lua.read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
             return Err("Write commands are not allowed from read-only scripts.".to_string());
         }
         if spec.flags & flags::WRITE != 0 && matches!(self.role, Role::Replica { .. }) {
@@ -440,17 +952,33 @@ impl Core {
         {
             return Err(format!("-{error}"));
         }
+        if spec.flags & flags::WRITE != 0 {
+            self.script_wrote.set(true);
+        }
         match spec.kind {
             Kind::Plain(handler) => {
-                let mut ctx = Ctx {
-                    core: self,
-                    client,
-                    now,
-                    from_master: false,
-                };
-                Ok(one_line_errors(handler(&mut ctx, argv)))
+                let mut ctx = Ctx::new(self, lua.caller, now);
+                ctx.db = lua.db;
+                ctx.protocol = lua.protocol;
+                ctx.deny_blocking = true;
+                let reply = one_line_errors(handler(&mut ctx, argv));
+                if spec.name == "select" && !reply.is_error() {
+                    lua.db = ctx.db;
+                }
+                Ok(reply)
             }
             Kind::Server(_) => Err("This Redis command is not allowed from script".to_string()),
         }
     }
+}
+
+/// The fake client a script's `redis.call` runs as (`lctx.lua_client`): the caller's database
+/// at the start (a SELECT inside the script does not change the caller's), RESP2 until
+/// `redis.setresp(3)`.
+pub(crate) struct ScriptClient {
+    pub caller: ClientId,
+    pub db: usize,
+    pub protocol: Protocol,
+    /// `#!lua flags=no-writes` or EVAL_RO: write commands are refused.
+    pub read_only: bool,
 }

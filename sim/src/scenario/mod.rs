@@ -121,6 +121,12 @@ pub struct Topology {
     /// `PEXPIRE`, each replica counting from its own clock when it applies them).
     #[schemars(schema_with = "schema::ttl_propagation_schema")]
     pub ttl_propagation: String,
+    /// The simulation's `lua-time-limit`: the work (Lua instructions, bytes the string functions
+    /// produce, bytes allocated / 8) after which a script is stopped as at the time limit
+    /// (`model::redis::ScriptBudget`; a fixed amount, not seconds of this machine's time).
+    pub lua_time_limit_work: u64,
+    /// Lua's heap limit per Redis node: past it a script fails with Lua's "not enough memory".
+    pub lua_memory_limit_mb: u64,
 }
 
 impl Default for Topology {
@@ -138,6 +144,8 @@ impl Default for Topology {
             min_replicas_to_write: 0,
             min_replicas_max_lag_ms: 10_000,
             ttl_propagation: "absolute".into(),
+            lua_time_limit_work: model::redis::script_limits::DEFAULT_SCRIPT_WORK,
+            lua_memory_limit_mb: (model::redis::DEFAULT_LUA_MEMORY_LIMIT_BYTES >> 20) as u64,
         }
     }
 }
@@ -547,6 +555,15 @@ impl ScenarioFile {
             return Err(format!(
                 "topology.min_replicas_max_lag_ms: Redis takes min-replicas-max-lag in whole seconds: give a positive multiple of 1000, got {}",
                 t.min_replicas_max_lag_ms
+            ));
+        }
+        if t.lua_time_limit_work == 0 {
+            return Err("topology.lua_time_limit_work: must be greater than 0".into());
+        }
+        if !(1..=1 << 20).contains(&t.lua_memory_limit_mb) {
+            return Err(format!(
+                "topology.lua_memory_limit_mb: must be from 1 to 1048576, got {}",
+                t.lua_memory_limit_mb
             ));
         }
         if !["absolute", "relative"].contains(&t.ttl_propagation.as_str()) {
@@ -1147,7 +1164,7 @@ mod tests {
     }
 
     #[test]
-    fn extensions_incidents_and_ttl_propagation_are_validated() {
+    fn extensions_incidents_and_topology_options_are_validated() {
         let parse = |json: &str| Scenario::parse(json, "x.json");
         let err = parse(
             r#"{ "name": "m", "scheme": "set-nx-px-lua", "clients": { "extend": { "before_write": true } } }"#,
@@ -1178,6 +1195,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("topology.min_replicas_max_lag_ms"), "{err}");
+        for (topology, field) in [
+            (
+                r#"{ "lua_time_limit_work": 0 }"#,
+                "topology.lua_time_limit_work",
+            ),
+            (
+                r#"{ "lua_memory_limit_mb": 0 }"#,
+                "topology.lua_memory_limit_mb",
+            ),
+        ] {
+            let json = format!(r#"{{ "name": "m", "scheme": "redlock", "topology": {topology} }}"#);
+            let err = parse(&json).unwrap_err();
+            assert!(err.contains(field), "{err}");
+        }
         let err = parse(
             r#"{ "name": "m", "scheme": "redlock", "incident": { "case": "c", "library": "l",
                  "version": "1", "role": "broken", "link": "https://x", "mechanism": "m" } }"#,

@@ -19,14 +19,12 @@ fn read_hash<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<Option<&'a HashValu
 fn write_hash<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<&'a mut HashValue, Reply> {
     match ctx.lookup(key).map(|e| &e.value) {
         None => {
-            ctx.core
-                .db
-                .insert_new(key, Value::Hash(HashValue::default()));
+            ctx.db().insert_new(key, Value::Hash(HashValue::default()));
         }
         Some(Value::Hash(_)) => {}
         Some(_) => return Err(wrongtype()),
     }
-    match ctx.core.db.get_mut(key).map(|e| &mut e.value) {
+    match ctx.db().get_mut(key).map(|e| &mut e.value) {
         Some(Value::Hash(h)) => Ok(h),
         _ => Err(wrongtype()),
     }
@@ -59,10 +57,10 @@ pub fn hget(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 
 pub fn hgetall(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     match read_hash(ctx, &argv[1]) {
-        Ok(h) => Reply::Array(
+        Ok(h) => Reply::Map(
             h.into_iter()
                 .flat_map(|h| h.iter())
-                .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
                 .collect(),
         ),
         Err(e) => e,
@@ -115,7 +113,7 @@ pub fn hdel(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Some(_) => return wrongtype(),
     };
     if deleted > 0 {
-        ctx.core.db.remove_if_empty(key);
+        ctx.db().remove_if_empty(key);
         ctx.propagate(argv.to_vec());
     }
     Reply::Integer(deleted as i64)

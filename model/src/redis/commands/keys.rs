@@ -1,6 +1,6 @@
 //! Keyspace commands (`db.c`) and expiry commands (`expire.c`).
 
-use super::{c_str, lossy, not_integer, parse_i64, syntax_error};
+use super::{c_str, error_with, glob_match, is_opt, parse_i64, syntax_error};
 use crate::redis::reply::Reply;
 use crate::redis::server::Ctx;
 
@@ -9,7 +9,7 @@ fn del_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let mut deleted = 0;
     for key in &argv[1..] {
         ctx.expire_if_needed(key);
-        if ctx.core.db.remove(key).is_some() {
+        if ctx.db().remove(key).is_some() {
             deleted += 1;
         }
     }
@@ -61,7 +61,7 @@ fn parse_expire_flags(argv: &[Vec<u8>]) -> Result<u8, Reply> {
         } else if o.eq_ignore_ascii_case(b"lt") {
             EXPIRE_LT
         } else {
-            return Err(Reply::Error(format!("ERR Unsupported option {}", lossy(o))));
+            return Err(error_with(&[b"ERR Unsupported option ", o]));
         };
     }
     if flags & EXPIRE_NX != 0 && flags & (EXPIRE_XX | EXPIRE_GT | EXPIRE_LT) != 0 {
@@ -86,7 +86,7 @@ fn expire_generic(
     relative: bool,
     seconds: bool,
 ) -> Reply {
-    let invalid = || Reply::Error(format!("ERR invalid expire time in '{name}' command"));
+    let invalid = || Reply::error(format!("ERR invalid expire time in '{name}' command"));
     let flags = match parse_expire_flags(argv) {
         Ok(f) => f,
         Err(e) => return e,
@@ -111,7 +111,7 @@ fn expire_generic(
         return Reply::Integer(0);
     }
     if flags != 0 {
-        let current = ctx.core.db.expire_of(key);
+        let current = ctx.db().expire_of(key);
         if flags & EXPIRE_NX != 0 && current.is_some() {
             return Reply::Integer(0);
         }
@@ -126,11 +126,11 @@ fn expire_generic(
         }
     }
     if when <= ctx.now && !ctx.is_replica() {
-        ctx.core.db.remove(key);
+        ctx.db().remove(key);
         ctx.propagate(vec![b"DEL".to_vec(), key.clone()]);
         return Reply::Integer(1);
     }
-    ctx.core.db.set_expire(key, when);
+    ctx.db().set_expire(key, when);
     let mut out = argv.to_vec();
     out[0] = b"PEXPIREAT".to_vec();
     out[2] = when.to_string().into_bytes();
@@ -163,7 +163,7 @@ fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], ms: bool) -> Reply {
     if ctx.lookup(key).is_none() {
         return Reply::Integer(-2);
     }
-    match ctx.core.db.expire_of(key) {
+    match ctx.db().expire_of(key) {
         None => Reply::Integer(-1),
         Some(when) => {
             let ttl = (when - ctx.now).max(0);
@@ -185,7 +185,7 @@ fn expiretime_generic(ctx: &mut Ctx<'_>, key: &[u8], ms: bool) -> Reply {
     if ctx.lookup(key).is_none() {
         return Reply::Integer(-2);
     }
-    match ctx.core.db.expire_of(key) {
+    match ctx.db().expire_of(key) {
         None => Reply::Integer(-1),
         Some(when) => Reply::Integer(if ms { when } else { (when + 500) / 1000 }),
     }
@@ -200,7 +200,7 @@ pub fn pexpiretime(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 }
 
 pub fn persist(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    if ctx.lookup_mut(&argv[1]).is_none() || !ctx.core.db.persist(&argv[1]) {
+    if ctx.lookup_mut(&argv[1]).is_none() || !ctx.db().persist(&argv[1]) {
         return Reply::Integer(0);
     }
     ctx.propagate(argv.to_vec());
@@ -209,35 +209,135 @@ pub fn persist(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 
 /// DBSIZE counts keys not yet reclaimed, expired or not, like `dictSize`.
 pub fn dbsize(ctx: &mut Ctx<'_>, _argv: &[Vec<u8>]) -> Reply {
-    Reply::Integer(ctx.core.db.len() as i64)
+    Reply::Integer(ctx.db().len() as i64)
 }
 
 /// `getFlushCommandFlags`: an optional SYNC or ASYNC.
-fn flush_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    if argv.len() > 2 {
+fn flush_flags_ok(argv: &[Vec<u8>]) -> bool {
+    argv.len() == 1 || (argv.len() == 2 && (is_opt(&argv[1], "sync") || is_opt(&argv[1], "async")))
+}
+
+/// FLUSHDB: empties the client's database; watchers of its keys fail their EXEC.
+pub fn flushdb(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    if !flush_flags_ok(argv) {
         return syntax_error();
     }
-    if argv.len() == 2 && !(super::is_opt(&argv[1], "sync") || super::is_opt(&argv[1], "async")) {
-        return syntax_error();
-    }
-    ctx.core.db.clear();
+    let db = ctx.db;
+    ctx.core.touch_all_watched_in_db(db);
+    ctx.db().clear();
     ctx.propagate(argv.to_vec());
     Reply::ok()
 }
 
-pub fn flushdb(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    flush_generic(ctx, argv)
-}
-
+/// FLUSHALL: empties every database.
 pub fn flushall(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    flush_generic(ctx, argv)
+    if !flush_flags_ok(argv) {
+        return syntax_error();
+    }
+    for db in 0..ctx.core.dbs.len() {
+        ctx.core.touch_all_watched_in_db(db);
+        ctx.core.dbs[db].clear();
+    }
+    ctx.propagate(argv.to_vec());
+    Reply::ok()
 }
 
-/// SELECT: this server has one database (as `redis-server --databases 1`).
-pub fn select(_ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    match crate::redis::number::string2ll(&argv[1]).and_then(|v| i32::try_from(v).ok()) {
-        None => not_integer(),
-        Some(0) => Reply::ok(),
-        Some(_) => Reply::error("ERR DB index is out of range"),
+/// KEYS pattern (`keysCommand`): the matching keys that are not logically expired (not
+/// deleted here), in key order (Redis: dict order).
+pub fn keys(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let pattern = &argv[1];
+    let all = pattern.as_slice() == b"*";
+    let now = ctx.now;
+    let db = ctx.db();
+    Reply::Array(
+        db.keys()
+            .filter(|k| all || glob_match(pattern, k, false))
+            .filter(|k| !db.is_expired(k, now))
+            .map(|k| Reply::Bulk(k.clone()))
+            .collect(),
+    )
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] (`scanGenericCommand`). The cursor is
+/// a position in key order (Redis: a reverse-binary hash table cursor); COUNT keys are visited
+/// per call, the cursor is 0 when the scan is complete.
+pub fn scan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let Some(cursor) = parse_cursor(&argv[1]) else {
+        return Reply::error("ERR invalid cursor");
+    };
+    let mut count: u64 = 10;
+    let mut pattern: Option<&[u8]> = None;
+    let mut kind: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        let more = argv.len() - i - 1;
+        if is_opt(&argv[i], "count") && more >= 1 {
+            match crate::redis::number::string2ll(&argv[i + 1]) {
+                None => return super::not_integer(),
+                Some(n) if n < 1 => return syntax_error(),
+                Some(n) => count = n as u64,
+            }
+        } else if is_opt(&argv[i], "match") && more >= 1 {
+            pattern = Some(&argv[i + 1]);
+        } else if is_opt(&argv[i], "type") && more >= 1 {
+            kind = Some(&argv[i + 1]);
+        } else {
+            return syntax_error();
+        }
+        i += 2;
     }
+    let keys: Vec<Vec<u8>> = ctx.db().keys().cloned().collect();
+    let start = usize::try_from(cursor)
+        .unwrap_or(usize::MAX)
+        .min(keys.len());
+    let end = start
+        .saturating_add(usize::try_from(count).unwrap_or(usize::MAX))
+        .min(keys.len());
+    let mut found = Vec::new();
+    for key in &keys[start..end] {
+        if pattern.is_some_and(|p| !(p == b"*" || glob_match(p, key, false))) {
+            continue;
+        }
+        let type_name = match ctx.lookup(key) {
+            None => continue,
+            Some(entry) => entry.value.type_name(),
+        };
+        if kind.is_some_and(|k| !type_name.as_bytes().eq_ignore_ascii_case(c_str(k))) {
+            continue;
+        }
+        found.push(Reply::Bulk(key.clone()));
+    }
+    let next = if end >= keys.len() { 0 } else { end as u64 };
+    Reply::Array(vec![
+        Reply::Bulk(next.to_string().into_bytes()),
+        Reply::Array(found),
+    ])
+}
+
+/// `parseScanCursorOrReply`: `strtoul` over the whole argument (an optional sign, a negative
+/// number wraps around, no digits at all is 0), no leading space, no overflow.
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let arg = c_str(arg);
+    if arg
+        .first()
+        .is_some_and(|c| c.is_ascii_whitespace() || *c == 0x0b)
+    {
+        return None;
+    }
+    let (negative, digits) = match arg.first() {
+        Some(b'-') => (true, &arg[1..]),
+        Some(b'+') => (false, &arg[1..]),
+        _ => (false, arg),
+    };
+    if digits.is_empty() {
+        return arg.is_empty().then_some(0);
+    }
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for d in digits {
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if negative { v.wrapping_neg() } else { v })
 }

@@ -20,12 +20,12 @@ fn push(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], head: bool) -> Reply {
     let key = &argv[1];
     match ctx.lookup(key).map(|e| &e.value) {
         None => {
-            ctx.core.db.insert_new(key, Value::List(VecDeque::new()));
+            ctx.db().insert_new(key, Value::List(VecDeque::new()));
         }
         Some(Value::List(_)) => {}
         Some(_) => return wrongtype(),
     }
-    let Some(Value::List(list)) = ctx.core.db.get_mut(key).map(|e| &mut e.value) else {
+    let Some(Value::List(list)) = ctx.db().get_mut(key).map(|e| &mut e.value) else {
         return wrongtype();
     };
     for el in &argv[2..] {
@@ -53,7 +53,7 @@ pub fn rpush(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 fn pop(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], head: bool) -> Reply {
     if argv.len() > 3 {
         let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
-        return Reply::Error(format!(
+        return Reply::error(format!(
             "ERR wrong number of arguments for '{name}' command"
         ));
     }
@@ -88,7 +88,7 @@ fn pop(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], head: bool) -> Reply {
             Reply::Array((0..n).filter_map(|_| take(list)).map(Reply::Bulk).collect())
         }
     };
-    ctx.core.db.remove_if_empty(key);
+    ctx.db().remove_if_empty(key);
     ctx.propagate(argv.to_vec());
     reply
 }
@@ -101,23 +101,22 @@ pub fn rpop(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     pop(ctx, argv, false)
 }
 
+/// LINDEX key index (`lindexCommand`): a missing key answers nil before the index is parsed.
 pub fn lindex(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    let index = match parse_i64(&argv[2]) {
-        Ok(i) => i,
+    let list = match read_list(ctx, &argv[1]) {
         Err(e) => return e,
+        Ok(None) => return Reply::Nil,
+        Ok(Some(list)) => list,
     };
-    match read_list(ctx, &argv[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Nil,
-        Ok(Some(list)) => {
-            let len = list.len() as i64;
-            let i = if index < 0 { len + index } else { index };
-            if (0..len).contains(&i) {
-                Reply::Bulk(list[i as usize].clone())
-            } else {
-                Reply::Nil
-            }
-        }
+    let Some(index) = crate::redis::number::string2ll(&argv[2]) else {
+        return super::not_integer();
+    };
+    let len = list.len() as i64;
+    let i = if index < 0 { len + index } else { index };
+    if (0..len).contains(&i) {
+        Reply::Bulk(list[i as usize].clone())
+    } else {
+        Reply::Nil
     }
 }
 
@@ -189,7 +188,7 @@ pub fn lrem(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         }
     }
     if removed > 0 {
-        ctx.core.db.remove_if_empty(key);
+        ctx.db().remove_if_empty(key);
         ctx.propagate(argv.to_vec());
     }
     Reply::Integer(removed as i64)

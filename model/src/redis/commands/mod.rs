@@ -1,20 +1,30 @@
 //! The command table (`commands.def` in Redis 7.0: name, arity, flags) and helpers shared by the
 //! command implementations.
 
+mod blocking;
+mod config;
+mod connection;
+mod docs;
 mod hashes;
+mod info;
 mod keys;
 mod lists;
 mod pubsub;
 mod scripting;
 mod server_cmds;
 mod strings;
+mod transactions;
 mod zsets;
+
+pub(crate) use blocking::serve_blocked_on_key;
+
+use std::collections::BTreeMap;
 
 use super::number;
 use super::reply::Reply;
 use super::server::{ClientId, Ctx, Outcome, RedisServer};
 
-/// Command flags we act on.
+/// Command flags we act on (`server.h` `CMD_*`).
 pub mod flags {
     /// May modify the keyspace: refused on a read-only replica.
     pub const WRITE: u32 = 1;
@@ -24,12 +34,17 @@ pub mod flags {
     pub const PUBSUB_CONTEXT: u32 = 1 << 2;
     /// Not a write but propagated (`CMD_MAY_REPLICATE`): refused in `no-writes` scripts.
     pub const MAY_REPLICATE: u32 = 1 << 3;
+    /// Runs before AUTH (`CMD_NO_AUTH`): AUTH, HELLO, QUIT, RESET.
+    pub const NO_AUTH: u32 = 1 << 4;
+    /// Runs while a script is busy (`CMD_ALLOW_BUSY`); everything else gets `-BUSY`.
+    pub const ALLOW_BUSY: u32 = 1 << 5;
 }
 
 pub type PlainHandler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> Reply;
 pub type ServerHandler = fn(&mut RedisServer, ClientId, i64, &[Vec<u8>]) -> Outcome;
 
-/// How a command runs: most only need the keyspace; scripting and WAIT need the whole server.
+/// How a command runs: most only need the keyspace; scripting, transactions and the connection
+/// commands need the whole server.
 #[derive(Clone, Copy)]
 pub enum Kind {
     Plain(PlainHandler),
@@ -44,7 +59,7 @@ pub struct CommandSpec {
     pub arity: i32,
     pub flags: u32,
     pub kind: Kind,
-    /// Subcommands of a container command (SCRIPT).
+    /// Subcommands of a container command (SCRIPT, CLIENT, CONFIG, COMMAND).
     pub subcommands: &'static [CommandSpec],
 }
 
@@ -104,9 +119,20 @@ const fn sub(
     }
 }
 
-use flags::{MAY_REPLICATE, NOSCRIPT, PUBSUB_CONTEXT, WRITE};
+const fn container(name: &'static str, subcommands: &'static [CommandSpec]) -> CommandSpec {
+    CommandSpec {
+        name,
+        full_name: name,
+        arity: -2,
+        flags: 0,
+        kind: Kind::Server(container_help),
+        subcommands,
+    }
+}
 
-static SCRIPT_SUBCOMMANDS: [CommandSpec; 4] = [
+use flags::{ALLOW_BUSY, MAY_REPLICATE, NO_AUTH, NOSCRIPT, PUBSUB_CONTEXT, WRITE};
+
+static SCRIPT_SUBCOMMANDS: [CommandSpec; 5] = [
     sub("script|load", "load", 3, NOSCRIPT, scripting::script_load),
     sub(
         "script|exists",
@@ -122,7 +148,99 @@ static SCRIPT_SUBCOMMANDS: [CommandSpec; 4] = [
         NOSCRIPT,
         scripting::script_flush,
     ),
-    sub("script|kill", "kill", 2, NOSCRIPT, scripting::script_kill),
+    sub(
+        "script|kill",
+        "kill",
+        2,
+        NOSCRIPT | ALLOW_BUSY,
+        scripting::script_kill,
+    ),
+    sub("script|help", "help", 2, 0, scripting::script_help),
+];
+
+static CLIENT_SUBCOMMANDS: [CommandSpec; 12] = [
+    sub("client|id", "id", 2, NOSCRIPT, connection::client_id),
+    sub(
+        "client|setname",
+        "setname",
+        3,
+        NOSCRIPT,
+        connection::client_setname,
+    ),
+    sub(
+        "client|getname",
+        "getname",
+        2,
+        NOSCRIPT,
+        connection::client_getname,
+    ),
+    sub("client|info", "info", 2, NOSCRIPT, connection::client_info),
+    sub("client|list", "list", -2, NOSCRIPT, connection::client_list),
+    sub("client|kill", "kill", -3, NOSCRIPT, connection::client_kill),
+    sub(
+        "client|no-evict",
+        "no-evict",
+        3,
+        NOSCRIPT,
+        connection::client_no_evict,
+    ),
+    sub(
+        "client|unblock",
+        "unblock",
+        -3,
+        NOSCRIPT,
+        connection::client_unblock,
+    ),
+    sub(
+        "client|reply",
+        "reply",
+        3,
+        NOSCRIPT,
+        connection::client_reply,
+    ),
+    sub(
+        "client|getredir",
+        "getredir",
+        2,
+        NOSCRIPT,
+        connection::client_getredir,
+    ),
+    sub(
+        "client|trackinginfo",
+        "trackinginfo",
+        2,
+        NOSCRIPT,
+        connection::client_trackinginfo,
+    ),
+    sub("client|help", "help", 2, 0, connection::client_help),
+];
+
+static CONFIG_SUBCOMMANDS: [CommandSpec; 5] = [
+    sub("config|get", "get", -3, NOSCRIPT, config::config_get),
+    sub("config|set", "set", -4, NOSCRIPT, config::config_set),
+    sub(
+        "config|resetstat",
+        "resetstat",
+        2,
+        NOSCRIPT,
+        config::config_resetstat,
+    ),
+    sub(
+        "config|rewrite",
+        "rewrite",
+        2,
+        NOSCRIPT,
+        config::config_rewrite,
+    ),
+    sub("config|help", "help", 2, 0, config::config_help),
+];
+
+static COMMAND_SUBCOMMANDS: [CommandSpec; 5] = [
+    sub("command|count", "count", 2, 0, config::command_count),
+    sub("command|info", "info", -2, 0, config::command_info),
+    sub("command|docs", "docs", -2, 0, config::command_docs),
+    sub("command|list", "list", -2, 0, config::command_list),
+    sub("command|help", "help", 2, 0, config::command_help),
 ];
 
 static COMMANDS: &[CommandSpec] = &[
@@ -155,10 +273,12 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("expiretime", 2, 0, keys::expiretime),
     cmd("pexpiretime", 2, 0, keys::pexpiretime),
     cmd("persist", 2, WRITE, keys::persist),
+    cmd("keys", 2, 0, keys::keys),
+    cmd("scan", -2, 0, keys::scan),
     cmd("dbsize", 1, 0, keys::dbsize),
     cmd("flushdb", -1, WRITE, keys::flushdb),
     cmd("flushall", -1, WRITE, keys::flushall),
-    cmd("select", 2, 0, keys::select),
+    cmd("select", 2, 0, connection::select),
     // hashes (t_hash.c)
     cmd("hset", -4, WRITE, hashes::hset),
     cmd("hget", 3, 0, hashes::hget),
@@ -172,6 +292,8 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("rpush", -3, WRITE, lists::rpush),
     cmd("lpop", -2, WRITE, lists::lpop),
     cmd("rpop", -2, WRITE, lists::rpop),
+    cmd("blpop", -3, WRITE | NOSCRIPT, blocking::blpop),
+    cmd("brpop", -3, WRITE | NOSCRIPT, blocking::brpop),
     cmd("lindex", 3, 0, lists::lindex),
     cmd("lrange", 4, 0, lists::lrange),
     cmd("lrem", 4, WRITE, lists::lrem),
@@ -198,39 +320,102 @@ static COMMANDS: &[CommandSpec] = &[
         NOSCRIPT | PUBSUB_CONTEXT,
         pubsub::unsubscribe,
     ),
-    // server (server.c, replication.c)
+    // connection (networking.c, acl.c)
     cmd("ping", -1, PUBSUB_CONTEXT, server_cmds::ping),
     cmd("echo", 2, 0, server_cmds::echo),
-    cmd("info", -1, 0, server_cmds::info),
+    server_cmd(
+        "hello",
+        -1,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY,
+        connection::hello,
+    ),
+    server_cmd(
+        "auth",
+        -2,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY,
+        connection::auth,
+    ),
+    server_cmd(
+        "quit",
+        -1,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY | PUBSUB_CONTEXT,
+        connection::quit,
+    ),
+    server_cmd(
+        "reset",
+        1,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY | PUBSUB_CONTEXT,
+        connection::reset,
+    ),
+    container("client", &CLIENT_SUBCOMMANDS),
+    // transactions (multi.c)
+    server_cmd("multi", 1, NOSCRIPT | ALLOW_BUSY, transactions::multi),
+    server_cmd("exec", 1, NOSCRIPT, transactions::exec),
+    server_cmd("discard", 1, NOSCRIPT | ALLOW_BUSY, transactions::discard),
+    server_cmd("watch", -2, NOSCRIPT | ALLOW_BUSY, transactions::watch),
+    server_cmd("unwatch", 1, NOSCRIPT | ALLOW_BUSY, transactions::unwatch),
+    // server (server.c, replication.c, config.c)
+    cmd("info", -1, 0, info::info),
     cmd("role", 1, NOSCRIPT, server_cmds::role),
     cmd("time", 1, 0, server_cmds::time),
     server_cmd("wait", 3, NOSCRIPT, server_cmds::wait),
-    // scripting (eval.c)
-    server_cmd("eval", -3, NOSCRIPT, scripting::eval),
-    server_cmd("evalsha", -3, NOSCRIPT, scripting::evalsha),
+    container("config", &CONFIG_SUBCOMMANDS),
     CommandSpec {
-        name: "script",
-        full_name: "script",
-        arity: -2,
-        flags: NOSCRIPT,
-        kind: Kind::Server(scripting::script_help),
-        subcommands: &SCRIPT_SUBCOMMANDS,
+        name: "command",
+        full_name: "command",
+        arity: -1,
+        flags: 0,
+        kind: Kind::Server(config::command),
+        subcommands: &COMMAND_SUBCOMMANDS,
     },
+    // scripting (eval.c)
+    server_cmd("eval", -3, NOSCRIPT | MAY_REPLICATE, scripting::eval),
+    server_cmd("evalsha", -3, NOSCRIPT | MAY_REPLICATE, scripting::evalsha),
+    server_cmd("eval_ro", -3, NOSCRIPT, scripting::eval_ro),
+    server_cmd("evalsha_ro", -3, NOSCRIPT, scripting::evalsha_ro),
+    container("script", &SCRIPT_SUBCOMMANDS),
 ];
+
+/// Every command and subcommand, in table order (COMMAND COUNT, LIST).
+pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
+    COMMANDS.iter()
+}
+
+/// A container without a (known) subcommand is never run: `lookup_checked` answers first.
+fn container_help(
+    _server: &mut RedisServer,
+    _client: ClientId,
+    _now: i64,
+    _argv: &[Vec<u8>],
+) -> Outcome {
+    Outcome::Reply(syntax_error())
+}
+
+/// The flags `processCommand` acts on (`getCommandFlags`): a script's shebang decides whether
+/// EVAL/EVALSHA of it is a write (`evalGetCommandFlags`).
+pub fn effective_flags(
+    spec: &CommandSpec,
+    argv: &[Vec<u8>],
+    scripts: &BTreeMap<String, Vec<u8>>,
+) -> u32 {
+    if !matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro") || argv.len() < 2 {
+        return spec.flags;
+    }
+    scripting::script_command_flags(spec, argv, scripts)
+}
 
 /// `server.c` `lookupCommand`: by name (any case), then by subcommand for containers.
 pub fn lookup(argv: &[Vec<u8>]) -> Option<&'static CommandSpec> {
-    let name = argv.first()?.to_ascii_lowercase();
+    let name = argv.first()?;
     let spec = COMMANDS
         .iter()
-        .find(|c| c.name.as_bytes() == name.as_slice())?;
+        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))?;
     if spec.subcommands.is_empty() || argv.len() < 2 {
         return Some(spec);
     }
-    let subname = argv[1].to_ascii_lowercase();
     spec.subcommands
         .iter()
-        .find(|c| c.name.as_bytes() == subname.as_slice())
+        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(&argv[1]))
 }
 
 /// `processCommand`'s existence and arity checks, with Redis's error replies.
@@ -239,7 +424,7 @@ pub fn lookup_checked(argv: &[Vec<u8>]) -> Result<&'static CommandSpec, Reply> {
         return Err(Reply::Error(unknown_command_text(argv)));
     };
     if !spec.arity_ok(argv.len()) {
-        return Err(Reply::Error(format!(
+        return Err(Reply::error(format!(
             "ERR wrong number of arguments for '{}' command",
             spec.full_name
         )));
@@ -247,19 +432,19 @@ pub fn lookup_checked(argv: &[Vec<u8>]) -> Result<&'static CommandSpec, Reply> {
     Ok(spec)
 }
 
-/// `commandCheckExistence`.
-fn unknown_command_text(argv: &[Vec<u8>]) -> String {
+/// `commandCheckExistence`: the name and arguments are echoed as raw bytes (CR/LF as spaces).
+fn unknown_command_text(argv: &[Vec<u8>]) -> Vec<u8> {
     let name = c_str(&argv[0]);
-    let is_container = COMMANDS.iter().any(|c| {
-        !c.subcommands.is_empty() && c.name.as_bytes() == name.to_ascii_lowercase().as_slice()
-    });
-    let text = if is_container && argv.len() >= 2 {
-        let upper = String::from_utf8_lossy(name).to_uppercase();
-        format!(
-            "ERR unknown subcommand '{}'. Try {} HELP.",
-            lossy(truncate(c_str(&argv[1]), 128)),
-            upper
-        )
+    let is_container = COMMANDS
+        .iter()
+        .any(|c| !c.subcommands.is_empty() && c.name.as_bytes().eq_ignore_ascii_case(name));
+    let mut text = Vec::new();
+    if is_container && argv.len() >= 2 {
+        text.extend_from_slice(b"ERR unknown subcommand '");
+        text.extend_from_slice(truncate(c_str(&argv[1]), 128));
+        text.extend_from_slice(b"'. Try ");
+        text.extend_from_slice(&name.to_ascii_uppercase());
+        text.extend_from_slice(b" HELP.");
     } else {
         let mut args = Vec::new();
         for arg in &argv[1..] {
@@ -271,13 +456,22 @@ fn unknown_command_text(argv: &[Vec<u8>]) -> String {
             args.extend_from_slice(truncate(c_str(arg), room));
             args.extend_from_slice(b"' ");
         }
-        format!(
-            "ERR unknown command '{}', with args beginning with: {}",
-            lossy(truncate(name, 128)),
-            lossy(&args)
-        )
-    };
-    text.replace(['\r', '\n'], " ")
+        text.extend_from_slice(b"ERR unknown command '");
+        text.extend_from_slice(truncate(name, 128));
+        text.extend_from_slice(b"', with args beginning with: ");
+        text.extend_from_slice(&args);
+    }
+    for b in text.iter_mut() {
+        if *b == b'\r' || *b == b'\n' {
+            *b = b' ';
+        }
+    }
+    text
+}
+
+/// An error reply made of text and raw bytes, as `addReplyErrorFormat` with `%s` writes it.
+pub fn error_with(parts: &[&[u8]]) -> Reply {
+    Reply::Error(parts.concat())
 }
 
 /// The bytes up to the first NUL, as C string functions see an sds.
@@ -292,7 +486,7 @@ fn truncate(bytes: &[u8], max: usize) -> &[u8] {
     &bytes[..bytes.len().min(max)]
 }
 
-/// Error text with arbitrary bytes (Redis writes them raw; our error replies are `String`s).
+/// Text with arbitrary bytes, for messages that are not error replies.
 pub fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -328,7 +522,115 @@ pub fn parse_f64(arg: &[u8]) -> Result<f64, Reply> {
     number::parse_double(arg).ok_or_else(not_float)
 }
 
-/// RESP2 `addReplyDouble`.
+/// `addReplyDouble`.
 pub fn double_reply(d: f64) -> Reply {
-    Reply::Bulk(number::fmt_g17(d).into_bytes())
+    Reply::Double(d)
+}
+
+/// `stringmatchlen` (`util.c`): Redis's glob matching (`*`, `?`, `[...]`, `\\`), case-sensitive
+/// unless `nocase`.
+pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    glob_at(pattern, string, nocase, &mut false)
+}
+
+/// `stringmatchlen_impl`; `skip_longer` is its `skipLongerMatches` cut-off.
+fn glob_at(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool) -> bool {
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
+    while !p.is_empty() && !s.is_empty() {
+        match p[0] {
+            b'*' => {
+                while p.len() > 1 && p[1] == b'*' {
+                    p = &p[1..];
+                }
+                if p.len() == 1 {
+                    return true;
+                }
+                while !s.is_empty() {
+                    if glob_at(&p[1..], s, nocase, skip_longer) {
+                        return true;
+                    }
+                    if *skip_longer {
+                        return false;
+                    }
+                    s = &s[1..];
+                }
+                *skip_longer = true;
+                return false;
+            }
+            b'?' => s = &s[1..],
+            b'[' => {
+                p = &p[1..];
+                let not = p.first() == Some(&b'^');
+                if not {
+                    p = &p[1..];
+                }
+                let mut matched = false;
+                loop {
+                    if p.len() >= 2 && p[0] == b'\\' {
+                        p = &p[1..];
+                        if p[0] == s[0] {
+                            matched = true;
+                        }
+                    } else if p.first() == Some(&b']') {
+                        break;
+                    } else if p.is_empty() {
+                        // Unterminated class: stringmatchlen steps back onto the last byte.
+                        break;
+                    } else if p.len() >= 3 && p[1] == b'-' {
+                        let (mut start, mut end) = (p[0], p[2]);
+                        let mut c = s[0];
+                        if start > end {
+                            std::mem::swap(&mut start, &mut end);
+                        }
+                        if nocase {
+                            start = start.to_ascii_lowercase();
+                            end = end.to_ascii_lowercase();
+                            c = c.to_ascii_lowercase();
+                        }
+                        p = &p[2..];
+                        if c >= start && c <= end {
+                            matched = true;
+                        }
+                    } else if eq(p[0], s[0]) {
+                        matched = true;
+                    }
+                    p = &p[1..];
+                }
+                if not {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                s = &s[1..];
+            }
+            b'\\' if p.len() >= 2 => {
+                p = &p[1..];
+                if !eq(p[0], s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+            c => {
+                if !eq(c, s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+        }
+        p = &p[1.min(p.len())..];
+        if s.is_empty() {
+            while p.first() == Some(&b'*') {
+                p = &p[1..];
+            }
+            break;
+        }
+    }
+    p.is_empty() && s.is_empty()
 }

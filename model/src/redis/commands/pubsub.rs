@@ -1,4 +1,4 @@
-//! Pub/Sub (`pubsub.c`), RESP2 replies.
+//! Pub/Sub (`pubsub.c`): confirmations and messages are push messages (arrays in RESP2).
 
 use crate::redis::reply::Reply;
 use crate::redis::server::Ctx;
@@ -10,8 +10,9 @@ fn subscription_count(ctx: &Ctx<'_>) -> i64 {
         .map_or(0, |c| c.channels.len() as i64)
 }
 
+/// `addReplyPubsubSubscribed` and friends: a push message in RESP3, an array in RESP2.
 fn event(kind: &str, channel: Option<&[u8]>, count: i64) -> Reply {
-    Reply::Array(vec![
+    Reply::Push(vec![
         Reply::bulk(kind),
         channel.map_or(Reply::Nil, Reply::bulk),
         Reply::Integer(count),
@@ -66,7 +67,7 @@ pub fn unsubscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 pub fn publish(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let subscribers = ctx.core.channels.get(&argv[1]).cloned().unwrap_or_default();
     for &client in &subscribers {
-        let msg = Reply::Array(vec![
+        let msg = Reply::Push(vec![
             Reply::bulk("message"),
             Reply::Bulk(argv[1].clone()),
             Reply::Bulk(argv[2].clone()),

@@ -1,9 +1,11 @@
-//! EVAL, EVALSHA and SCRIPT (`eval.c`).
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT (`eval.c`).
 
-use super::{is_opt, parse_i64};
-use crate::redis::lua::{LuaEngine, sha1_hex};
-use crate::redis::reply::Reply;
-use crate::redis::server::{ClientId, Outcome, RedisServer};
+use std::collections::BTreeMap;
+
+use super::{CommandSpec, flags, is_opt, parse_i64};
+use crate::redis::lua::{EngineConfig, LuaEngine, sha1_hex};
+use crate::redis::reply::{Protocol, Reply};
+use crate::redis::server::{ClientId, Outcome, RedisServer, ScriptClient};
 
 fn reply(r: Reply) -> Outcome {
     Outcome::Reply(r)
@@ -11,24 +13,35 @@ fn reply(r: Reply) -> Outcome {
 
 impl RedisServer {
     /// The Lua state, created on first use and after SCRIPT FLUSH (`scriptingInit`).
-    pub(crate) fn engine(&mut self) -> &mut LuaEngine {
-        let rand48 = self.rand48.clone();
+    pub(crate) fn engine(&mut self) -> Result<&mut LuaEngine, Reply> {
+        if self.lua.is_none() {
+            let engine = LuaEngine::new(EngineConfig {
+                rand48: self.rand48.clone(),
+                memory_limit_bytes: self.core.config.lua_memory_limit_bytes,
+                monitor: self.monitor.clone(),
+                wrote: self.core.script_wrote.clone(),
+            })
+            .map_err(|e| Reply::error(format!("ERR Error creating the Lua state: {e}")))?;
+            self.lua = Some(engine);
+        }
         self.lua
-            .get_or_insert_with(|| LuaEngine::new(rand48).expect("Lua state"))
+            .as_mut()
+            .ok_or_else(|| Reply::error("ERR no Lua state"))
     }
 
     /// `luaCreateFunction`: compile and cache a body; the sha1 or the error reply.
     pub(crate) fn create_script(&mut self, body: &[u8]) -> Result<String, Reply> {
-        shebang(body).map_err(|e| Reply::Error(format!("ERR {e}")))?;
+        shebang(body).map_err(|e| Reply::error(format!("ERR {e}")))?;
         let sha = sha1_hex(body);
-        self.engine()
+        self.engine()?
             .create_function(&sha, body)
-            .map_err(Reply::Error)?;
+            .map_err(Reply::error)?;
         self.core.scripts.insert(sha.clone(), body.to_vec());
         Ok(sha)
     }
 
-    /// `evalGenericCommand` after the script is known: run it with KEYS/ARGV split at numkeys.
+    /// `evalGenericCommand` after the script is known: run it with KEYS/ARGV split at numkeys,
+    /// as the Lua client in the caller's database. `read_only` for EVAL_RO / EVALSHA_RO.
     fn run_script(
         &mut self,
         client: ClientId,
@@ -36,20 +49,39 @@ impl RedisServer {
         sha: &str,
         numkeys: usize,
         argv: &[Vec<u8>],
+        read_only: bool,
     ) -> Reply {
         let keys = &argv[3..3 + numkeys];
         let args = &argv[3 + numkeys..];
-        let read_only = self
+        let declared = self
             .core
             .scripts
             .get(sha)
-            .and_then(|body| shebang(body).ok().flatten())
-            .is_some_and(|flags| flags.no_writes);
-        self.engine();
+            .and_then(|body| shebang(body).ok().flatten());
+        let no_writes = declared.as_ref().is_some_and(|flags| flags.no_writes);
+        // `scriptPrepareForRun`: a script declaring it may write cannot run as EVAL_RO.
+        if read_only && declared.is_some() && !no_writes {
+            return Reply::error(
+                "ERR Can not execute a script with write flag using *_ro command.",
+            );
+        }
+        if let Err(e) = self.engine() {
+            return e;
+        }
+        let db = self.core.clients.get(&client).map_or(0, |c| c.db);
+        let mut lua_client = ScriptClient {
+            caller: client,
+            db,
+            protocol: Protocol::Resp2,
+            read_only: read_only || no_writes,
+        };
         let RedisServer { core, lua, .. } = self;
-        let engine = lua.as_mut().expect("engine created above");
-        engine.run(sha, keys, args, &mut |cargv| {
-            core.call_from_script(client, now, cargv, read_only)
+        let Some(engine) = lua.as_mut() else {
+            return Reply::error("ERR no Lua state");
+        };
+        engine.run(sha, keys, args, &mut |cargv, protocol| {
+            lua_client.protocol = protocol;
+            core.call_from_script(&mut lua_client, now, cargv)
         })
     }
 }
@@ -102,17 +134,39 @@ pub(crate) fn shebang(body: &[u8]) -> Result<Option<ShebangFlags>, String> {
     Ok(Some(flags))
 }
 
-/// A script declared with a shebang and without `no-writes` is a write command: refused on a
-/// replica before it runs (`evalGetCommandFlags`).
-fn refused_on_replica(server: &RedisServer, body: &[u8]) -> bool {
-    matches!(server.core.role, crate::redis::server::Role::Replica { .. })
-        && matches!(shebang(body), Ok(Some(ShebangFlags { no_writes: false })))
-}
-
-fn readonly_error() -> Outcome {
-    reply(Reply::error(
-        "READONLY You can't write against a read only replica.",
-    ))
+/// `evalGetCommandFlags`: a script with a shebang is a write command unless `no-writes`
+/// (`scriptFlagsToCmdFlags`); without one (or unknown to EVALSHA) the command's own flags.
+pub(crate) fn script_command_flags(
+    spec: &CommandSpec,
+    argv: &[Vec<u8>],
+    scripts: &BTreeMap<String, Vec<u8>>,
+) -> u32 {
+    let evalsha = spec.name.starts_with("evalsha");
+    let script_flags = if evalsha {
+        if argv[1].len() != 40 {
+            return spec.flags;
+        }
+        let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+        match scripts.get(&sha) {
+            Some(body) => shebang(body),
+            None => return spec.flags,
+        }
+    } else {
+        // The body is the script: its own shebang line, if any, says (a cached copy says the
+        // same).
+        shebang(&argv[1])
+    };
+    match script_flags {
+        Ok(Some(f)) => {
+            let base = spec.flags & !(flags::WRITE | flags::MAY_REPLICATE);
+            if f.no_writes {
+                base
+            } else {
+                base | flags::WRITE
+            }
+        }
+        _ => spec.flags,
+    }
 }
 
 /// The numkeys argument of EVAL/EVALSHA.
@@ -129,10 +183,13 @@ fn numkeys(argv: &[Vec<u8>]) -> Result<usize, Reply> {
     Ok(n as usize)
 }
 
-pub fn eval(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
-    if refused_on_replica(server, &argv[1]) {
-        return readonly_error();
-    }
+fn eval_generic(
+    server: &mut RedisServer,
+    client: ClientId,
+    now: i64,
+    argv: &[Vec<u8>],
+    read_only: bool,
+) -> Outcome {
     let n = match numkeys(argv) {
         Ok(n) => n,
         Err(e) => return reply(e),
@@ -141,10 +198,16 @@ pub fn eval(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec<u8
         Ok(sha) => sha,
         Err(e) => return reply(e),
     };
-    reply(server.run_script(client, now, &sha, n, argv))
+    reply(server.run_script(client, now, &sha, n, argv, read_only))
 }
 
-pub fn evalsha(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
+fn evalsha_generic(
+    server: &mut RedisServer,
+    client: ClientId,
+    now: i64,
+    argv: &[Vec<u8>],
+    read_only: bool,
+) -> Outcome {
     let noscript = || {
         reply(Reply::error(
             "NOSCRIPT No matching script. Please use EVAL.",
@@ -158,19 +221,38 @@ pub fn evalsha(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec
         Err(e) => return reply(e),
     };
     let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-    let Some(body) = server.core.scripts.get(&sha) else {
+    let Some(body) = server.core.scripts.get(&sha).cloned() else {
         return noscript();
     };
-    if refused_on_replica(server, body) {
-        return readonly_error();
+    let compiled = match server.engine() {
+        Ok(engine) => engine.has_function(&sha),
+        Err(e) => return reply(e),
+    };
+    if !compiled && let Err(e) = server.create_script(&body) {
+        return reply(e);
     }
-    if !server.engine().has_function(&sha) {
-        let body = server.core.scripts[&sha].clone();
-        if let Err(e) = server.create_script(&body) {
-            return reply(e);
-        }
-    }
-    reply(server.run_script(client, now, &sha, n, argv))
+    reply(server.run_script(client, now, &sha, n, argv, read_only))
+}
+
+pub fn eval(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
+    eval_generic(server, client, now, argv, false)
+}
+
+pub fn eval_ro(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
+    eval_generic(server, client, now, argv, true)
+}
+
+pub fn evalsha(server: &mut RedisServer, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
+    evalsha_generic(server, client, now, argv, false)
+}
+
+pub fn evalsha_ro(
+    server: &mut RedisServer,
+    client: ClientId,
+    now: i64,
+    argv: &[Vec<u8>],
+) -> Outcome {
+    evalsha_generic(server, client, now, argv, true)
 }
 
 pub fn script_load(
@@ -220,7 +302,8 @@ pub fn script_flush(
     reply(Reply::ok())
 }
 
-/// SCRIPT KILL: scripts here always run to completion within one command.
+/// SCRIPT KILL with no script running (`scriptKill`); during a busy script the host answers it
+/// (see `ScriptMonitor`).
 pub fn script_kill(
     _server: &mut RedisServer,
     _client: ClientId,
@@ -230,12 +313,28 @@ pub fn script_kill(
     reply(Reply::error("NOTBUSY No scripts in execution right now."))
 }
 
-/// The SCRIPT container itself is never run: a known subcommand or an error is found first.
+const SCRIPT_HELP: &[&str] = &[
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+];
+
 pub fn script_help(
     _server: &mut RedisServer,
     _client: ClientId,
     _now: i64,
-    _argv: &[Vec<u8>],
+    argv: &[Vec<u8>],
 ) -> Outcome {
-    reply(super::syntax_error())
+    reply(super::connection::help_reply(&argv[0], SCRIPT_HELP))
 }

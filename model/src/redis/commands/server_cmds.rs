@@ -1,8 +1,7 @@
-//! Connection and server commands: PING, ECHO, TIME, INFO, ROLE (`server.c`,
-//! `replication.c`) and WAIT.
+//! Server commands: PING, ECHO, TIME, ROLE (`server.c`, `replication.c`) and WAIT.
 
-use super::{lossy, parse_i64};
-use crate::redis::reply::Reply;
+use super::parse_i64;
+use crate::redis::reply::{Protocol, Reply};
 use crate::redis::server::{ClientId, Ctx, Outcome, RedisServer, Role};
 
 /// PING [message]; in a RESP2 subscribed context the reply is `["pong", message]`.
@@ -10,11 +9,12 @@ pub fn ping(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     if argv.len() > 2 {
         return Reply::error("ERR wrong number of arguments for 'ping' command");
     }
-    let subscribed = ctx
-        .core
-        .clients
-        .get(&ctx.client)
-        .is_some_and(|c| !c.channels.is_empty());
+    let subscribed = ctx.protocol == Protocol::Resp2
+        && ctx
+            .core
+            .clients
+            .get(&ctx.client)
+            .is_some_and(|c| !c.channels.is_empty());
     if subscribed {
         return Reply::Array(vec![
             Reply::bulk("pong"),
@@ -106,120 +106,4 @@ pub fn role(ctx: &mut Ctx<'_>, _argv: &[Vec<u8>]) -> Reply {
             }),
         ]),
     }
-}
-
-/// The `# Replication` section (`genRedisInfoString`).
-fn replication_section(ctx: &Ctx<'_>) -> String {
-    let repl = &ctx.core.repl;
-    let mut s = String::from("# Replication\r\n");
-    match &ctx.core.role {
-        Role::Master => s.push_str("role:master\r\n"),
-        Role::Replica {
-            master_host,
-            master_port,
-        } => {
-            s.push_str("role:slave\r\n");
-            s.push_str(&format!(
-                "master_host:{master_host}\r\nmaster_port:{master_port}\r\n"
-            ));
-            s.push_str(&format!(
-                "master_link_status:{}\r\n",
-                if repl.master_link_up { "up" } else { "down" }
-            ));
-            s.push_str(&format!(
-                "master_last_io_seconds_ago:{}\r\n",
-                repl.master_last_io_seconds_ago
-            ));
-            s.push_str("master_sync_in_progress:0\r\n");
-            s.push_str(&format!(
-                "slave_read_repl_offset:{}\r\n",
-                repl.slave_repl_offset
-            ));
-            s.push_str(&format!("slave_repl_offset:{}\r\n", repl.slave_repl_offset));
-            if !repl.master_link_up {
-                s.push_str("master_link_down_since_seconds:-1\r\n");
-            }
-            s.push_str("slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\n");
-        }
-    }
-    s.push_str(&format!("connected_slaves:{}\r\n", repl.replicas.len()));
-    for (i, r) in repl.replicas.iter().enumerate() {
-        s.push_str(&format!(
-            "slave{i}:ip={},port={},state=online,offset={},lag={}\r\n",
-            r.ip, r.port, r.offset, r.lag
-        ));
-    }
-    let active = !repl.replicas.is_empty() || matches!(ctx.core.role, Role::Replica { .. });
-    s.push_str("master_failover_state:no-failover\r\n");
-    s.push_str(&format!("master_replid:{}\r\n", repl.master_replid));
-    s.push_str("master_replid2:0000000000000000000000000000000000000000\r\n");
-    s.push_str(&format!(
-        "master_repl_offset:{}\r\n",
-        repl.master_repl_offset
-    ));
-    s.push_str("second_repl_offset:-1\r\n");
-    s.push_str(&format!("repl_backlog_active:{}\r\n", i64::from(active)));
-    s.push_str("repl_backlog_size:1048576\r\n");
-    s.push_str(&format!(
-        "repl_backlog_first_byte_offset:{}\r\n",
-        i64::from(active)
-    ));
-    s.push_str(&format!(
-        "repl_backlog_histlen:{}\r\n",
-        if active { repl.master_repl_offset } else { 0 }
-    ));
-    s
-}
-
-fn server_section(ctx: &Ctx<'_>) -> String {
-    format!(
-        "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\narch_bits:64\r\nprocess_id:1\r\ntcp_port:6379\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:locksim\r\nserver_time_usec:{}\r\n",
-        ctx.now.saturating_mul(1000)
-    )
-}
-
-fn clients_section(ctx: &Ctx<'_>) -> String {
-    format!(
-        "# Clients\r\nconnected_clients:{}\r\n",
-        ctx.core.clients.len()
-    )
-}
-
-fn keyspace_section(ctx: &Ctx<'_>) -> String {
-    let mut s = String::from("# Keyspace\r\n");
-    if !ctx.core.db.is_empty() {
-        s.push_str(&format!(
-            "db0:keys={},expires={},avg_ttl=0\r\n",
-            ctx.core.db.len(),
-            ctx.core.db.volatile_len()
-        ));
-    }
-    s
-}
-
-/// INFO [section ...]: the sections implemented are server, clients, replication and keyspace;
-/// `default`, `all` and `everything` print those four. Unknown sections print nothing.
-pub fn info(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    type Section = fn(&Ctx<'_>) -> String;
-    let sections: [(&str, Section); 4] = [
-        ("server", server_section),
-        ("clients", clients_section),
-        ("replication", replication_section),
-        ("keyspace", keyspace_section),
-    ];
-    let wanted: Vec<String> = argv[1..]
-        .iter()
-        .map(|a| lossy(a).to_ascii_lowercase())
-        .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "default" || w == "all" || w == "everything");
-    let mut parts = Vec::new();
-    for (name, section) in sections {
-        if all || wanted.iter().any(|w| w == name) {
-            parts.push(section(ctx));
-        }
-    }
-    Reply::Bulk(parts.join("\r\n").into_bytes())
 }

@@ -75,7 +75,7 @@ fn expire_ms(
     unit: ExpireUnit,
     kind: ExpireKind,
 ) -> Result<i64, Reply> {
-    let invalid = || Reply::Error(format!("ERR invalid expire time in '{name}' command"));
+    let invalid = || Reply::error(format!("ERR invalid expire time in '{name}' command"));
     let mut ms = parse_i64(arg)?;
     if ms <= 0 || (unit == ExpireUnit::Seconds && ms > i64::MAX / 1000) {
         return Err(invalid());
@@ -129,11 +129,9 @@ fn set_generic(
         }
         return replies.map(|(_, abort)| abort).unwrap_or(Reply::Nil);
     }
-    ctx.core
-        .db
-        .set(key, Value::Str(value.to_vec()), flags.keepttl);
+    ctx.db().set(key, Value::Str(value.to_vec()), flags.keepttl);
     if let Some(when) = when {
-        ctx.core.db.set_expire(key, when);
+        ctx.db().set_expire(key, when);
     }
     match when {
         Some(when) => ctx.propagate(vec![
@@ -249,9 +247,7 @@ pub fn getset(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Ok(v) => v,
         Err(e) => return e,
     };
-    ctx.core
-        .db
-        .set(&argv[1], Value::Str(argv[2].clone()), false);
+    ctx.db().set(&argv[1], Value::Str(argv[2].clone()), false);
     ctx.propagate(vec![b"SET".to_vec(), argv[1].clone(), argv[2].clone()]);
     old.map_or(Reply::Nil, Reply::Bulk)
 }
@@ -260,7 +256,7 @@ pub fn getset(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 pub fn getdel(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     match get_string(ctx, &argv[1]) {
         Ok(Some(v)) => {
-            ctx.core.db.remove(&argv[1]);
+            ctx.db().remove(&argv[1]);
             ctx.propagate(vec![b"DEL".to_vec(), argv[1].clone()]);
             Reply::Bulk(v)
         }
@@ -284,9 +280,9 @@ fn incr_decr(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], incr: i64) -> Reply {
         return Reply::error("ERR increment or decrement would overflow");
     };
     let text = value.to_string().into_bytes();
-    match ctx.core.db.get_mut(key) {
+    match ctx.db().get_mut(key) {
         Some(entry) => entry.value = Value::Str(text),
-        None => ctx.core.db.set(key, Value::Str(text), false),
+        None => ctx.db().set(key, Value::Str(text), false),
     }
     ctx.propagate(argv.to_vec());
     Reply::Integer(value)
@@ -318,9 +314,7 @@ pub fn decrby(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 pub fn append(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let len = match ctx.lookup_mut(&argv[1]) {
         None => {
-            ctx.core
-                .db
-                .set(&argv[1], Value::Str(argv[2].clone()), false);
+            ctx.db().set(&argv[1], Value::Str(argv[2].clone()), false);
             argv[2].len()
         }
         Some(entry) => match &mut entry.value {

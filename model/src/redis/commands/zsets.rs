@@ -3,7 +3,7 @@
 use super::{double_reply, is_opt, parse_f64, parse_i64, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::number::strtod_full;
-use crate::redis::reply::Reply;
+use crate::redis::reply::{Protocol, Reply};
 use crate::redis::server::Ctx;
 use crate::redis::types::{Scored, ZSet};
 
@@ -80,12 +80,12 @@ fn zadd_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], mut flags: u8) -> Reply {
             return if incr { Reply::Nil } else { Reply::Integer(0) };
         }
         None => {
-            ctx.core.db.insert_new(key, Value::ZSet(ZSet::default()));
+            ctx.db().insert_new(key, Value::ZSet(ZSet::default()));
         }
         Some(Value::ZSet(_)) => {}
         Some(_) => return wrongtype(),
     }
-    let Some(Value::ZSet(zset)) = ctx.core.db.get_mut(key).map(|e| &mut e.value) else {
+    let Some(Value::ZSet(zset)) = ctx.db().get_mut(key).map(|e| &mut e.value) else {
         return wrongtype();
     };
     let mut nan = false;
@@ -121,7 +121,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], mut flags: u8) -> Reply {
         processed += 1;
         last_score = score;
     }
-    ctx.core.db.remove_if_empty(key);
+    ctx.db().remove_if_empty(key);
     if added + updated > 0 {
         ctx.propagate(argv.to_vec());
     }
@@ -171,7 +171,7 @@ pub fn zrem(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Some(_) => return wrongtype(),
     };
     if deleted > 0 {
-        ctx.core.db.remove_if_empty(key);
+        ctx.db().remove_if_empty(key);
         ctx.propagate(argv.to_vec());
     }
     Reply::Integer(deleted as i64)
@@ -225,12 +225,21 @@ enum RangeType {
     Lex,
 }
 
-fn emit(items: Vec<&Scored>, withscores: bool) -> Reply {
+/// `zrangeResultEmitCBufferToClient`: with scores, RESP3 nests each [member, score] pair,
+/// RESP2 lists them flat.
+fn emit(items: Vec<&Scored>, withscores: bool, protocol: Protocol) -> Reply {
     let mut out = Vec::with_capacity(items.len() * if withscores { 2 } else { 1 });
     for item in items {
-        out.push(Reply::Bulk(item.member.clone()));
-        if withscores {
-            out.push(double_reply(item.score));
+        let member = Reply::Bulk(item.member.clone());
+        match (withscores, protocol) {
+            (false, _) => out.push(member),
+            (true, Protocol::Resp3) => {
+                out.push(Reply::Array(vec![member, double_reply(item.score)]));
+            }
+            (true, Protocol::Resp2) => {
+                out.push(member);
+                out.push(double_reply(item.score));
+            }
         }
     }
     Reply::Array(out)
@@ -244,6 +253,7 @@ fn zrange_generic(
     mut rangetype: RangeType,
     mut reverse: Option<bool>,
 ) -> Reply {
+    let protocol = ctx.protocol;
     let mut withscores = false;
     let mut offset: i64 = 0;
     let mut limit: i64 = -1;
@@ -313,7 +323,7 @@ fn zrange_generic(
             } else {
                 zset.iter().skip(start as usize).take(count).collect()
             };
-            emit(items, withscores)
+            emit(items, withscores, protocol)
         }
         RangeType::Score => {
             let (Some(min), Some(max)) = (parse_bound(&argv[minidx]), parse_bound(&argv[maxidx]))
@@ -352,7 +362,7 @@ fn zrange_generic(
                     .take(take)
                     .collect()
             };
-            emit(items, withscores)
+            emit(items, withscores, protocol)
         }
         RangeType::Lex | RangeType::Auto => {
             let (Some(min), Some(max)) = (parse_lex(&argv[minidx]), parse_lex(&argv[maxidx]))
@@ -375,6 +385,7 @@ fn zrange_generic(
             emit(
                 lex_range(zset, &min, &max, reverse, offset as usize, take),
                 false,
+                protocol,
             )
         }
     }

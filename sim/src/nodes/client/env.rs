@@ -280,9 +280,11 @@ impl ClientEnv {
                     // redis-py's SentinelManagedConnection: a master that turned replica answers
                     // READONLY; drop the connection so the next one asks the Sentinels again.
                     Some(Ok(Reply::Error(e)))
-                        if e.starts_with("READONLY") && !self.sentinels.borrow().is_empty() =>
+                        if e.starts_with(b"READONLY") && !self.sentinels.borrow().is_empty() =>
                     {
-                        Err(CallError::Disconnected(e))
+                        Err(CallError::Disconnected(
+                            String::from_utf8_lossy(&e).into_owned(),
+                        ))
                     }
                     Some(Ok(reply)) => {
                         self.idle.borrow_mut()[server].push(conn);

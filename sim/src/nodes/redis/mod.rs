@@ -26,6 +26,7 @@ use madsim::time::sleep;
 use model::history::{EventKind, owner_node, render_command, render_reply};
 use model::redis::keyspace::Value;
 use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
+use tokio::sync::oneshot;
 
 use crate::nodes::REDIS_PORT;
 use crate::world::net::socket::{NetConn, NetWriter};
@@ -49,6 +50,9 @@ pub struct Node {
     owner: RefCell<Option<String>>,
     /// Every client connection: its peer and writer (pub/sub pushes, CLIENT KILL).
     conns: RefCell<BTreeMap<ClientId, (String, NetWriter)>>,
+    /// Clients blocked in BLPOP/BRPOP: where their reply goes once the server serves them or
+    /// their timeout passes on this node's clock.
+    blocked: RefCell<BTreeMap<ClientId, oneshot::Sender<Reply>>>,
 }
 
 /// What a command sends back.
@@ -58,6 +62,8 @@ enum Response {
     Raw(Vec<u8>),
     /// Nothing (`REPLCONF ACK`).
     Nothing,
+    /// QUIT: the reply, then the connection closes.
+    Close(Reply),
 }
 
 pub async fn redis_node(world: Arc<World>, name: String) {
@@ -73,6 +79,10 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         .expect("appendfsync is validated when the scenario loads");
     let config = ServerConfig {
         seed: stream_seed(world.seed, &format!("{name}/{start}")),
+        port: REDIS_PORT,
+        script_work_limit: world.scenario.topology.lua_time_limit_work,
+        lua_memory_limit_bytes: (world.scenario.topology.lua_memory_limit_mb << 20) as usize,
+        ..ServerConfig::default()
     };
     let node = Rc::new(Node {
         lock_key: world.scheme.key().into_bytes(),
@@ -82,6 +92,7 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         replica_task: RefCell::new(None),
         owner: RefCell::new(None),
         conns: RefCell::default(),
+        blocked: RefCell::default(),
         world,
         name,
     });
@@ -123,6 +134,27 @@ pub async fn redis_node(world: Arc<World>, name: String) {
     }
 }
 
+/// A blocked client's timeout on this node's clock (`clientsHandleTimeout`): sleeps until its
+/// deadline (again after a clock jump backwards), then lets the server answer it.
+async fn block_timeout(node: Rc<Node>, client: ClientId) {
+    while node.blocked.borrow().contains_key(&client) {
+        let Some(deadline) = node.server.borrow().block_deadline(client) else {
+            return;
+        };
+        let now_ms = node.world.time.wall_ms(&node.name);
+        if deadline > now_ms {
+            let wait = node
+                .world
+                .time
+                .true_duration_us(&node.name, (deadline - now_ms) as u64);
+            sleep(Duration::from_micros(wait.max(1))).await;
+            continue;
+        }
+        node.server.borrow_mut().expire_blocked(now_ms);
+        node.deliver_unblocked();
+    }
+}
+
 async fn active_expiry(node: Rc<Node>) {
     loop {
         let period = node
@@ -156,10 +188,17 @@ async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
         loop {
             match parser.parse(&mut buf) {
                 Ok(Some(argv)) => {
-                    match node.execute(id, &client, &writer, &argv).await {
-                        Response::Reply(reply) => reply.encode_into(&mut out),
+                    let response = node.execute(id, &client, &writer, &argv).await;
+                    let protocol = node.server.borrow().protocol(id);
+                    match response {
+                        Response::Reply(reply) => reply.encode_with(protocol, &mut out),
                         Response::Raw(bytes) => out.extend(bytes),
                         Response::Nothing => {}
+                        Response::Close(reply) => {
+                            reply.encode_with(protocol, &mut out);
+                            let _ = writer.send(out);
+                            break 'connection;
+                        }
                     }
                     node.deliver_pushes();
                 }
@@ -228,8 +267,8 @@ impl Node {
         // Lock-key writes by clients are followed only when a fault needs them.
         let before = (self.world.tracks_lock_writes() && client.starts_with("client-"))
             .then(|| self.lock_entry(self.world.time.wall_ms(&self.name)));
-        let reply = match self.host_command(id, &command, argv) {
-            Some(reply) => reply,
+        let (reply, close) = match self.host_command(id, &command, argv) {
+            Some(reply) => (reply, false),
             None => self.execute_in_model(id, argv).await,
         };
         // Sentinel's monitoring (PING, INFO once a second per instance) would drown the trace;
@@ -257,7 +296,11 @@ impl Node {
                 self.world.lock_written(&self.name, client);
             }
         }
-        Response::Reply(reply)
+        if close {
+            Response::Close(reply)
+        } else {
+            Response::Reply(reply)
+        }
     }
 
     /// The lock key as a client would read it at `now_ms`: `None` when absent or expired.
@@ -333,7 +376,8 @@ impl Node {
         Reply::ok()
     }
 
-    async fn execute_in_model(&self, id: ClientId, argv: &[Vec<u8>]) -> Reply {
+    /// Runs a command in the model: its reply, and whether the connection closes after it.
+    async fn execute_in_model(self: &Rc<Self>, id: ClientId, argv: &[Vec<u8>]) -> (Reply, bool) {
         let now_ms = self.world.time.wall_ms(&self.name);
         // A lease that ran out before this command is the clock's doing, not this client's.
         self.observe_owner("expiry", now_ms);
@@ -356,12 +400,45 @@ impl Node {
         }
         let outcome = self.server.borrow_mut().execute(id, now_ms, argv);
         replication::propagate(self);
+        self.deliver_unblocked();
+        self.close_killed();
         match outcome {
-            Outcome::Reply(reply) => reply,
+            Outcome::Reply(reply) => (reply, false),
+            Outcome::Close(reply) => (reply, true),
             Outcome::Wait {
                 numreplicas,
                 timeout_ms,
-            } => Reply::Integer(replication::wait(self, numreplicas, timeout_ms).await),
+            } => (
+                Reply::Integer(replication::wait(self, numreplicas, timeout_ms).await),
+                false,
+            ),
+            Outcome::Blocked => {
+                let (tx, rx) = oneshot::channel();
+                self.blocked.borrow_mut().insert(id, tx);
+                madsim::task::spawn_local(block_timeout(self.clone(), id));
+                (rx.await.unwrap_or(Reply::NilArray), false)
+            }
+        }
+    }
+
+    /// Answers the clients the last command unblocked (BLPOP served, CLIENT UNBLOCK).
+    fn deliver_unblocked(&self) {
+        let unblocked = self.server.borrow_mut().take_unblocked();
+        for (client, reply) in unblocked {
+            if let Some(waiter) = self.blocked.borrow_mut().remove(&client) {
+                let _ = waiter.send(reply);
+            }
+        }
+    }
+
+    /// Resets the connections CLIENT KILL closed.
+    fn close_killed(&self) {
+        let killed = self.server.borrow_mut().take_killed();
+        let conns = self.conns.borrow();
+        for client in killed {
+            if let Some((_, writer)) = conns.get(&client) {
+                writer.reset();
+            }
         }
     }
 

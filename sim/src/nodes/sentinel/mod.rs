@@ -327,7 +327,7 @@ impl State {
                 "failover" => self.failover_command(&word(2)),
                 _ => Reply::error("ERR Unknown sentinel subcommand"),
             },
-            other => Reply::Error(format!("ERR unknown command '{other}'")),
+            other => Reply::error(format!("ERR unknown command '{other}'")),
         }
     }
 }

@@ -93,7 +93,7 @@ impl State {
         let link = self.link(node);
         let valid = match reply {
             Reply::Status(s) => s.starts_with("PONG"),
-            Reply::Error(e) => e.starts_with("LOADING") || e.starts_with("MASTERDOWN"),
+            Reply::Error(e) => e.starts_with(b"LOADING") || e.starts_with(b"MASTERDOWN"),
             _ => false,
         };
         if valid {

@@ -103,7 +103,7 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
     read_reply(&mut conn, &mut buf).await?;
     let answer = match read_reply(&mut conn, &mut buf).await? {
         Reply::Status(s) => s,
-        Reply::Error(e) => return Err(e),
+        Reply::Error(e) => return Err(String::from_utf8_lossy(&e).into_owned()),
         other => return Err(format!("unexpected PSYNC reply {other:?}")),
     };
     let words: Vec<&str> = answer.split(' ').collect();

@@ -1,0 +1,77 @@
+//! What the server keeps per connection (`server.h` `struct client`): protocol, selected
+//! database, name, authentication, the MULTI queue, watched keys, a blocking pop in progress and
+//! the fields `CLIENT LIST` prints.
+
+use super::reply::Protocol;
+
+pub type ClientId = u64;
+
+/// `c->mstate`: the commands queued since MULTI.
+#[derive(Clone, Debug, Default)]
+pub struct MultiState {
+    pub commands: Vec<Vec<Vec<u8>>>,
+    /// `CLIENT_DIRTY_EXEC`: a command was rejected while queueing; EXEC answers EXECABORT.
+    pub dirty_exec: bool,
+    /// The union of the queued commands' flags (`mstate.cmd_flags`): is EXEC a write.
+    pub flags: u32,
+}
+
+/// One WATCHed key (`multi.c` `watchedKey`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchedKey {
+    pub db: usize,
+    pub key: Vec<u8>,
+    /// The key was already logically expired when WATCHed (Redis 7.0: its deletion is not a
+    /// change).
+    pub expired: bool,
+}
+
+/// A client blocked in BLPOP/BRPOP (`c->bpop`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    pub db: usize,
+    pub keys: Vec<Vec<u8>>,
+    /// Pop from the head (BLPOP) or the tail (BRPOP).
+    pub head: bool,
+    /// Absolute wall-clock ms when it times out; `None` waits for ever.
+    pub deadline_ms: Option<i64>,
+}
+
+/// The connection's addresses as `CLIENT LIST` prints them (`ip:port`), set by the host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientAddr {
+    pub peer: String,
+    pub local: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ClientState {
+    /// Channels in subscription order.
+    pub channels: Vec<Vec<u8>>,
+    pub protocol: Protocol,
+    /// The selected database (SELECT).
+    pub db: usize,
+    /// CLIENT SETNAME / HELLO SETNAME; empty = no name.
+    pub name: Vec<u8>,
+    /// AUTH passed (or no password is required).
+    pub authenticated: bool,
+    /// `Some` between MULTI and EXEC/DISCARD.
+    pub multi: Option<MultiState>,
+    pub watched: Vec<WatchedKey>,
+    /// `CLIENT_DIRTY_CAS`: a watched key changed; the next EXEC fails.
+    pub dirty_cas: bool,
+    pub blocked: Option<Blocked>,
+    /// CLIENT NO-EVICT ON.
+    pub no_evict: bool,
+    pub addr: ClientAddr,
+    pub created_ms: i64,
+    pub last_interaction_ms: i64,
+    /// `cmd=` of CLIENT LIST: the last command's full name.
+    pub last_command: &'static str,
+}
+
+impl ClientState {
+    pub fn subscribed(&self) -> bool {
+        !self.channels.is_empty()
+    }
+}

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Client libraries' own test suites against `locksim serve` (or redis-server, to compare).
+#
+#   bash scripts/client-suites.sh setup              # what CI needs: a venv with redis-py and
+#                                                    # pytest, redis-py's tests from its sdist
+#   bash scripts/client-suites.sh redis-py [server]  # redis-py tests/test_lock.py (+ asyncio)
+#   bash scripts/client-suites.sh python-redis-lock [server]
+#   bash scripts/client-suites.sh pottery [server]
+#   bash scripts/client-suites.sh node [server]      # node redlock 5 + ioredis 6, node-redis 6
+#
+# `server` is `locksim` (default: target/release/locksim serve) or `redis` (redis-server 7.0).
+# Everything goes under target/client-suites/ (PyPI and npm, no GitHub).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unset RUSTFLAGS
+root=$PWD
+dir=$root/target/client-suites
+venv=$dir/venv
+py=$venv/bin/python
+REDIS_PY=8.1.0
+mkdir -p "$dir"
+
+setup_venv() {
+  [ -x "$py" ] && return
+  python3 -m venv "$venv"
+  "$py" -m pip install -q --upgrade pip
+}
+
+setup_redis_py() {
+  setup_venv
+  "$py" -m pip install -q "redis==$REDIS_PY" pytest pytest-asyncio
+  if [ ! -d "$dir/redis-$REDIS_PY/tests" ]; then
+    # redis-py's sdist on PyPI carries its tests/ (conftest.py, test_lock.py, test_asyncio/).
+    "$py" -m pip download -q --no-deps --no-binary :all: "redis==$REDIS_PY" -d "$dir/sdist"
+    tar -xzf "$dir/sdist/redis-$REDIS_PY.tar.gz" -C "$dir"
+  fi
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# start_server KIND [extra args]: sets $port and $server_pid.
+start_server() {
+  local kind=$1
+  shift
+  port=$(free_port)
+  if [ "$kind" = redis ]; then
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no "$@" >/dev/null 2>&1 &
+  else
+    [ -x target/release/locksim ] || cargo build --release --quiet
+    target/release/locksim serve --port "$port" "$@" 2>/dev/null &
+  fi
+  server_pid=$!
+  trap 'kill "$server_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.05; done
+  echo "no server on port $port" >&2
+  exit 1
+}
+
+run_redis_py() {
+  setup_redis_py
+  start_server "${1:-locksim}"
+  cd "$dir/redis-$REDIS_PY"
+  "$py" -m pytest tests/test_lock.py tests/test_asyncio/test_lock.py -q -p no:cacheprovider \
+    --redis-url="redis://127.0.0.1:$port/0"
+}
+
+# python-redis-lock's suite starts `redis-server --unixsocket ...` itself: a `redis-server` earlier
+# on PATH runs locksim serve with that socket instead.
+run_python_redis_lock() {
+  # Its own environment, as its tox.ini has it (its pytest.ini turns warnings into errors).
+  local env=$dir/venv-python-redis-lock
+  [ -x "$env/bin/python" ] || python3 -m venv "$env"
+  "$env/bin/python" -m pip install -q "python-redis-lock==4.0.1" pytest Django django-redis \
+    process-tests redis gevent eventlet
+  if [ ! -d "$dir/python_redis_lock-4.0.1/tests" ]; then
+    "$env/bin/python" -m pip download -q --no-deps --no-binary :all: "python-redis-lock==4.0.1" -d "$dir/sdist"
+    tar -xzf "$dir/sdist/python_redis_lock-4.0.1.tar.gz" -C "$dir"
+  fi
+  local bin=$dir/shim-bin
+  mkdir -p "$bin"
+  if [ "${1:-locksim}" = locksim ]; then
+    [ -x target/release/locksim ] || cargo build --release --quiet
+    cat > "$bin/redis-server" <<EOF
+#!/usr/bin/env bash
+# redis-server --port 0 ... --unixsocket PATH  ->  locksim serve on that socket
+sock=""
+while [ \$# -gt 0 ]; do [ "\$1" = --unixsocket ] && sock=\$2; shift; done
+exec "$root/target/release/locksim" serve --port 0 --unixsocket "\$sock"
+EOF
+  else
+    printf '#!/bin/sh\nexec /usr/bin/redis-server "$@"\n' > "$bin/redis-server"
+  fi
+  chmod +x "$bin/redis-server"
+  cd "$dir/python_redis_lock-4.0.1"
+  PATH="$bin:$PATH" PYTHONPATH=tests DJANGO_SETTINGS_MODULE=test_project.settings \
+    "$env/bin/python" -m pytest -q -p no:cacheprovider --ignore=src
+}
+
+# pottery's lock tests (Redlock, AIORedlock, NextID, AIONextID). Its sdist has no conftest.py:
+# the one written here does what the project's does (a random database 1-15 on localhost:6379,
+# FLUSHDB around each test), so the server must listen on 6379 (stop anything else there).
+run_pottery() {
+  local env=$dir/venv-pottery
+  [ -x "$env/bin/python" ] || python3 -m venv "$env"
+  "$env/bin/python" -m pip install -q "pottery==3.0.1" pytest pytest-asyncio uvloop
+  if [ ! -d "$dir/pottery-3.0.1/tests" ]; then
+    "$env/bin/python" -m pip download -q --no-deps --no-binary :all: "pottery==3.0.1" -d "$dir/sdist"
+    tar -xzf "$dir/sdist/pottery-3.0.1.tar.gz" -C "$dir"
+  fi
+  cat > "$dir/pottery-3.0.1/tests/conftest.py" <<'EOF'
+import random
+import warnings
+
+import pytest
+import uvloop
+from redis import Redis
+from redis.asyncio import Redis as AIORedis
+
+from pottery import PotteryWarning
+
+
+@pytest.fixture(autouse=True, scope='session')
+def install_uvloop():
+    uvloop.install()
+
+
+@pytest.fixture(autouse=True, scope='session')
+def filter_warnings():
+    warnings.filterwarnings('ignore', category=PotteryWarning)
+
+
+@pytest.fixture(scope='session')
+def redis_url():
+    return f'redis://localhost:6379/{random.randint(1, 15)}'
+
+
+@pytest.fixture
+def redis(redis_url):
+    client = Redis.from_url(redis_url, socket_timeout=1)
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture
+async def aioredis(redis_url):
+    client = AIORedis.from_url(redis_url, socket_timeout=1)
+    await client.flushdb()
+    yield client
+    await client.flushdb()
+EOF
+  if [ "${1:-locksim}" = redis ]; then
+    redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
+  else
+    [ -x target/release/locksim ] || cargo build --release --quiet
+    target/release/locksim serve --port 6379 2>/dev/null &
+  fi
+  server_pid=$!
+  trap 'kill "$server_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 100); do redis-cli -p 6379 ping >/dev/null 2>&1 && break; sleep 0.05; done
+  cd "$dir/pottery-3.0.1"
+  "$env/bin/python" -m pytest tests/test_redlock.py tests/test_aioredlock.py tests/test_nextid.py \
+    tests/test_aionextid.py -q -p no:cacheprovider -o asyncio_mode=auto
+}
+
+# node-redlock 5 (beta) and node-redis ship no tests in their npm packages:
+# scripts/node-client-checks.mjs runs the operations their READMEs show as named checks.
+run_node() {
+  local work=$dir/node
+  mkdir -p "$work"
+  [ -f "$work/package.json" ] || echo '{"name": "locksim-client-checks", "private": true, "type": "module"}' > "$work/package.json"
+  [ -d "$work/node_modules/redlock" ] || (cd "$work" && npm install --silent --no-audit --no-fund \
+    redlock@5.0.0-beta.2 ioredis@6.0.0 redis@6.3.1)
+  start_server "${1:-locksim}"
+  cp "$root/scripts/node-client-checks.mjs" "$work/checks.mjs"
+  (cd "$work" && node checks.mjs "$port")
+}
+
+case "${1:-}" in
+  setup) setup_redis_py ;;
+  redis-py) run_redis_py "${2:-locksim}" ;;
+  python-redis-lock) run_python_redis_lock "${2:-locksim}" ;;
+  pottery) run_pottery "${2:-locksim}" ;;
+  node) run_node "${2:-locksim}" ;;
+  *) sed -n 2,13p "$0"; exit 2 ;;
+esac

@@ -1,0 +1,514 @@
+//! The state `locksim serve`'s connection tasks share on its one thread, as `redis-server`'s
+//! event loop does: the simulated Redis (`RedisServer`), the connections, what one command
+//! delivers to others (pub/sub messages, answers to blocked clients, CLIENT KILL), and, while a
+//! script runs past `lua-time-limit`, the service Redis gives everyone else meanwhile
+//! (`script.c` `scriptInterrupt` → `processEventsWhileBlocked`): the thread is inside the
+//! script, so the monitor reads and writes the connections' sockets itself (they are
+//! non-blocking; the tasks owning them are suspended), answers `-BUSY`, obeys `SCRIPT KILL`, and
+//! accepts new connections, which get their task once the script is over.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::RawFd;
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use model::redis::{
+    ClientAddr, ClientId, Outcome, Protocol, RedisServer, Reply, RequestParser, ScriptMonitor,
+    ScriptProgress, ScriptVerdict,
+};
+use tokio::sync::Notify;
+
+/// The wall clock, Unix ms (Redis's `mstime()`).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What a connection is doing between commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnState {
+    Ready,
+    /// BLPOP/BRPOP: answered by `deliver` (served or timed out).
+    Blocked,
+    /// WAIT with replicas to wait for: answered 0 at the deadline (`None`: never).
+    Waiting(Option<Instant>),
+}
+
+/// A connection's buffers, shared by its task and the busy-script monitor.
+pub struct ConnIo {
+    pub input: BytesMut,
+    pub parser: RequestParser,
+    /// Parsed commands not run yet.
+    pub queued: VecDeque<Vec<Vec<u8>>>,
+    /// A protocol error to answer after the queued commands, then close.
+    pub protocol_error: Option<Reply>,
+    /// Replies not written yet.
+    pub output: Vec<u8>,
+    /// The task is writing: the monitor must not write to the socket meanwhile.
+    pub writing: bool,
+    pub state: ConnState,
+    /// A busy script made a command of this connection wait for it.
+    pub deferred: bool,
+    pub closing: bool,
+    /// The monitor read the end of the stream.
+    pub eof: bool,
+}
+
+/// One connection.
+pub struct Conn {
+    /// The model's client (a connection accepted during a busy script gets one afterwards).
+    pub client: Cell<Option<ClientId>>,
+    pub addr: ClientAddr,
+    pub fd: RawFd,
+    pub io: RefCell<ConnIo>,
+    /// Something for this connection's task: commands to run, replies to write, or a close.
+    pub wake: Notify,
+}
+
+impl Conn {
+    pub fn new(addr: ClientAddr, fd: RawFd) -> Rc<Conn> {
+        Rc::new(Conn {
+            client: Cell::new(None),
+            addr,
+            fd,
+            io: RefCell::new(ConnIo {
+                input: BytesMut::with_capacity(1024),
+                parser: RequestParser::new(),
+                queued: VecDeque::new(),
+                protocol_error: None,
+                output: Vec::new(),
+                writing: false,
+                state: ConnState::Ready,
+                deferred: false,
+                closing: false,
+                eof: false,
+            }),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Parses what was read; a protocol error ends the input.
+    pub fn parse_input(&self) {
+        let mut io = self.io.borrow_mut();
+        let io = &mut *io;
+        if io.protocol_error.is_some() {
+            io.input.clear();
+            return;
+        }
+        loop {
+            match io.parser.parse(&mut io.input) {
+                Ok(Some(argv)) => io.queued.push_back(argv),
+                Ok(None) => break,
+                Err(e) => {
+                    io.protocol_error = Some(e.reply());
+                    io.input.clear();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// A connection accepted by the monitor during a busy script, waiting for its task.
+pub struct Accepted {
+    pub conn: Rc<Conn>,
+    pub unix: bool,
+}
+
+/// Everything the connection tasks share.
+pub struct Host {
+    pub server: RefCell<RedisServer>,
+    pub conns: RefCell<BTreeMap<ClientId, Rc<Conn>>>,
+    pub clients: Cell<usize>,
+    pub maxclients: usize,
+    /// The listening sockets, for accepting during a busy script: (fd, is Unix).
+    pub listeners: RefCell<Vec<(RawFd, bool)>>,
+    /// The connection whose command is running (`protectClient`).
+    running: Cell<Option<ClientId>>,
+    /// Accepted during a busy script; `serve.rs` gives them tasks afterwards.
+    pub accepted: RefCell<Vec<Accepted>>,
+    /// Connections the monitor gave work to.
+    touched: RefCell<Vec<Rc<Conn>>>,
+    /// A client blocked with a deadline: the timer task looks again.
+    pub timers: Notify,
+    lua_time_limit: Duration,
+}
+
+impl Host {
+    pub fn new(server: RedisServer, maxclients: usize, lua_time_limit: Duration) -> Rc<Host> {
+        let host = Rc::new(Host {
+            server: RefCell::new(server),
+            conns: RefCell::new(BTreeMap::new()),
+            clients: Cell::new(0),
+            maxclients,
+            listeners: RefCell::new(Vec::new()),
+            running: Cell::new(None),
+            accepted: RefCell::new(Vec::new()),
+            touched: RefCell::new(Vec::new()),
+            timers: Notify::new(),
+            lua_time_limit,
+        });
+        host.server
+            .borrow_mut()
+            .set_script_monitor(Box::new(BusyMonitor {
+                host: Rc::downgrade(&host),
+                started: Instant::now(),
+                killed: false,
+            }));
+        host
+    }
+
+    /// A new connection known to the model.
+    pub fn connect(&self, conn: &Rc<Conn>) {
+        let client = self
+            .server
+            .borrow_mut()
+            .connect_from(conn.addr.clone(), now_ms());
+        conn.client.set(Some(client));
+        self.conns.borrow_mut().insert(client, conn.clone());
+    }
+
+    pub fn disconnect(&self, conn: &Conn) {
+        if let Some(client) = conn.client.take() {
+            self.conns.borrow_mut().remove(&client);
+            self.server.borrow_mut().disconnect(client);
+        }
+    }
+
+    /// Runs the connection's queued commands until it blocks, closes or has none left.
+    pub fn run_queued(&self, conn: &Rc<Conn>) {
+        loop {
+            let argv = {
+                let mut io = conn.io.borrow_mut();
+                io.deferred = false;
+                if io.state != ConnState::Ready || io.closing {
+                    return;
+                }
+                match io.queued.pop_front() {
+                    Some(argv) => argv,
+                    None => {
+                        if let Some(error) = io.protocol_error.take() {
+                            error.encode_with(Protocol::Resp2, &mut io.output);
+                            io.closing = true;
+                        }
+                        return;
+                    }
+                }
+            };
+            let Some(client) = conn.client.get() else {
+                return;
+            };
+            self.running.set(Some(client));
+            let outcome = self.server.borrow_mut().execute(client, now_ms(), &argv);
+            self.running.set(None);
+            let protocol = {
+                let mut server = self.server.borrow_mut();
+                server.take_propagated();
+                server.protocol(client)
+            };
+            {
+                let mut io = conn.io.borrow_mut();
+                match outcome {
+                    Outcome::Reply(reply) => reply.encode_with(protocol, &mut io.output),
+                    Outcome::Close(reply) => {
+                        reply.encode_with(protocol, &mut io.output);
+                        io.closing = true;
+                    }
+                    Outcome::Wait {
+                        numreplicas,
+                        timeout_ms,
+                    } => {
+                        if numreplicas <= 0 {
+                            Reply::Integer(0).encode_with(protocol, &mut io.output);
+                        } else {
+                            io.state = ConnState::Waiting((timeout_ms > 0).then(|| {
+                                Instant::now() + Duration::from_millis(timeout_ms as u64)
+                            }));
+                        }
+                    }
+                    Outcome::Blocked => {
+                        io.state = ConnState::Blocked;
+                        self.timers.notify_one();
+                    }
+                }
+            }
+            self.deliver();
+            self.after_busy();
+        }
+    }
+
+    /// Pub/sub messages, answers to unblocked clients, and CLIENT KILL's victims.
+    pub fn deliver(&self) {
+        let (pushes, unblocked, killed) = {
+            let mut server = self.server.borrow_mut();
+            (
+                server.take_pushes(),
+                server.take_unblocked(),
+                server.take_killed(),
+            )
+        };
+        if pushes.is_empty() && unblocked.is_empty() && killed.is_empty() {
+            return;
+        }
+        let conns = self.conns.borrow();
+        for (client, reply) in pushes.into_iter().chain(unblocked) {
+            let Some(conn) = conns.get(&client) else {
+                continue;
+            };
+            let protocol = self.server.borrow().protocol(client);
+            let mut io = conn.io.borrow_mut();
+            reply.encode_with(protocol, &mut io.output);
+            if io.state == ConnState::Blocked && !matches!(reply, Reply::Push(_)) {
+                io.state = ConnState::Ready;
+            }
+            conn.wake.notify_one();
+        }
+        for client in killed {
+            if let Some(conn) = conns.get(&client) {
+                conn.io.borrow_mut().closing = true;
+                conn.wake.notify_one();
+            }
+        }
+    }
+
+    /// After a busy script: the connections it gave work to are woken.
+    fn after_busy(&self) {
+        let touched = std::mem::take(&mut *self.touched.borrow_mut());
+        for conn in touched {
+            conn.wake.notify_one();
+        }
+    }
+
+    /// The next time the timer task must look: the next active expiry cycle or BLPOP timeout.
+    pub fn next_block_deadline(&self) -> Option<Instant> {
+        let deadline = self.server.borrow().next_block_deadline()?;
+        let ms = (deadline - now_ms()).max(0) as u64;
+        Some(Instant::now() + Duration::from_millis(ms))
+    }
+}
+
+/// `lua-time-limit` on the real clock: past it, every checkpoint of the running script serves
+/// the other connections.
+struct BusyMonitor {
+    host: Weak<Host>,
+    started: Instant,
+    killed: bool,
+}
+
+const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+impl ScriptMonitor for BusyMonitor {
+    fn start(&mut self) {
+        self.started = Instant::now();
+        self.killed = false;
+    }
+
+    fn check(&mut self, progress: &ScriptProgress) -> ScriptVerdict {
+        let Some(host) = self.host.upgrade() else {
+            return ScriptVerdict::Continue;
+        };
+        if self.started.elapsed() < host.lua_time_limit {
+            return ScriptVerdict::Continue;
+        }
+        self.accept(&host);
+        let conns: Vec<Rc<Conn>> = host
+            .conns
+            .borrow()
+            .values()
+            .cloned()
+            .chain(host.accepted.borrow().iter().map(|a| a.conn.clone()))
+            .collect();
+        for conn in readable(&conns) {
+            self.serve(&host, &conn, progress);
+        }
+        if self.killed {
+            ScriptVerdict::Kill
+        } else {
+            ScriptVerdict::Continue
+        }
+    }
+}
+
+impl BusyMonitor {
+    /// New connections, as `acceptCommonHandler` (maxclients included); their tasks come later.
+    fn accept(&self, host: &Host) {
+        let listeners = host.listeners.borrow().clone();
+        for (fd, unix) in listeners {
+            loop {
+                // SAFETY: accept4 on our own listening socket; the new descriptor is ours.
+                let client = unsafe {
+                    libc::accept4(
+                        fd,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                    )
+                };
+                if client < 0 {
+                    break;
+                }
+                if host.clients.get() >= host.maxclients {
+                    write_all(client, b"-ERR max number of clients reached\r\n");
+                    // SAFETY: closing the descriptor we just accepted.
+                    unsafe { libc::close(client) };
+                    continue;
+                }
+                host.clients.set(host.clients.get() + 1);
+                let addr = ClientAddr {
+                    peer: String::from("?:0"),
+                    local: String::from("?:0"),
+                };
+                host.accepted.borrow_mut().push(Accepted {
+                    conn: Conn::new(addr, client),
+                    unix,
+                });
+            }
+        }
+    }
+
+    /// `processCommand` during a busy script, for one connection's new input.
+    fn serve(&mut self, host: &Host, conn: &Rc<Conn>, progress: &ScriptProgress) {
+        let running = host.running.get();
+        let own = conn.client.get().is_some() && conn.client.get() == running;
+        {
+            let mut io = conn.io.borrow_mut();
+            match read_available(conn.fd, &mut io.input) {
+                ReadResult::Data => {}
+                ReadResult::Closed => {
+                    io.eof = true;
+                    return;
+                }
+                ReadResult::Nothing => return,
+            }
+        }
+        conn.parse_input();
+        let mut io = conn.io.borrow_mut();
+        let io = &mut *io;
+        let mut rest = VecDeque::new();
+        while let Some(argv) = io.queued.pop_front() {
+            if own || io.deferred || io.closing || io.state != ConnState::Ready {
+                rest.push_back(argv);
+                continue;
+            }
+            let name = argv
+                .first()
+                .map(|a| a.to_ascii_lowercase())
+                .unwrap_or_default();
+            let sub = argv
+                .get(1)
+                .map(|a| a.to_ascii_lowercase())
+                .unwrap_or_default();
+            let reply = match (name.as_slice(), sub.as_slice()) {
+                (b"script", b"kill") if argv.len() == 2 => {
+                    if progress.wrote {
+                        Reply::error(
+                            "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
+                        )
+                    } else {
+                        self.killed = true;
+                        Reply::ok()
+                    }
+                }
+                (b"shutdown", b"nosave") => {
+                    eprintln!("locksim serve: SHUTDOWN NOSAVE during a busy script, exiting");
+                    std::process::exit(0);
+                }
+                (b"quit", _) => {
+                    io.closing = true;
+                    Reply::ok()
+                }
+                (
+                    b"auth" | b"hello" | b"reset" | b"multi" | b"discard" | b"watch" | b"unwatch",
+                    _,
+                ) => {
+                    io.deferred = true;
+                    rest.push_back(argv);
+                    continue;
+                }
+                _ => Reply::error(BUSY),
+            };
+            // Errors and +OK read the same in RESP2 and RESP3.
+            reply.encode_with(Protocol::Resp2, &mut io.output);
+        }
+        io.queued = rest;
+        if !io.writing && !io.output.is_empty() {
+            let written = write_all(conn.fd, &io.output);
+            io.output.drain(..written);
+        }
+        host.touched.borrow_mut().push(conn.clone());
+    }
+}
+
+/// The connections with input waiting (`poll`, no timeout).
+fn readable(conns: &[Rc<Conn>]) -> Vec<Rc<Conn>> {
+    let candidates: Vec<&Rc<Conn>> = conns
+        .iter()
+        .filter(|c| c.io.try_borrow().is_ok_and(|io| !io.eof))
+        .collect();
+    let mut fds: Vec<libc::pollfd> = candidates
+        .iter()
+        .map(|c| libc::pollfd {
+            fd: c.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: poll over a valid array of our own descriptors, not blocking.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if ready <= 0 {
+        return Vec::new();
+    }
+    candidates
+        .into_iter()
+        .zip(&fds)
+        .filter(|(_, p)| p.revents != 0)
+        .map(|(c, _)| c.clone())
+        .collect()
+}
+
+enum ReadResult {
+    Data,
+    Nothing,
+    Closed,
+}
+
+/// Reads what is there (at most 64 KiB), without blocking.
+fn read_available(fd: RawFd, input: &mut BytesMut) -> ReadResult {
+    let mut chunk = [0u8; 16 * 1024];
+    let mut got = false;
+    for _ in 0..4 {
+        // SAFETY: read into a local buffer of the given size from our own descriptor.
+        let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+        match n {
+            0 => return ReadResult::Closed,
+            n if n < 0 => break,
+            n => {
+                input.extend_from_slice(&chunk[..n as usize]);
+                got = true;
+            }
+        }
+    }
+    if got {
+        ReadResult::Data
+    } else {
+        ReadResult::Nothing
+    }
+}
+
+/// Writes as much as the socket takes now; how many bytes.
+fn write_all(fd: RawFd, mut bytes: &[u8]) -> usize {
+    let total = bytes.len();
+    while !bytes.is_empty() {
+        // SAFETY: write from a live slice to our own descriptor.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            break;
+        }
+        bytes = &bytes[n as usize..];
+    }
+    total - bytes.len()
+}
