@@ -88,6 +88,16 @@ fn the_issues_cases_are_errors_naming_the_file_and_the_field() {
             "clients.threads: 1000 clients × 64 threads is 64000 lock owners (limit 1000)",
         ),
         (
+            "lua-work",
+            Box::new(|d| d["topology"]["lua_time_limit_work"] = json!(u64::MAX)),
+            "topology.lua_time_limit_work: must be from 1 to 2000000000 (ten times the default), got 18446744073709551615",
+        ),
+        (
+            "lua-memory",
+            Box::new(|d| d["topology"]["lua_memory_limit_mb"] = json!(1 << 20)),
+            "topology.lua_memory_limit_mb: must be from 1 to 4096, got 1048576",
+        ),
+        (
             "value",
             Box::new(|d| d["scheme"] = json!({ "name": "set", "value": "x".repeat(50 << 20) })),
             "scheme.value: a string of 52428800 bytes (limit 65536 bytes)",

@@ -44,6 +44,14 @@ pub const MIN_NEMESIS_EVERY_MS: u64 = 10;
 /// heartbeat every 10 ms is already a storm (the catalog's is 500 ms).
 pub const MIN_EXTEND_EVERY_MS: u64 = 10;
 
+/// `topology.lua_time_limit_work`: ten times the default budget (about ten seconds of one core
+/// per script), or one runaway script per attempt could keep a run going for hours.
+pub const MAX_LUA_WORK: u64 = 10 * model::redis::script_limits::DEFAULT_SCRIPT_WORK;
+
+/// `topology.lua_memory_limit_mb`: Lua's heap per Redis node (the default is 1024); past a few
+/// GiB one script could fill the machine.
+pub const MAX_LUA_MEMORY_MB: u64 = 4096;
+
 /// Links the network faults of one run may cut and heal (each change is about a microsecond,
 /// and a partition of n nodes cuts up to n²/2): 1,000 clients split in two are 500,000 links.
 pub const MAX_LINK_CHANGES: u64 = 2_000_000;

@@ -557,12 +557,17 @@ impl ScenarioFile {
                 t.min_replicas_max_lag_ms
             ));
         }
-        if t.lua_time_limit_work == 0 {
-            return Err("topology.lua_time_limit_work: must be greater than 0".into());
-        }
-        if !(1..=1 << 20).contains(&t.lua_memory_limit_mb) {
+        if !(1..=limits::MAX_LUA_WORK).contains(&t.lua_time_limit_work) {
             return Err(format!(
-                "topology.lua_memory_limit_mb: must be from 1 to 1048576, got {}",
+                "topology.lua_time_limit_work: must be from 1 to {} (ten times the default), got {}",
+                limits::MAX_LUA_WORK,
+                t.lua_time_limit_work
+            ));
+        }
+        if !(1..=limits::MAX_LUA_MEMORY_MB).contains(&t.lua_memory_limit_mb) {
+            return Err(format!(
+                "topology.lua_memory_limit_mb: must be from 1 to {}, got {}",
+                limits::MAX_LUA_MEMORY_MB,
                 t.lua_memory_limit_mb
             ));
         }
