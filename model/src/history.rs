@@ -479,8 +479,13 @@ mod tests {
             &text[text.len() - 60..]
         );
 
-        let error = Reply::error(format!("ERR {}", "é".repeat(3000)));
+        let error = Reply::error(format!("ERR {}", "é".repeat(TRACE_TEXT_MAX_BYTES)));
         let text = render_reply(&error);
-        assert!(text.starts_with("(error) ERR éé") && text.ends_with("é… (6004 bytes)"));
+        let size = 2 * TRACE_TEXT_MAX_BYTES + 4;
+        assert!(
+            text.starts_with("(error) ERR éé") && text.ends_with(&format!("é… ({size} bytes)")),
+            "{}",
+            &text[text.len() - 40..]
+        );
     }
 }
