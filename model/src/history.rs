@@ -190,29 +190,87 @@ impl Event {
         }
     }
 
+    /// About how much memory the event holds: its own size and the text of its strings (for
+    /// the recorder's budget; the allocator's rounding is not counted).
+    pub fn size_bytes(&self) -> usize {
+        let text: usize = match &self.kind {
+            EventKind::AcquireStarted { .. }
+            | EventKind::ReleaseStarted
+            | EventKind::ExtendStarted
+            | EventKind::ClientDone => 0,
+            EventKind::Acquired { token, .. } => token.len(),
+            EventKind::AcquireFailed { reason } => reason.len(),
+            EventKind::Released { detail, .. } | EventKind::Extended { detail, .. } => detail.len(),
+            EventKind::CommandSent { server, command } => server.len() + command.len(),
+            EventKind::CommandReply { server, reply } => server.len() + reply.len(),
+            EventKind::CommandFailed {
+                server,
+                command,
+                error,
+            } => server.len() + command.len() + error.len(),
+            EventKind::Executed {
+                client,
+                command,
+                reply,
+            } => client.len() + command.len() + reply.len(),
+            EventKind::KeyOwner { key, owner, by } => {
+                key.len() + owner.as_ref().map_or(0, String::len) + by.len()
+            }
+            EventKind::ResourceRead { client, .. } | EventKind::ResourceWrite { client, .. } => {
+                client.len()
+            }
+            EventKind::ResourceRejected { client, op, .. } => client.len() + op.len(),
+            EventKind::Replicated {
+                master, command, ..
+            } => master.len() + command.len(),
+            EventKind::Replication { what, detail } => what.len() + detail.len(),
+            EventKind::Sentinel {
+                what,
+                master,
+                detail,
+            } => what.len() + master.len() + detail.len(),
+            EventKind::Fault { fault, detail, .. } => fault.len() + detail.len(),
+        };
+        std::mem::size_of::<Event>() + self.node.len() + text
+    }
+
     /// One canonical JSON line (no trailing newline): the unit of the trace and its hash.
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("events always serialise")
     }
 }
 
+/// The most of one command or reply the trace keeps, in bytes: a longer argument or string
+/// keeps its head and its size (`"xxxx…" (52428800 bytes)`), and once a rendering has reached
+/// this size the remaining arguments or elements are counted, not shown (`… (999000 more)`),
+/// as Redis's slow log shortens what it keeps (`slowlog.c`: `SLOWLOG_ENTRY_MAX_STRING`,
+/// `SLOWLOG_ENTRY_MAX_ARGC`). Above everything the catalog sends or gets (its longest command,
+/// an `EVAL` of Redisson 3.12's fair-lock script, is 1,817 bytes; its longest reply, the `INFO
+/// ALL` Redisson asks for, 5,097), so its traces are complete; a 50 MB value or a script
+/// returning a million elements costs 16 KiB per event.
+pub const TRACE_TEXT_MAX_BYTES: usize = 16 << 10;
+
 /// Renders argv the way `redis-cli` echoes a command: space-separated, quoting arguments that
-/// need it, so the trace stays readable and stable.
+/// need it, so the trace stays readable and stable; shortened past [`TRACE_TEXT_MAX_BYTES`].
 pub fn render_command(argv: &[Vec<u8>]) -> String {
     let mut out = String::new();
     for (i, arg) in argv.iter().enumerate() {
+        if out.len() >= TRACE_TEXT_MAX_BYTES {
+            out.push_str(&format!(" … ({} more arguments)", argv.len() - i));
+            break;
+        }
         if i > 0 {
             out.push(' ');
         }
         let plain = !arg.is_empty()
+            && arg.len() <= TRACE_TEXT_MAX_BYTES
             && arg
                 .iter()
                 .all(|b| b.is_ascii_graphic() && *b != b'"' && *b != b'\'');
         match std::str::from_utf8(arg) {
             Ok(text) if plain && i == 0 => out.extend(text.chars().map(|c| c.to_ascii_uppercase())),
             Ok(text) if plain => out.push_str(text),
-            Ok(text) => quote(&mut out, text),
-            Err(_) => quote(&mut out, &String::from_utf8_lossy(arg)),
+            _ => push_quoted(&mut out, arg),
         }
     }
     out
@@ -249,31 +307,89 @@ fn quote(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// Renders a reply the way `redis-cli` prints it, on one line.
+/// A string as Rust's `{:?}` quotes it; one longer than [`TRACE_TEXT_MAX_BYTES`] as its head
+/// (cut before a character, never inside one) and its size.
+fn push_quoted(out: &mut String, bytes: &[u8]) {
+    if bytes.len() <= TRACE_TEXT_MAX_BYTES {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => quote(out, text),
+            Err(_) => quote(out, &String::from_utf8_lossy(bytes)),
+        }
+        return;
+    }
+    let mut end = TRACE_TEXT_MAX_BYTES;
+    while end > 0 && bytes[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    let quoted = format!("{:?}", String::from_utf8_lossy(&bytes[..end]));
+    out.push_str(&quoted[..quoted.len() - 1]);
+    out.push_str(&format!("…\" ({} bytes)", bytes.len()));
+}
+
+/// A status or error line as `redis-cli` prints it, shortened as [`push_quoted`] does.
+fn push_line(out: &mut String, text: &str) {
+    if text.len() <= TRACE_TEXT_MAX_BYTES {
+        out.push_str(text);
+        return;
+    }
+    let mut end = TRACE_TEXT_MAX_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&format!("{}… ({} bytes)", &text[..end], text.len()));
+}
+
+/// Renders a reply the way `redis-cli` prints it, on one line, shortened past
+/// [`TRACE_TEXT_MAX_BYTES`].
 pub fn render_reply(reply: &crate::redis::Reply) -> String {
+    let mut out = String::new();
+    push_reply(&mut out, reply);
+    out
+}
+
+fn push_reply(out: &mut String, reply: &crate::redis::Reply) {
     use crate::redis::Reply;
     match reply {
-        Reply::Status(s) => s.clone(),
-        Reply::Error(e) => format!("(error) {}", String::from_utf8_lossy(e)),
-        Reply::Integer(i) => format!("(integer) {i}"),
-        Reply::Bool(b) => format!("(integer) {}", u8::from(*b)),
-        Reply::Bulk(b) | Reply::BigNumber(b) | Reply::Verbatim { text: b, .. } => {
-            format!("{:?}", String::from_utf8_lossy(b))
+        Reply::Status(s) => push_line(out, s),
+        Reply::Error(e) => {
+            out.push_str("(error) ");
+            push_line(out, &String::from_utf8_lossy(e));
         }
-        Reply::Double(d) => format!("{:?}", crate::redis::number::fmt_g17(*d)),
-        Reply::Nil | Reply::NilArray => "(nil)".to_string(),
+        Reply::Integer(i) => out.push_str(&format!("(integer) {i}")),
+        Reply::Bool(b) => out.push_str(&format!("(integer) {}", u8::from(*b))),
+        Reply::Bulk(b) | Reply::BigNumber(b) | Reply::Verbatim { text: b, .. } => {
+            push_quoted(out, b)
+        }
+        Reply::Double(d) => out.push_str(&format!("{:?}", crate::redis::number::fmt_g17(*d))),
+        Reply::Nil | Reply::NilArray => out.push_str("(nil)"),
         Reply::Array(items) | Reply::Sequence(items) | Reply::Set(items) | Reply::Push(items) => {
-            let inner: Vec<String> = items.iter().map(render_reply).collect();
-            format!("[{}]", inner.join(", "))
+            push_items(out, items.len(), items.iter())
         }
         Reply::Map(pairs) => {
-            let inner: Vec<String> = pairs
-                .iter()
-                .flat_map(|(k, v)| [render_reply(k), render_reply(v)])
-                .collect();
-            format!("[{}]", inner.join(", "))
+            push_items(out, 2 * pairs.len(), pairs.iter().flat_map(|(k, v)| [k, v]))
         }
     }
+}
+
+/// `[a, b, …]`; once the rendering has reached [`TRACE_TEXT_MAX_BYTES`], the remaining items
+/// are counted, not shown.
+fn push_items<'a>(
+    out: &mut String,
+    len: usize,
+    items: impl Iterator<Item = &'a crate::redis::Reply>,
+) {
+    out.push('[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        if out.len() >= TRACE_TEXT_MAX_BYTES {
+            out.push_str(&format!("… ({} more)", len - i));
+            break;
+        }
+        push_reply(out, item);
+    }
+    out.push(']');
 }
 
 /// The full canonical trace: one JSON event per line, each line ending in `\n`.
@@ -378,5 +494,55 @@ mod tests {
     fn commands_render_like_redis_cli() {
         let argv: Vec<Vec<u8>> = vec![b"set".to_vec(), b"lock".to_vec(), b"a b".to_vec()];
         assert_eq!(render_command(&argv), r#"SET lock "a b""#);
+    }
+
+    /// A 50 MB argument or a million-element reply costs the trace a few KB, not its size.
+    #[test]
+    fn long_commands_and_replies_keep_their_head_and_size() {
+        use crate::redis::Reply;
+        let value = vec![b'x'; 50 << 20];
+        let command = render_command(&[b"set".to_vec(), b"k".to_vec(), value.clone()]);
+        assert!(command.starts_with("SET k \"xxxx"), "{}", &command[..20]);
+        assert!(command.ends_with("x…\" (52428800 bytes)"), "{command:.20}");
+        assert!(command.len() < TRACE_TEXT_MAX_BYTES + 100);
+
+        let many: Vec<Vec<u8>> = (0..100_000).map(|i| i.to_string().into_bytes()).collect();
+        let command = render_command(&many);
+        assert!(command.starts_with("0 1 2 3"));
+        assert!(command.len() < TRACE_TEXT_MAX_BYTES + 100);
+        let shown = command.split(' ').count() - 4;
+        assert!(
+            command.ends_with(&format!(" … ({} more arguments)", 100_000 - shown)),
+            "{}",
+            &command[command.len() - 60..]
+        );
+
+        let reply = Reply::Array((0..1_000_000).map(Reply::Integer).collect());
+        let text = render_reply(&reply);
+        assert!(text.starts_with("[(integer) 0, (integer) 1, "));
+        assert!(text.ends_with(" more)]"), "{}", &text[text.len() - 40..]);
+        assert!(text.len() < TRACE_TEXT_MAX_BYTES + 100);
+
+        let nested = Reply::Array(vec![Reply::Array(vec![Reply::bulk(&value); 3]); 3]);
+        let text = render_reply(&nested);
+        assert!(
+            text.len() < 2 * TRACE_TEXT_MAX_BYTES + 100,
+            "{}",
+            text.len()
+        );
+        assert!(
+            text.ends_with("x…\" (52428800 bytes), … (2 more)], … (2 more)]"),
+            "{}",
+            &text[text.len() - 60..]
+        );
+
+        let error = Reply::error(format!("ERR {}", "é".repeat(TRACE_TEXT_MAX_BYTES)));
+        let text = render_reply(&error);
+        let size = 2 * TRACE_TEXT_MAX_BYTES + 4;
+        assert!(
+            text.starts_with("(error) ERR éé") && text.ends_with(&format!("é… ({size} bytes)")),
+            "{}",
+            &text[text.len() - 40..]
+        );
     }
 }

@@ -19,6 +19,7 @@ use crate::nodes::resource::resource_node;
 use crate::nodes::sentinel::sentinel_node;
 use crate::scenario::Scenario;
 use crate::scenario::faults::Fault;
+use crate::world::history::Budget;
 use crate::world::procs::node_ip;
 use crate::world::{FaultHook, World};
 
@@ -35,11 +36,21 @@ pub struct RunOutput {
 /// Runs one seed on a fresh OS thread: std's `HashMap` seeds and madsim's thread-locals follow
 /// the seed only for the first runtime on a thread (DESIGN.md, determinism rules).
 pub fn run(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> Result<RunOutput, String> {
+    run_within(scenario, scheme_index, seed, Budget::DEFAULT)
+}
+
+/// As [`run`], with the history's budget given: past it the run stops and is an error.
+pub fn run_within(
+    scenario: &Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+    budget: Budget,
+) -> Result<RunOutput, String> {
     let name = scenario.name.clone();
     let scenario = scenario.clone();
     std::thread::Builder::new()
         .name(format!("seed-{seed}"))
-        .spawn(move || run_on_this_thread(&scenario, scheme_index, seed))
+        .spawn(move || run_on_this_thread(&scenario, scheme_index, seed, budget))
         .map_err(|e| format!("cannot start a simulation thread: {e}"))?
         .join()
         .map_err(|panic| {
@@ -49,10 +60,15 @@ pub fn run(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> Result<R
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
             format!("the simulation of {name} seed {seed} panicked: {message}")
-        })
+        })?
 }
 
-fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> RunOutput {
+fn run_on_this_thread(
+    scenario: &Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+    budget: Budget,
+) -> Result<RunOutput, String> {
     let wall_start = std::time::Instant::now();
     // The row's own world: its masters, faults and expectations.
     let scenario = &Arc::new(scenario.for_scheme(scheme_index));
@@ -64,8 +80,13 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
     let runtime = Runtime::with_seed_and_config(seed, config);
     let world_scenario = scenario.clone();
     let log = NemesisLog::default();
-    let (events, end_us, messages) =
-        runtime.block_on(simulate(world_scenario, scheme_index, seed, log.clone()));
+    let (events, end_us, messages) = runtime.block_on(simulate(
+        world_scenario,
+        scheme_index,
+        seed,
+        budget,
+        log.clone(),
+    ))?;
     drop(runtime);
     let wall_ms = wall_start.elapsed().as_millis() as u64;
 
@@ -102,12 +123,12 @@ fn run_on_this_thread(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) 
         violations: report.violations,
     };
     let nemesis_faults = std::mem::take(&mut *log.lock().expect("never poisoned"));
-    RunOutput {
+    Ok(RunOutput {
         result,
         events,
         messages,
         nemesis_faults,
-    }
+    })
 }
 
 pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
@@ -126,18 +147,21 @@ where
     world.procs.register(name, node.id(), ip);
 }
 
-/// The simulation proper; returns the history, the true time the run ended and the messages sent.
+/// The simulation proper; returns the history, the true time the run ended and the messages
+/// sent, or why the run was stopped (its history's budget ran out).
 async fn simulate(
     scenario: Arc<Scenario>,
     scheme_index: usize,
     seed: u64,
+    budget: Budget,
     nemesis_log: NemesisLog,
-) -> (Vec<Event>, u64, u64) {
+) -> Result<(Vec<Event>, u64, u64), String> {
     let handle = Handle::current();
     let world = World::new(
         scenario.clone(),
         scenario.schemes[scheme_index].clone(),
         seed,
+        budget,
     );
     let (fire, fired) = tokio::sync::mpsc::unbounded_channel();
     world.set_fault_hook(FaultHook {
@@ -194,7 +218,10 @@ async fn simulate(
 
     let duration_us = scenario.duration_ms * 1000;
     let clients = scenario.clients.count;
-    while world.procs.clients_done() < clients && world.time.now_us() < duration_us {
+    while world.procs.clients_done() < clients
+        && world.time.now_us() < duration_us
+        && !world.history.full()
+    {
         madsim::time::sleep(Duration::from_millis(10)).await;
     }
     let end_us = world.time.now_us().min(duration_us);
@@ -202,7 +229,19 @@ async fn simulate(
     for id in world.procs.ids() {
         handle.kill(id);
     }
-    (world.history.take_events(), end_us, world.net.messages())
+    if world.history.full() {
+        let (events, bytes) = world.history.size();
+        return Err(format!(
+            "{}: {} seed {seed}: stopped at {:.3} s of simulated time with {events} events ({} MiB) recorded (limit {} events, {} MiB): the run would go on too long; shorten duration_ms, or lower clients.count, clients.threads, clients.acquisitions or the nemesis's rate",
+            scenario.path,
+            scenario.schemes[scheme_index].label(),
+            end_us as f64 / 1e6,
+            bytes >> 20,
+            budget.events,
+            budget.bytes >> 20
+        ));
+    }
+    Ok((world.history.take_events(), end_us, world.net.messages()))
 }
 
 /// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh

@@ -13,6 +13,7 @@ use locksim::nodes::resp::RespConn;
 use locksim::runner::run;
 use locksim::scenario::Scenario;
 use locksim::world::World;
+use locksim::world::history::Budget;
 use locksim::world::procs::node_ip;
 use model::redis::Reply;
 
@@ -32,7 +33,12 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
     let runtime = madsim::runtime::Runtime::with_seed_and_config(7, madsim::Config::default());
     let outcome = runtime.block_on(async move {
         let handle = madsim::runtime::Handle::current();
-        let world = World::new(scenario.clone(), scenario.schemes[0].clone(), 7);
+        let world = World::new(
+            scenario.clone(),
+            scenario.schemes[0].clone(),
+            7,
+            Budget::DEFAULT,
+        );
         let network = handle
             .create_node()
             .name("network")

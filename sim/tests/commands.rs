@@ -41,7 +41,7 @@ fn check_reports_a_wrong_expectation() {
         shard: None,
         progress: false,
     };
-    let report = check(&scenarios, &opts, &AtomicBool::new(false));
+    let report = check(&scenarios, &opts, &AtomicBool::new(false)).unwrap();
     assert!(!report.passed());
     assert_eq!(report.runs, 3);
     assert_eq!(report.mismatches.len(), 3);

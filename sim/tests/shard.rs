@@ -71,7 +71,7 @@ fn three_shards_merged_are_the_unsharded_comparison_hash_for_hash() {
     for index in 0..3 {
         let out = dir.join(format!("shard-{index}"));
         let o = opts(out.clone(), Some(Shard { index, count: 3 }));
-        let finished = run_all(&scenarios, &o, &stop);
+        let finished = run_all(&scenarios, &o, &stop).unwrap();
         write_results(&scenarios, &finished, &o.manifest(&finished), &out).unwrap();
         sizes.push(finished.planned);
         shard_dirs.push(out);

@@ -25,7 +25,8 @@ fn check_passes(file: &Path) {
             progress: false,
         },
         &AtomicBool::new(false),
-    );
+    )
+    .unwrap();
     assert!(report.passed(), "{}", report.render());
 }
 

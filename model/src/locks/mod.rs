@@ -506,9 +506,29 @@ pub async fn retry_until<F>(
 where
     F: AsyncFnMut() -> Option<Grant>,
 {
+    try_until(
+        env,
+        timeout_ms,
+        retry_delay_ms,
+        async || Ok(attempt().await),
+    )
+    .await
+}
+
+/// As [`retry_until`], for an attempt that can also give up at once: `Err(reason)` ends the
+/// acquire with that reason, where retrying could only fail the same way.
+pub async fn try_until<F>(
+    env: &Rc<dyn LockEnv>,
+    timeout_ms: u64,
+    retry_delay_ms: u64,
+    mut attempt: F,
+) -> Result<Grant, String>
+where
+    F: AsyncFnMut() -> Result<Option<Grant>, String>,
+{
     let start = env.mono_ms();
     loop {
-        if let Some(grant) = attempt().await {
+        if let Some(grant) = attempt().await? {
             return Ok(grant);
         }
         if env.mono_ms().saturating_sub(start) + retry_delay_ms > timeout_ms {

@@ -9,6 +9,10 @@ use serde_json::{Map, Value};
 
 use super::{Lease, LockScheme, SchemeInfo, scheme_info};
 
+/// The longest string parameter: lock keys and values are names, and every command, trace
+/// event and key-owner record repeats them (a 50 MB `value` would be copied into each).
+pub const MAX_STRING_PARAM_BYTES: usize = 1024;
+
 /// The scheme part of a scenario, validated against the catalog.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchemeSpec {
@@ -285,6 +289,7 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// A string parameter (a key, a value, a preset): at most [`MAX_STRING_PARAM_BYTES`].
     pub fn string(&mut self, name: &str, default: &str) -> Result<String, String> {
         self.declare(
             name,
@@ -294,6 +299,11 @@ impl<'a> Params<'a> {
         );
         match self.take(name) {
             None => Ok(default.to_string()),
+            Some(Value::String(s)) if s.len() > MAX_STRING_PARAM_BYTES => Err(format!(
+                "{}.{name}: {} bytes is too long for a lock key or value (limit {MAX_STRING_PARAM_BYTES} bytes)",
+                self.field,
+                s.len()
+            )),
             Some(v) => v
                 .as_str()
                 .map(str::to_string)

@@ -39,7 +39,6 @@
 //! Parameters: `key` (`lock`), `ttl_ms` (10 000), `retry_delay_ms` (100), `acquire`, `release`,
 //! `renew`.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -47,7 +46,7 @@ use serde_json::{Map, Value};
 
 use super::{
     Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
-    not_acquired, random_token, retry_until,
+    not_acquired, random_token, try_until,
 };
 use crate::redis::script_limits::is_runaway_script_error;
 use crate::redis::{Outcome, RedisServer, Reply, ServerConfig};
@@ -366,8 +365,7 @@ impl LockScheme for Script {
         let token = random_token(env.as_ref());
         env.register_token(&token);
         let (key, ttl_ms, step) = (self.key.clone(), self.ttl_ms, self.acquire.clone());
-        let runaway: Cell<Option<String>> = Cell::new(None);
-        let attempt = retry_until(env, timeout_ms, self.retry_delay_ms, async || {
+        let grant = try_until(env, timeout_ms, self.retry_delay_ms, async || {
             let vars = Vars {
                 key: &key,
                 token: &token,
@@ -375,35 +373,34 @@ impl LockScheme for Script {
                 now_ms: env.wall_ms(),
                 client: env.name(),
             };
-            let reply = step.run(env, &vars).await.ok()?;
+            let Ok(reply) = step.run(env, &vars).await else {
+                return Ok(None);
+            };
             if let Reply::Error(e) = &reply
                 && is_runaway_script_error(e)
             {
-                runaway.set(Some(String::from_utf8_lossy(e).into_owned()));
-                // Ends the retries: `retry_until` returns this grant, discarded below.
-                return Some(Grant {
-                    token: String::new(),
-                    fence: None,
-                });
+                return Err(format!(
+                    "the acquire script runs away: {}",
+                    String::from_utf8_lossy(e)
+                ));
             }
             if !step.success.test(&reply) {
-                return None;
+                return Ok(None);
             }
             let fence = if step.fence {
-                Some(reply.as_integer().filter(|f| *f >= 0)? as u64)
+                let Some(fence) = reply.as_integer().filter(|f| *f >= 0) else {
+                    return Ok(None);
+                };
+                Some(fence as u64)
             } else {
                 None
             };
-            Some(Grant {
+            Ok(Some(Grant {
                 token: token.clone(),
                 fence,
-            })
+            }))
         })
-        .await;
-        if let Some(error) = runaway.take() {
-            return Err(format!("the acquire script runs away: {error}"));
-        }
-        let grant = attempt?;
+        .await?;
         let renewal = self.renew.clone().map(|renew| {
             let every = renew.every_ms.unwrap_or((ttl_ms / 3).max(1));
             let (task_env, key, token) = (env.clone(), key.clone(), grant.token.clone());
@@ -526,6 +523,26 @@ mod tests {
             shared.command(&["GET", "k:at:{x}"]),
             Reply::bulk(format!("a@{}", crate::locks::testing::EPOCH_MS))
         );
+    }
+
+    /// A script past the server's budget fails the attempt after one run: retrying it until the
+    /// acquire timeout would pay the whole budget every `retry_delay_ms`.
+    #[test]
+    fn a_script_the_server_stopped_fails_the_attempt_at_once() {
+        let shared = Shared::new();
+        let mut spec = set_nx_px_lua_as_a_script();
+        spec["acquire"]["script"] = json!("while true do end");
+        let spec = SchemeSpec::from_json(&spec, "scheme").unwrap();
+        let env = std::rc::Rc::new(DirectEnv::concrete(&shared, "a", 1));
+        let dyn_env: std::rc::Rc<dyn crate::locks::LockEnv> = env.clone();
+        let err = block_on(spec.build("s").unwrap().acquire(&dyn_env, 60_000)).unwrap_err();
+        assert!(
+            err.starts_with(
+                "the acquire script runs away: ERR Script killed by user with SCRIPT KILL..."
+            ),
+            "{err}"
+        );
+        assert_eq!(env.sent.borrow().len(), 1, "{:?}", env.sent.borrow());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
+use crate::scenario::limits::MAX_RUNS;
 use crate::scenario::range::SeedRange;
 
 /// One run to do.
@@ -18,11 +19,27 @@ pub struct Job {
     pub seed: u64,
 }
 
+/// Refuses more than [`MAX_RUNS`] runs in one command, before they are listed.
+pub fn within_run_limit(runs: u64) -> Result<(), String> {
+    if runs > MAX_RUNS {
+        return Err(format!(
+            "{runs} runs (scenarios × schemes × seeds) in one command (limit {MAX_RUNS}): narrow --seeds, --scheme or the scenarios"
+        ));
+    }
+    Ok(())
+}
+
 /// Every scheme of every scenario on each of its seeds, in that order.
 pub fn every_run(
     scenarios: &[Arc<Scenario>],
     seeds_for: impl Fn(&Scenario) -> SeedRange,
-) -> Vec<Job> {
+) -> Result<Vec<Job>, String> {
+    within_run_limit(
+        scenarios
+            .iter()
+            .map(|s| s.schemes.len() as u64 * seeds_for(s).len())
+            .sum(),
+    )?;
     let mut work = Vec::new();
     for scenario in scenarios {
         let seeds = seeds_for(scenario);
@@ -36,7 +53,7 @@ pub fn every_run(
             }
         }
     }
-    work
+    Ok(work)
 }
 
 /// Runs `work` on `jobs` threads, calling `on_done` in the caller's thread as each run finishes

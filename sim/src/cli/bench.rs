@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::floor::Floor;
+use crate::cli::batch::within_run_limit;
 use crate::runner::{default_jobs, run_parallel};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
@@ -124,6 +125,7 @@ pub fn bench(
     seeds: SeedRange,
     jobs: usize,
 ) -> Result<BenchReport, String> {
+    within_run_limit(scenario.schemes.len() as u64 * seeds.len())?;
     let work: Vec<(usize, u64)> = (0..scenario.schemes.len())
         .flat_map(|s| seeds.iter().map(move |seed| (s, seed)))
         .collect();

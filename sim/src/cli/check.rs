@@ -74,7 +74,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         );
     }
     interrupt::install();
-    let report = check(&scenarios, &opts, interrupt::flag());
+    let report = check(&scenarios, &opts, interrupt::flag())?;
     if args.record {
         if report.interrupted || !report.errors.is_empty() {
             print!("{}", report.render());
@@ -239,8 +239,12 @@ impl CheckReport {
     }
 }
 
-pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool) -> CheckReport {
-    let work: Vec<_> = every_run(scenarios, |s| opts.seeds.unwrap_or(s.seeds))
+pub fn check(
+    scenarios: &[Arc<Scenario>],
+    opts: &CheckOptions,
+    stop: &AtomicBool,
+) -> Result<CheckReport, String> {
+    let work: Vec<_> = every_run(scenarios, |s| opts.seeds.unwrap_or(s.seeds))?
         .into_iter()
         .filter(|job| {
             opts.shard.is_none_or(|shard| {
@@ -304,7 +308,7 @@ pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool
             ));
         }
     }
-    CheckReport {
+    Ok(CheckReport {
         scenarios: scenarios.len(),
         runs,
         mismatches: found,
@@ -319,5 +323,5 @@ pub fn check(scenarios: &[Arc<Scenario>], opts: &CheckOptions, stop: &AtomicBool
         results,
         planned,
         shard: opts.shard,
-    }
+    })
 }

@@ -38,6 +38,7 @@ use crate::runner::RunOutput;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
 use crate::scenario::expect::{broken, mismatches};
+use crate::scenario::limits::MAX_SEEDS;
 use crate::scenario::range::SeedRange;
 
 #[derive(clap::Args)]
@@ -66,6 +67,12 @@ pub struct Args {
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
     let seeds = args.seeds.as_deref().map(super::seed_range).transpose()?;
+    if args.seeds_per_scenario > MAX_SEEDS {
+        return Err(format!(
+            "--seeds-per-scenario: {} seeds (limit {MAX_SEEDS} in one range)",
+            args.seeds_per_scenario
+        ));
+    }
     let scenarios = load_all(&scenario_files(&args.paths)?)?;
     let opts = CompareOptions {
         seeds,
@@ -77,7 +84,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     };
     interrupt::install();
     if opts.shard.is_some() {
-        let finished = run_all(&scenarios, &opts, interrupt::flag());
+        let finished = run_all(&scenarios, &opts, interrupt::flag())?;
         let manifest = opts.manifest(&finished);
         write_results(&scenarios, &finished, &manifest, &opts.out)?;
         print!("{}", shard_text(&manifest, &opts.out));
@@ -129,7 +136,10 @@ impl CompareOptions {
             Some(seeds) => seeds,
             None if self.seeds_per_scenario > 0 => SeedRange {
                 first: scenario.seeds.first,
-                last: scenario.seeds.first + self.seeds_per_scenario - 1,
+                last: scenario
+                    .seeds
+                    .first
+                    .saturating_add(self.seeds_per_scenario - 1),
             },
             None => scenario.seeds,
         }
@@ -159,7 +169,11 @@ pub struct Finished {
 }
 
 /// Runs every (scenario, scheme, seed) of `opts` (its shard only, with `--shard`).
-pub fn run_all(scenarios: &[Arc<Scenario>], opts: &CompareOptions, stop: &AtomicBool) -> Finished {
+pub fn run_all(
+    scenarios: &[Arc<Scenario>],
+    opts: &CompareOptions,
+    stop: &AtomicBool,
+) -> Result<Finished, String> {
     let labels: Vec<Vec<String>> = scenarios
         .iter()
         .map(|s| s.schemes.iter().map(|spec| spec.label()).collect())
@@ -169,7 +183,7 @@ pub fn run_all(scenarios: &[Arc<Scenario>], opts: &CompareOptions, stop: &Atomic
         .enumerate()
         .map(|(i, s)| (s.name.clone(), i))
         .collect();
-    let work: Vec<_> = every_run(scenarios, |s| opts.seeds_for(s))
+    let work: Vec<_> = every_run(scenarios, |s| opts.seeds_for(s))?
         .into_iter()
         .filter(|job| {
             opts.shard.is_none_or(|shard| {
@@ -214,13 +228,13 @@ pub fn run_all(scenarios: &[Arc<Scenario>], opts: &CompareOptions, stop: &Atomic
     for rs in results.values_mut() {
         rs.sort_by_key(|r| r.seed);
     }
-    Finished {
+    Ok(Finished {
         results,
         first_failing,
         errors,
         interrupted: stop.load(Ordering::SeqCst),
         planned,
-    }
+    })
 }
 
 /// Writes `results.jsonl` (cell by cell, seed by seed) and `run.json` for `locksim report`.
@@ -249,7 +263,7 @@ pub fn compare(
     let start = std::time::Instant::now();
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| format!("{}: cannot create: {e}", opts.out.display()))?;
-    let mut finished = run_all(scenarios, opts, stop);
+    let mut finished = run_all(scenarios, opts, stop)?;
     write_results(scenarios, &finished, &opts.manifest(&finished), &opts.out)?;
     let mut first_failing = std::mem::take(&mut finished.first_failing);
     report(

@@ -16,7 +16,7 @@ use reports::accumulate::CellAccumulator;
 use reports::summary::{CellStats, fmt_ms};
 
 use crate::cli::artifacts::{path_component, write_file};
-use crate::cli::batch::{Job, progress_bar, run_jobs};
+use crate::cli::batch::{Job, progress_bar, run_jobs, within_run_limit};
 use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
 use crate::cli::results::{Line, MANIFEST, Manifest};
 use crate::cli::shard::Shard;
@@ -194,6 +194,7 @@ pub fn sweep(
     stop: &AtomicBool,
 ) -> Result<SweepReport, String> {
     let start = std::time::Instant::now();
+    within_run_limit(opts.seeds.len() * opts.schemes.len() as u64)?;
     std::fs::create_dir_all(&opts.dir)
         .map_err(|e| format!("{}: cannot create: {e}", opts.dir.display()))?;
     let path = opts.dir.join("results.jsonl");
@@ -490,12 +491,13 @@ mod tests {
             "{lines}"
         );
 
-        // Simulate a kill in the middle of writing a line.
+        // Simulate a kill in the middle of writing a line, inside a character (the first byte
+        // of "—").
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(dir.join("results.jsonl"))
             .unwrap();
-        f.write_all(br#"{"scenario":"kleppmann-gc-pause","sch"#)
+        f.write_all(b"{\"scenario\":\"kleppmann-gc-pause\",\"sch\xe2")
             .unwrap();
 
         let second = sweep(&scenario, &opts("0..4"), &stop).unwrap();

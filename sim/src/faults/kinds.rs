@@ -1,7 +1,6 @@
 //! What each fault kind does to the world: `inject` and `heal` call the hooks of the resources
 //! it hits (`world::procs`, `world::time`, `world::net`, `world::storage`).
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,33 +14,6 @@ use crate::world::World;
 use crate::world::procs::node_ip;
 
 impl FaultKind {
-    /// The directed links this network fault cuts.
-    fn links(&self, nodes: &[String]) -> Vec<(String, String)> {
-        match self {
-            FaultKind::Partition { groups, one_way } => {
-                let listed: BTreeSet<&String> = groups.iter().flatten().collect();
-                let first_group = |n: &String| groups.iter().position(|g| g.contains(n));
-                let mut links = Vec::new();
-                for a in &listed {
-                    for b in &listed {
-                        let together = groups.iter().any(|g| g.contains(a) && g.contains(b));
-                        let cut_direction = !one_way || first_group(a) < first_group(b);
-                        if a != b && !together && cut_direction {
-                            links.push(((*a).clone(), (*b).clone()));
-                        }
-                    }
-                }
-                links
-            }
-            FaultKind::Isolate { node } => nodes
-                .iter()
-                .filter(|n| *n != node)
-                .flat_map(|n| [(node.clone(), n.clone()), (n.clone(), node.clone())])
-                .collect(),
-            _ => Vec::new(),
-        }
-    }
-
     pub(super) fn inject(&self, world: &Arc<World>) {
         match self {
             FaultKind::Pause { node } => world.procs.pause(node),
@@ -126,42 +98,5 @@ async fn request_failover(world: Arc<World>, master: String) {
             );
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partition_cuts_only_links_between_groups() {
-        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        // A bridge: b talks to both sides, a and c cannot talk; d is unlisted and unaffected.
-        let bridge = FaultKind::Partition {
-            groups: vec![names(&["a", "b"]), names(&["b", "c"])],
-            one_way: false,
-        };
-        let links = bridge.links(&names(&["a", "b", "c", "d"]));
-        assert_eq!(
-            links,
-            vec![
-                ("a".to_string(), "c".to_string()),
-                ("c".to_string(), "a".to_string())
-            ]
-        );
-        // One way: the earlier group's messages to the later group are cut, not the replies.
-        let one_way = FaultKind::Partition {
-            groups: vec![names(&["a"]), names(&["b", "c"])],
-            one_way: true,
-        };
-        assert_eq!(
-            one_way.links(&names(&["a", "b", "c"])),
-            vec![
-                ("a".to_string(), "b".to_string()),
-                ("a".to_string(), "c".to_string())
-            ]
-        );
-        let isolate = FaultKind::Isolate { node: "b".into() };
-        assert_eq!(isolate.links(&names(&["a", "b", "c"])).len(), 4);
     }
 }

@@ -5,10 +5,12 @@
 //! A fault fires at `at_ms`, or `after_ms` after the `nth` occurrence of an event (`on`); it
 //! lasts `duration_ms`, or to the end of the run when that is omitted.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::scenario::limits::MAX_LIST_ITEMS;
 
 /// `redis-N`: a master group's name (not a replica).
 pub fn is_master_name(name: &str) -> bool {
@@ -311,15 +313,26 @@ impl FaultSpec {
                     .groups
                     .clone()
                     .ok_or_else(|| format!("{field}.groups: missing (lists of node names)"))?;
-                if groups.len() < 2 && groups.iter().map(Vec::len).sum::<usize>() < 2 {
+                let entries: usize = groups.iter().map(Vec::len).sum();
+                if entries > MAX_LIST_ITEMS {
                     return Err(format!(
-                        "{field}.groups: a partition needs at least two nodes"
+                        "{field}.groups: {entries} node names in all (limit {MAX_LIST_ITEMS})"
                     ));
                 }
                 let mut expanded = Vec::new();
                 for (g, group) in groups.iter().enumerate() {
+                    if group.is_empty() {
+                        return Err(format!(
+                            "{field}.groups[{g}]: an empty group (list the nodes on each side)"
+                        ));
+                    }
                     let mut members = Vec::new();
                     for (n, node) in group.iter().enumerate() {
+                        if group[..n].contains(node) {
+                            return Err(format!(
+                                "{field}.groups[{g}][{n}]: \"{node}\" is already in this group"
+                            ));
+                        }
                         match node.as_str() {
                             placeholder::MASTERS => members.extend(row.masters.clone()),
                             placeholder::FIRST_MAJORITY => members.extend(row.majority(true)),
@@ -347,10 +360,17 @@ impl FaultSpec {
                     }
                     expanded.push(members);
                 }
-                FaultKind::Partition {
+                let kind = FaultKind::Partition {
                     groups: expanded,
                     one_way: self.one_way.unwrap_or(false),
+                };
+                let nodes: Vec<String> = nodes.iter().cloned().collect();
+                if kind.count_links(&nodes, 0) == 0 {
+                    return Err(format!(
+                        "{field}.groups: cuts no link (every two listed nodes share a group; a partition needs two nodes kept apart)"
+                    ));
                 }
+                kind
             }
             "isolate" => {
                 allowed.push("node");
@@ -597,6 +617,61 @@ impl FaultKind {
         }
     }
 
+    /// The directed links this network fault cuts: for a partition, between every two listed
+    /// nodes that share no group (with `one_way`, only from a node's first group to a later
+    /// one); for `isolate`, every link of the node.
+    pub fn links(&self, nodes: &[String]) -> Vec<(String, String)> {
+        let mut links = Vec::new();
+        self.visit_links(nodes, |a, b| {
+            links.push((a.clone(), b.clone()));
+            true
+        });
+        links
+    }
+
+    /// How many directed links this fault cuts, counting no further than `max + 1`.
+    pub fn count_links(&self, nodes: &[String], max: u64) -> u64 {
+        let mut count = 0;
+        self.visit_links(nodes, |_, _| {
+            count += 1;
+            count <= max
+        });
+        count
+    }
+
+    /// Calls `visit` with each directed link [`FaultKind::links`] lists, in its order, until
+    /// `visit` returns false.
+    fn visit_links(&self, nodes: &[String], mut visit: impl FnMut(&String, &String) -> bool) {
+        match self {
+            FaultKind::Partition { groups, one_way } => {
+                // Each listed node's groups, in order: the first is where it is first listed.
+                let mut member_of: BTreeMap<&String, Vec<usize>> = BTreeMap::new();
+                for (g, group) in groups.iter().enumerate() {
+                    for node in group {
+                        member_of.entry(node).or_default().push(g);
+                    }
+                }
+                for (a, a_groups) in &member_of {
+                    for (b, b_groups) in &member_of {
+                        let together = a_groups.iter().any(|g| b_groups.contains(g));
+                        let cut_direction = !one_way || a_groups[0] < b_groups[0];
+                        if a != b && !together && cut_direction && !visit(a, b) {
+                            return;
+                        }
+                    }
+                }
+            }
+            FaultKind::Isolate { node } => {
+                for n in nodes.iter().filter(|n| *n != node) {
+                    if !visit(node, n) || !visit(n, node) {
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The kind's name in scenarios and traces.
     pub fn name(&self) -> &'static str {
         match self {
@@ -803,6 +878,73 @@ mod tests {
         assert!(
             err(r#"{ "kind": "pause", "node": "client-1", "on": { "event": "acquird" } }"#)
                 .starts_with("faults[3].on.event: unknown event")
+        );
+    }
+
+    #[test]
+    fn partition_cuts_only_links_between_groups() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // A bridge: b talks to both sides, a and c cannot talk; d is unlisted and unaffected.
+        let bridge = FaultKind::Partition {
+            groups: vec![names(&["a", "b"]), names(&["b", "c"])],
+            one_way: false,
+        };
+        let links = bridge.links(&names(&["a", "b", "c", "d"]));
+        assert_eq!(
+            links,
+            vec![
+                ("a".to_string(), "c".to_string()),
+                ("c".to_string(), "a".to_string())
+            ]
+        );
+        // One way: the earlier group's messages to the later group are cut, not the replies.
+        let one_way = FaultKind::Partition {
+            groups: vec![names(&["a"]), names(&["b", "c"])],
+            one_way: true,
+        };
+        assert_eq!(
+            one_way.links(&names(&["a", "b", "c"])),
+            vec![
+                ("a".to_string(), "b".to_string()),
+                ("a".to_string(), "c".to_string())
+            ]
+        );
+        let isolate = FaultKind::Isolate { node: "b".into() };
+        assert_eq!(isolate.links(&names(&["a", "b", "c"])).len(), 4);
+    }
+
+    /// A partition that keeps no two nodes apart is no fault: an error naming the group.
+    #[test]
+    fn partitions_that_cut_nothing_are_errors() {
+        let err = |groups: &str| {
+            spec(&format!(
+                r#"{{ "kind": "partition", "groups": {groups}, "at_ms": 1 }}"#
+            ))
+            .validate("faults[0]", &nodes())
+            .unwrap_err()
+        };
+        assert_eq!(
+            err("[[], []]"),
+            "faults[0].groups[0]: an empty group (list the nodes on each side)"
+        );
+        assert_eq!(
+            err(r#"[["client-1", "client-1"]]"#),
+            "faults[0].groups[0][1]: \"client-1\" is already in this group"
+        );
+        for groups in [
+            r#"[["client-1"]]"#,
+            r#"[["client-1"], ["client-1"]]"#,
+            r#"[["client-1", "redis-1"], ["redis-1", "client-1"]]"#,
+        ] {
+            assert!(
+                err(groups).starts_with("faults[0].groups: cuts no link"),
+                "{groups}"
+            );
+        }
+        assert!(
+            spec(r#"{ "kind": "partition", "groups": [["client-1"], ["redis-1"]], "at_ms": 1 }"#)
+                .validate("faults[0]", &nodes())
+                .is_ok()
         );
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod expect;
 pub mod faults;
+pub mod limits;
 pub mod nemesis;
 pub mod range;
 pub mod schema;
@@ -314,6 +315,15 @@ impl Scenario {
     /// Loads and validates a scenario file. Errors read `FILE: FIELD: PROBLEM`.
     pub fn load(path: &Path) -> Result<Scenario, String> {
         let shown = path.display().to_string();
+        let bytes = std::fs::metadata(path)
+            .map_err(|e| format!("{shown}: cannot read: {e}"))?
+            .len();
+        if bytes > limits::MAX_FILE_BYTES {
+            return Err(format!(
+                "{shown}: {bytes} bytes is too large for a scenario file (limit {} bytes)",
+                limits::MAX_FILE_BYTES
+            ));
+        }
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
         Scenario::parse(&text, &shown)
@@ -321,6 +331,10 @@ impl Scenario {
 
     /// Parses scenario JSON; `path` is only used in messages.
     pub fn parse(text: &str, path: &str) -> Result<Scenario, String> {
+        // Sizes first: an oversized string or list is named before anything is built from it.
+        if let Ok(value) = serde_json::from_str::<Value>(text) {
+            limits::check_sizes(&value).map_err(|e| format!("{path}: {e}"))?;
+        }
         let de = &mut serde_json::Deserializer::from_str(text);
         let file: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
@@ -504,6 +518,7 @@ impl ScenarioFile {
         if self.duration_ms == 0 {
             return Err("duration_ms: must be greater than 0".into());
         }
+
         let t = &self.topology;
         if t.masters == 0 {
             return Err("topology.masters: must be at least 1".into());
@@ -542,12 +557,17 @@ impl ScenarioFile {
                 t.min_replicas_max_lag_ms
             ));
         }
-        if t.lua_time_limit_work == 0 {
-            return Err("topology.lua_time_limit_work: must be greater than 0".into());
-        }
-        if !(1..=1 << 20).contains(&t.lua_memory_limit_mb) {
+        if !(1..=limits::MAX_LUA_WORK).contains(&t.lua_time_limit_work) {
             return Err(format!(
-                "topology.lua_memory_limit_mb: must be from 1 to 1048576, got {}",
+                "topology.lua_time_limit_work: must be from 1 to {} (ten times the default), got {}",
+                limits::MAX_LUA_WORK,
+                t.lua_time_limit_work
+            ));
+        }
+        if !(1..=limits::MAX_LUA_MEMORY_MB).contains(&t.lua_memory_limit_mb) {
+            return Err(format!(
+                "topology.lua_memory_limit_mb: must be from 1 to {}, got {}",
+                limits::MAX_LUA_MEMORY_MB,
                 t.lua_memory_limit_mb
             ));
         }
@@ -579,14 +599,49 @@ impl ScenarioFile {
                 c.threads
             ));
         }
+        if c.count * c.threads > limits::MAX_LOCK_OWNERS {
+            return Err(format!(
+                "clients.threads: {} clients × {} threads is {} lock owners (limit {})",
+                c.count,
+                c.threads,
+                c.count * c.threads,
+                limits::MAX_LOCK_OWNERS
+            ));
+        }
+        if c.acquisitions > limits::MAX_ACQUISITIONS {
+            return Err(format!(
+                "clients.acquisitions: {} per worker (limit {}; the run also ends at duration_ms)",
+                c.acquisitions,
+                limits::MAX_ACQUISITIONS
+            ));
+        }
+        if self.faults.len() > limits::MAX_FAULTS {
+            return Err(format!(
+                "faults: {} scripted faults (limit {}; a random nemesis draws many more)",
+                self.faults.len(),
+                limits::MAX_FAULTS
+            ));
+        }
+        if let Some(Value::Array(list)) = &self.schemes
+            && list.len() > limits::MAX_SCHEMES
+        {
+            return Err(format!(
+                "schemes: {} schemes, each a run of its own (limit {})",
+                list.len(),
+                limits::MAX_SCHEMES
+            ));
+        }
         if self.lease_ms == Some(0) {
             return Err("lease_ms: must be greater than 0".into());
         }
         let (schemes, all_schemes) = self.scheme_rows()?;
         if let Some(extend) = c.extend {
             match (extend.every_ms, extend.before_write) {
-                (Some(0), _) => {
-                    return Err("clients.extend.every_ms: must be greater than 0".into());
+                (Some(every_ms), _) if every_ms < limits::MIN_EXTEND_EVERY_MS => {
+                    return Err(format!(
+                        "clients.extend.every_ms: an extension every {every_ms} ms is too frequent (limit: at least {} ms)",
+                        limits::MIN_EXTEND_EVERY_MS
+                    ));
                 }
                 (Some(_), true) | (None, false) => {
                     return Err(
@@ -739,6 +794,18 @@ impl ScenarioFile {
             .enumerate()
             .map(|(i, f)| f.validate(&format!("faults[{i}]"), row))
             .collect::<Result<Vec<_>, _>>()?;
+        let node_list: Vec<String> = row.nodes.iter().cloned().collect();
+        let mut link_changes = 0;
+        for (i, fault) in faults.iter().enumerate() {
+            let left = (limits::MAX_LINK_CHANGES - link_changes) / 2;
+            link_changes += 2 * fault.kind.count_links(&node_list, left);
+            if link_changes > limits::MAX_LINK_CHANGES {
+                return Err(format!(
+                    "faults[{i}]: the partitions and isolations up to this one cut and heal more than {0} links (limit {0} link changes)",
+                    limits::MAX_LINK_CHANGES
+                ));
+            }
+        }
         let nemesis = match &self.nemesis {
             Some(value) => Some(NemesisSpec::from_json(value, &row.nodes, self.duration_ms)?),
             None => None,
@@ -849,6 +916,82 @@ mod tests {
         assert!(err.starts_with("f.json: seeds: "), "{err}");
         let err = Scenario::parse("{ not json", "f.json").unwrap_err();
         assert!(err.starts_with("f.json: "), "{err}");
+    }
+
+    /// Unbounded work is refused with the field and the limit (issue 17).
+    #[test]
+    fn work_beyond_the_limits_is_an_error_naming_the_field() {
+        let err = |fields: &str| {
+            Scenario::parse(
+                &format!(r#"{{ "name": "m", "scheme": "set-nx-px-lua", {fields} }}"#),
+                "f.json",
+            )
+            .unwrap_err()
+        };
+        assert_eq!(
+            err(r#""duration_ms": 1000000000000000, "clients": { "acquisitions": 4294967295 }"#),
+            "f.json: duration_ms: 1000000000000000 ms is longer than a run may be (limit 3600000 ms, one simulated hour)"
+        );
+        assert_eq!(
+            err(r#""clients": { "acquisitions": 4294967295 }"#),
+            "f.json: clients.acquisitions: 4294967295 per worker (limit 1000000; the run also ends at duration_ms)"
+        );
+        assert_eq!(
+            err(r#""clients": { "count": 100, "threads": 64 }"#),
+            "f.json: clients.threads: 100 clients × 64 threads is 6400 lock owners (limit 1000)"
+        );
+        assert!(
+            err(r#""clients": { "hold_ms": [10, 1e300] }"#)
+                .starts_with("f.json: clients.hold_ms[1]: ")
+        );
+        let faults = vec![r#"{ "kind": "pause", "node": "client-1", "at_ms": 1 }"#; 1001];
+        assert_eq!(
+            err(&format!(r#""faults": [{}]"#, faults.join(","))),
+            "f.json: faults: 1001 scripted faults (limit 1000; a random nemesis draws many more)"
+        );
+        let clients: Vec<String> = (1..=1000).map(|i| format!("\"client-{i}\"")).collect();
+        let split = format!(
+            r#"{{ "kind": "partition", "groups": [[{}], [{}]], "at_ms": 1 }}"#,
+            clients[..500].join(","),
+            clients[500..].join(",")
+        );
+        assert_eq!(
+            err(&format!(
+                r#""clients": {{ "count": 1000 }}, "faults": [{split}, {split}, {split}]"#
+            )),
+            "f.json: faults[2]: the partitions and isolations up to this one cut and heal more than 2000000 links (limit 2000000 link changes)"
+        );
+        assert!(
+            err(r#""clients": { "count": 1000 }, "duration_ms": 30000,
+                   "nemesis": { "partition": { "every_ms": [1000, 2000], "duration_ms": 100 } }"#)
+                .starts_with("f.json: nemesis.partition: up to 31 faults, each cutting and healing up to 1002001 links of its 1001 nodes")
+        );
+        let value = "x".repeat(50 << 20);
+        let err = Scenario::parse(
+            &format!(r#"{{ "name": "m", "scheme": {{ "name": "set", "value": "{value}" }} }}"#),
+            "f.json",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "f.json: scheme.value: a string of 52428800 bytes (limit 65536 bytes)"
+        );
+        let err = Scenario::parse(
+            r#"{ "name": "m", "scheme": "fencing", "seeds": "0..18446744073709551615" }"#,
+            "f.json",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("f.json: seeds: ") && err.ends_with("(limit 1000000 in one range)")
+        );
+        assert!(
+            Scenario::parse(
+                r#"{ "name": "m", "scheme": "set-nx-px-lua", "duration_ms": 3600000,
+                     "clients": { "count": 1000, "acquisitions": 1000000 } }"#,
+                "f.json"
+            )
+            .is_ok()
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::scenario::faults::is_master_name;
+use crate::scenario::limits::{MAX_LINK_CHANGES, MIN_NEMESIS_EVERY_MS};
 use crate::scenario::range::MsRange;
 
 /// The kinds the random nemesis draws, in the order it lists them.
@@ -110,9 +111,11 @@ impl NemesisSpec {
                         .as_bool()
                         .ok_or_else(|| format!("{field}: expected true or false, got {v}"))?;
                 }
-                kind if KINDS.contains(&kind) => spec
-                    .kinds
-                    .push(KindSpec::from_json(kind, v, &field, nodes)?),
+                kind if KINDS.contains(&kind) => {
+                    let spec_of_kind = KindSpec::from_json(kind, v, &field, nodes)?;
+                    spec_of_kind.check_link_changes(&field, nodes.len(), duration_ms)?;
+                    spec.kinds.push(spec_of_kind);
+                }
                 other => {
                     return Err(format!(
                         "nemesis.{other}: unknown field (fault kinds: {}; or heal_at_ms, swarm)",
@@ -155,8 +158,11 @@ impl KindSpec {
             })?,
             &format!("{field}.every_ms"),
         )?;
-        if every_ms.min == 0 {
-            return Err(format!("{field}.every_ms: must be at least 1 ms"));
+        if every_ms.min < MIN_NEMESIS_EVERY_MS {
+            return Err(format!(
+                "{field}.every_ms: faults {} ms apart are too frequent (limit: at least {MIN_NEMESIS_EVERY_MS} ms)",
+                every_ms.min
+            ));
         }
         let duration_ms = match map.get("duration_ms") {
             Some(v) => Some(ms_range(v, &format!("{field}.duration_ms"))?),
@@ -255,6 +261,37 @@ impl KindSpec {
     }
 }
 
+impl KindSpec {
+    /// A partition of the kind's n nodes cuts up to n²/2 links and an isolation 2(N−1) of the
+    /// scenario's N nodes, each healed again: with a fault every `every_ms.min` for the whole
+    /// run, the total must stay within [`MAX_LINK_CHANGES`].
+    fn check_link_changes(
+        &self,
+        field: &str,
+        all_nodes: usize,
+        duration_ms: u64,
+    ) -> Result<(), String> {
+        let per_fault = match self.kind.as_str() {
+            "partition" => (self.nodes.len() as u64).pow(2),
+            "isolate" => 4 * (all_nodes as u64).saturating_sub(1),
+            _ => return Ok(()),
+        };
+        let faults = duration_ms / self.every_ms.min + 1;
+        let changes = faults.saturating_mul(per_fault);
+        if changes > MAX_LINK_CHANGES {
+            return Err(format!(
+                "{field}: up to {faults} faults, each cutting and healing up to {per_fault} links of its {} nodes, are {changes} link changes (limit {MAX_LINK_CHANGES}); list fewer nodes or raise every_ms",
+                if self.kind == "isolate" {
+                    all_nodes
+                } else {
+                    self.nodes.len()
+                }
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The fields one kind's nemesis takes, and those it requires (validation and the scenario
 /// JSON Schema both ask here).
 pub fn kind_fields(kind: &str) -> (Vec<&'static str>, Vec<&'static str>) {
@@ -342,26 +379,32 @@ mod tests {
         let err = |v: Value| NemesisSpec::from_json(&v, &nodes(), 30_000).unwrap_err();
         assert!(err(serde_json::json!({"paws": {}})).starts_with("nemesis.paws: unknown field"));
         assert_eq!(
-            err(serde_json::json!({"pause": {"every_ms": [1, 2]}})),
+            err(serde_json::json!({"pause": {"every_ms": [100, 200]}})),
             "nemesis.pause.duration_ms: missing ([min, max] ms each fault lasts)"
         );
         assert!(
             err(
-                serde_json::json!({"pause": {"every_ms": [1, 2], "duration_ms": 5, "nodes": ["x"]}})
+                serde_json::json!({"pause": {"every_ms": [100, 200], "duration_ms": 5, "nodes": ["x"]}})
             )
             .starts_with("nemesis.pause.nodes[0]: no node \"x\"")
         );
         assert!(
-            err(serde_json::json!({"clock_jump": {"every_ms": 5}}))
+            err(serde_json::json!({"clock_jump": {"every_ms": 500}}))
                 .starts_with("nemesis.clock_jump.delta_ms: missing")
         );
-        assert!(err(serde_json::json!({"failover": {"every_ms": 5}})).contains("needs Sentinels"));
+        assert!(
+            err(serde_json::json!({"failover": {"every_ms": 500}})).contains("needs Sentinels")
+        );
+        assert_eq!(
+            err(serde_json::json!({"failover": {"every_ms": [1, 1]}})),
+            "nemesis.failover.every_ms: faults 1 ms apart are too frequent (limit: at least 10 ms)"
+        );
     }
 
     #[test]
     fn node_groups_fit_every_row() {
         let v = serde_json::json!({
-            "delay": { "every_ms": 5, "duration_ms": 5, "extra_ms": 5,
+            "delay": { "every_ms": 10, "duration_ms": 5, "extra_ms": 5,
                        "nodes": ["{clients}", "resource", "{masters}"] }
         });
         let spec = NemesisSpec::from_json(&v, &nodes(), 30_000).unwrap();

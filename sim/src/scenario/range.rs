@@ -4,6 +4,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::scenario::limits::MAX_SEEDS;
+
 /// An inclusive seed range, written `"A..B"` (both ends included, so `"0..19"` is 20 seeds) or
 /// a single number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +39,12 @@ impl SeedRange {
         };
         if range.first > range.last {
             return Err(format!("\"{text}\": the first seed is after the last"));
+        }
+        if range.last - range.first >= MAX_SEEDS {
+            return Err(format!(
+                "\"{text}\": {} seeds (limit {MAX_SEEDS} in one range)",
+                u128::from(range.last - range.first) + 1
+            ));
         }
         Ok(range)
     }
@@ -111,5 +119,10 @@ mod tests {
             vec![7]
         );
         assert!(SeedRange::parse("a..b").is_err());
+        assert_eq!(SeedRange::parse("5..1000004").unwrap().len(), 1_000_000);
+        assert_eq!(
+            SeedRange::parse("0..18446744073709551615").unwrap_err(),
+            "\"0..18446744073709551615\": 18446744073709551616 seeds (limit 1000000 in one range)"
+        );
     }
 }

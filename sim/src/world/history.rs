@@ -39,6 +39,26 @@ pub struct Fired {
     pub holder: Option<String>,
 }
 
+/// How much one run's history may hold. A run that reaches it stops (its tasks park at their
+/// next event) and is reported as an error, so that no product of scenario fields (clients ×
+/// threads × duration × polling rate × faults) can run for hours or fill the memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    pub events: usize,
+    /// As `Event::size_bytes` counts them.
+    pub bytes: usize,
+}
+
+impl Budget {
+    /// 1,000,000 events — 50 times the catalog's busiest run (18,783 events); 3 s of one core
+    /// for two clients, 14 s for a thousand (measured in release on the project's 2-core
+    /// machine) — or 256 MiB.
+    pub const DEFAULT: Budget = Budget {
+        events: 1_000_000,
+        bytes: 256 << 20,
+    };
+}
+
 pub struct History {
     state: Mutex<State>,
 }
@@ -84,7 +104,12 @@ fn group(triggers: Vec<Trigger>) -> BTreeMap<String, Vec<TriggerGroup>> {
 }
 
 struct State {
+    budget: Budget,
     events: Vec<Event>,
+    /// What `events` holds, as `Event::size_bytes` counts it.
+    bytes: usize,
+    /// The budget ran out: nothing more is recorded.
+    full: bool,
     /// Lock values → the client that wrote them, for attributing key owners.
     tokens: BTreeMap<String, String>,
     /// The lock key's owner on each Redis node, as last recorded.
@@ -98,10 +123,13 @@ struct State {
 }
 
 impl History {
-    pub fn new(triggers: Vec<Trigger>) -> History {
+    pub fn new(triggers: Vec<Trigger>, budget: Budget) -> History {
         History {
             state: Mutex::new(State {
+                budget,
                 events: Vec::new(),
+                bytes: 0,
+                full: false,
                 tokens: BTreeMap::new(),
                 key_owners: BTreeMap::new(),
                 triggers: group(triggers),
@@ -115,9 +143,16 @@ impl History {
         self.state.lock().expect("never poisoned")
     }
 
-    /// Appends an event; returns the triggers it completed, in the scenario's order.
+    /// Appends an event; returns the triggers it completed, in the scenario's order. Once the
+    /// budget is spent nothing more is recorded (see [`Budget`]).
     pub fn record(&self, event: Event) -> Vec<Fired> {
         let mut state = self.state();
+        if state.full {
+            return Vec::new();
+        }
+        state.bytes += event.size_bytes();
+        state.full =
+            state.events.len() + 1 >= state.budget.events || state.bytes >= state.budget.bytes;
         let command_word = match &event.kind {
             EventKind::CommandSent { command, .. } => command.split(' ').next(),
             _ => None,
@@ -139,6 +174,17 @@ impl History {
         }
         state.events.push(event);
         fired
+    }
+
+    /// Whether the run's budget is spent: the run must stop.
+    pub fn full(&self) -> bool {
+        self.state().full
+    }
+
+    /// Events and bytes recorded so far.
+    pub fn size(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.events.len(), state.bytes)
     }
 
     /// `client`'s command left the lock key written on `node`: fires `lock_written`, and

@@ -30,7 +30,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::scenario::Scenario;
 use crate::scenario::faults::When;
-use history::{Fired, History, Trigger};
+use history::{Budget, Fired, History, Trigger};
 use net::Network;
 use procs::Procs;
 use storage::Disks;
@@ -63,7 +63,12 @@ pub struct FaultHook {
 }
 
 impl World {
-    pub fn new(scenario: Arc<Scenario>, scheme: SchemeSpec, seed: u64) -> Arc<World> {
+    pub fn new(
+        scenario: Arc<Scenario>,
+        scheme: SchemeSpec,
+        seed: u64,
+        budget: Budget,
+    ) -> Arc<World> {
         let mut triggers = Vec::new();
         for (fault, f) in scenario.faults.iter().enumerate() {
             if let When::On {
@@ -93,7 +98,7 @@ impl World {
             net: Network::default(),
             disks: Disks::default(),
             procs: Procs::default(),
-            history: History::new(triggers),
+            history: History::new(triggers, budget),
             fault_hook: OnceLock::new(),
             tracks_lock_writes,
             me: me.clone(),
@@ -118,7 +123,13 @@ impl World {
     /// Records an event of a task that can go on running, and yields if the event injected a
     /// fault at its instant: madsim stops a paused or killed node's task only where it yields.
     pub async fn emit(&self, node: &str, thread: Option<u32>, kind: EventKind) {
-        if self.record_thread(node, thread, kind) {
+        let injected = self.record_thread(node, thread, kind);
+        if self.history.full() {
+            // The run is over (the history's budget is spent): the task stops here, so that even
+            // a loop that takes no simulated time lets the runner see it.
+            std::future::pending::<()>().await;
+        }
+        if injected {
             madsim::task::yield_now().await;
         }
     }

@@ -117,7 +117,9 @@ impl NodeClock {
     /// Wall-clock Unix time in ms at true time `true_us` (what `System.currentTimeMillis()`
     /// or Redis's `mstime()` return on this node).
     pub fn wall_ms(&self, true_us: u64) -> i64 {
-        (self.wall_base_us + self.elapsed_local_us(true_us) as i64).div_euclid(1000)
+        self.wall_base_us
+            .saturating_add(self.elapsed_local_us(true_us) as i64)
+            .div_euclid(1000)
     }
 
     /// Monotonic ms since the start of the run, as this node measures it.
@@ -132,15 +134,18 @@ impl NodeClock {
 
     fn rebase(&mut self, true_us: u64) {
         let elapsed = self.elapsed_local_us(true_us);
-        self.wall_base_us += elapsed as i64;
+        self.wall_base_us = self.wall_base_us.saturating_add(elapsed as i64);
         self.mono_base_us += elapsed;
         self.base_true_us = true_us;
     }
 
     /// Steps the wall clock by `delta_ms` (NTP step, operator error): monotonic time is unaffected.
+    /// Jumps saturate: a random nemesis may pile up more of them than an i64 of µs holds.
     pub fn jump(&mut self, true_us: u64, delta_ms: i64) {
         self.rebase(true_us);
-        self.wall_base_us += delta_ms * 1000;
+        self.wall_base_us = self
+            .wall_base_us
+            .saturating_add(delta_ms.saturating_mul(1000));
     }
 
     /// From now on the clock runs at `rate` × true time (1.5 = 50 % fast).

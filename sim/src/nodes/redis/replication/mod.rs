@@ -345,7 +345,12 @@ mod tests {
             let runtime = Runtime::with_seed_and_config(1, madsim::Config::default());
             runtime.block_on(async move {
                 let handle = Handle::current();
-                let world = World::new(scenario.clone(), scenario.schemes[0].clone(), 1);
+                let world = World::new(
+                    scenario.clone(),
+                    scenario.schemes[0].clone(),
+                    1,
+                    crate::world::history::Budget::DEFAULT,
+                );
                 let network = handle
                     .create_node()
                     .name("network")
