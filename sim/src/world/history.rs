@@ -343,15 +343,18 @@ mod tests {
 
     #[test]
     fn each_trigger_fires_on_its_nth_matching_event_in_scenario_order() {
-        let history = History::new(vec![
-            trigger(0, "command_sent", Some("c1"), Some("set"), 2),
-            trigger(1, "command_sent", None, None, 1),
-            trigger(2, "command_sent", Some("c1"), Some("SET"), 2),
-            trigger(3, "command_sent", Some("c1"), Some("set"), 1),
-            trigger(4, "acquired", None, None, 1),
-            trigger(5, "command_sent", Some("c2"), None, 1),
-            trigger(6, "command_sent", None, None, 3),
-        ]);
+        let history = History::new(
+            vec![
+                trigger(0, "command_sent", Some("c1"), Some("set"), 2),
+                trigger(1, "command_sent", None, None, 1),
+                trigger(2, "command_sent", Some("c1"), Some("SET"), 2),
+                trigger(3, "command_sent", Some("c1"), Some("set"), 1),
+                trigger(4, "acquired", None, None, 1),
+                trigger(5, "command_sent", Some("c2"), None, 1),
+                trigger(6, "command_sent", None, None, 3),
+            ],
+            Budget::DEFAULT,
+        );
         assert_eq!(sent(&history, "c1", "SET k v"), vec![1, 3]);
         assert_eq!(sent(&history, "c2", "GET k"), vec![5]);
         assert_eq!(sent(&history, "c1", "set k v"), vec![0, 2, 6]);
