@@ -4,47 +4,10 @@
 //! Without that setup the test is skipped with a notice, unless
 //! `LOCKSIM_REQUIRE_CLIENT_SUITES=1` (as in CI), where it fails.
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve() -> (Serve, u16) {
-    for _ in 0..10 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_locksim"))
-            .args(["serve", "--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("locksim runs");
-        let mut serve = Serve(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = serve.0.try_wait() {
-                break;
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return (serve, port);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    panic!("locksim serve did not start");
-}
+mod common;
 
 /// redis-py's unpacked sdist (`redis-<version>/tests/test_lock.py`) and the venv's python.
 fn installed(suites: &Path) -> Option<(PathBuf, PathBuf)> {
@@ -75,7 +38,8 @@ fn redis_py_lock_tests_pass_against_locksim_serve() {
         );
         return;
     };
-    let (_serve, port) = serve();
+    let server = common::serve(&[]);
+    let port = server.port;
     let output = Command::new(&python)
         .current_dir(&source)
         .args([

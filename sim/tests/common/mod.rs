@@ -29,3 +29,51 @@ pub fn locksim(args: &[&str]) -> std::process::Output {
         .output()
         .expect("the locksim binary runs")
 }
+
+/// A `locksim serve` on a free loopback port, killed and reaped when dropped.
+pub struct Serve {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `locksim serve --port P ARGS...` and waits until it accepts connections (another
+/// process may take the port between our probe and its bind: then it tries another port).
+pub fn serve(args: &[&str]) -> Serve {
+    use std::net::{TcpListener, TcpStream};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    for _ in 0..10 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_locksim"))
+            .arg("serve")
+            .args(["--port", &port.to_string()])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("locksim runs");
+        let mut server = Serve { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = server.child.try_wait() {
+                break;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    panic!("locksim serve did not start");
+}
