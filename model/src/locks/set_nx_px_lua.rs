@@ -43,8 +43,9 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{
-    COMPARE_AND_DELETE, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo,
-    Release, SchemeInfo, argv, command, eval, evalsha, random_token, retry_until, undashed, uuid1,
+    COMPARE_AND_DELETE, CallError, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params,
+    PresetInfo, Release, SchemeInfo, argv, command, eval, evalsha, random_token, retry_until,
+    undashed, uuid1,
 };
 use crate::redis::Reply;
 
@@ -252,23 +253,19 @@ pub async fn compare_and_delete(
     key: &str,
     token: &str,
 ) -> Release {
-    match eval(env, server, COMPARE_AND_DELETE, &[key], &[token]).await {
-        Ok(Reply::Integer(1)) => Release {
-            ok: true,
-            detail: "deleted".into(),
-        },
-        Ok(Reply::Integer(_)) => Release {
-            ok: false,
-            detail: "not the owner any more".into(),
-        },
-        Ok(other) => Release {
-            ok: false,
-            detail: format!("unexpected reply {other:?}"),
-        },
-        Err(e) => Release {
-            ok: false,
-            detail: e.to_string(),
-        },
+    let reply = eval(env, server, COMPARE_AND_DELETE, &[key], &[token]).await;
+    let (ok, detail) = owner_checked(reply, "deleted", "not the owner any more");
+    Release { ok, detail }
+}
+
+/// What a script that acts only for the lock's owner answered: 1 when it acted (`done`), 0 when
+/// the key is gone or someone else's (`refused`, in the library's words).
+fn owner_checked(reply: Result<Reply, CallError>, done: &str, refused: &str) -> (bool, String) {
+    match reply {
+        Ok(Reply::Integer(1)) => (true, done.into()),
+        Ok(Reply::Integer(_)) => (false, refused.into()),
+        Ok(other) => (false, format!("unexpected reply {other:?}")),
+        Err(e) => (false, e.to_string()),
     }
 }
 
@@ -311,24 +308,13 @@ impl LockScheme for SetNxPxLua {
         if !self.redis_py {
             return compare_and_delete(env, 0, &self.key, &token).await;
         }
-        match evalsha(env, 0, REDIS_PY_RELEASE, &[&self.key], &[&token]).await {
-            Ok(Reply::Integer(1)) => Release {
-                ok: true,
-                detail: "deleted".into(),
-            },
-            Ok(Reply::Integer(_)) => Release {
-                ok: false,
-                detail: "LockNotOwnedError: Cannot release a lock that's no longer owned".into(),
-            },
-            Ok(other) => Release {
-                ok: false,
-                detail: format!("unexpected reply {other:?}"),
-            },
-            Err(e) => Release {
-                ok: false,
-                detail: e.to_string(),
-            },
-        }
+        let reply = evalsha(env, 0, REDIS_PY_RELEASE, &[&self.key], &[&token]).await;
+        let (ok, detail) = owner_checked(
+            reply,
+            "deleted",
+            "LockNotOwnedError: Cannot release a lock that's no longer owned",
+        );
+        Release { ok, detail }
     }
 
     fn can_extend(&self) -> bool {
@@ -384,24 +370,12 @@ impl LockScheme for SetNxPxLua {
                 };
             }
         };
-        match reply {
-            Ok(Reply::Integer(1)) => Extension {
-                ok: true,
-                detail: "extended".into(),
-            },
-            Ok(Reply::Integer(_)) => Extension {
-                ok: false,
-                detail: "LockNotOwnedError: Cannot extend a lock that's no longer owned".into(),
-            },
-            Ok(other) => Extension {
-                ok: false,
-                detail: format!("unexpected reply {other:?}"),
-            },
-            Err(e) => Extension {
-                ok: false,
-                detail: e.to_string(),
-            },
-        }
+        let (ok, detail) = owner_checked(
+            reply,
+            "extended",
+            "LockNotOwnedError: Cannot extend a lock that's no longer owned",
+        );
+        Extension { ok, detail }
     }
 }
 
