@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
+mod json;
+
 /// One observation. `t_us` is true simulated time since the start of the run (not any node's
 /// clock, which may jump or drift); `node` is the node that observed it; `thread` the worker
 /// thread of a client process that runs several (`clients.threads` > 1), numbered from 1.
@@ -236,7 +238,9 @@ impl Event {
 
     /// One canonical JSON line (no trailing newline): the unit of the trace and its hash.
     pub fn to_json_line(&self) -> String {
-        serde_json::to_string(self).expect("events always serialise")
+        let mut line = Vec::new();
+        json::write_event(&mut line, self);
+        String::from_utf8(line).expect("the event's strings are UTF-8")
     }
 }
 
@@ -411,7 +415,7 @@ pub fn trace_hash(events: &[Event]) -> String {
     let mut line = Vec::new();
     for event in events {
         line.clear();
-        serde_json::to_writer(&mut line, event).expect("events always serialise");
+        json::write_event(&mut line, event);
         line.push(b'\n');
         hasher.update(&line);
     }

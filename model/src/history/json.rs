@@ -1,0 +1,383 @@
+//! The canonical JSON line of an event, written by hand: the trace hash serialises every event of
+//! every run, and serde's `flatten` (a map serializer per event) was half of its cost (issue 15).
+//! The bytes are exactly serde_json's for the derived `Serialize` of [`Event`] (field order,
+//! skipped `None`s, string escapes); `writes_what_serde_json_writes` holds the two together.
+
+use super::{Event, EventKind, FaultPhase};
+
+/// Appends `event` as one JSON object (no newline) to `out`.
+pub fn write_event(out: &mut Vec<u8>, event: &Event) {
+    let mut w = Object::open(out);
+    w.uint("t_us", event.t_us);
+    w.str("node", &event.node);
+    if let Some(thread) = event.thread {
+        w.uint("thread", u64::from(thread));
+    }
+    w.str("event", event.name());
+    match &event.kind {
+        EventKind::AcquireStarted { attempt } => w.uint("attempt", u64::from(*attempt)),
+        EventKind::Acquired { token, fence } => {
+            w.str("token", token);
+            w.opt_uint("fence", *fence);
+        }
+        EventKind::AcquireFailed { reason } => w.str("reason", reason),
+        EventKind::ReleaseStarted | EventKind::ExtendStarted | EventKind::ClientDone => {}
+        EventKind::Released { ok, detail } | EventKind::Extended { ok, detail } => {
+            w.bool("ok", *ok);
+            w.str("detail", detail);
+        }
+        EventKind::CommandSent { server, command } => {
+            w.str("server", server);
+            w.str("command", command);
+        }
+        EventKind::CommandReply { server, reply } => {
+            w.str("server", server);
+            w.str("reply", reply);
+        }
+        EventKind::CommandFailed {
+            server,
+            command,
+            error,
+        } => {
+            w.str("server", server);
+            w.str("command", command);
+            w.str("error", error);
+        }
+        EventKind::Executed {
+            client,
+            command,
+            reply,
+        } => {
+            w.str("client", client);
+            w.str("command", command);
+            w.str("reply", reply);
+        }
+        EventKind::KeyOwner { key, owner, by } => {
+            w.str("key", key);
+            if let Some(owner) = owner {
+                w.str("owner", owner);
+            }
+            w.str("by", by);
+        }
+        EventKind::ResourceRead {
+            client,
+            value,
+            version,
+            fence,
+        } => {
+            w.str("client", client);
+            w.int("value", *value);
+            w.uint("version", *version);
+            w.opt_uint("fence", *fence);
+        }
+        EventKind::ResourceWrite {
+            client,
+            value,
+            based_on_version,
+            version,
+            fence,
+            lost_update,
+        } => {
+            w.str("client", client);
+            w.int("value", *value);
+            w.uint("based_on_version", *based_on_version);
+            w.uint("version", *version);
+            w.opt_uint("fence", *fence);
+            w.bool("lost_update", *lost_update);
+        }
+        EventKind::ResourceRejected {
+            client,
+            op,
+            fence,
+            max_fence,
+        } => {
+            w.str("client", client);
+            w.str("op", op);
+            w.uint("fence", *fence);
+            w.uint("max_fence", *max_fence);
+        }
+        EventKind::Replicated {
+            master,
+            command,
+            offset,
+        } => {
+            w.str("master", master);
+            w.str("command", command);
+            w.int("offset", *offset);
+        }
+        EventKind::Replication { what, detail } => {
+            w.str("what", what);
+            w.str("detail", detail);
+        }
+        EventKind::Sentinel {
+            what,
+            master,
+            detail,
+        } => {
+            w.str("what", what);
+            w.str("master", master);
+            w.str("detail", detail);
+        }
+        EventKind::Fault {
+            fault,
+            phase,
+            detail,
+        } => {
+            w.str("fault", fault);
+            w.str(
+                "phase",
+                match phase {
+                    FaultPhase::Injected => "injected",
+                    FaultPhase::Healed => "healed",
+                },
+            );
+            w.str("detail", detail);
+        }
+    }
+    w.close();
+}
+
+/// A JSON object being written: `{"a":1,"b":"x"}`, compact, as `serde_json::to_writer`.
+struct Object<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> Object<'a> {
+    fn open(out: &'a mut Vec<u8>) -> Object<'a> {
+        out.push(b'{');
+        Object { out, first: true }
+    }
+
+    fn key(&mut self, key: &str) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn str(&mut self, key: &str, value: &str) {
+        self.key(key);
+        escape_into(self.out, value);
+    }
+
+    fn uint(&mut self, key: &str, value: u64) {
+        self.key(key);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn int(&mut self, key: &str, value: i64) {
+        self.key(key);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn opt_uint(&mut self, key: &str, value: Option<u64>) {
+        if let Some(value) = value {
+            self.uint(key, value);
+        }
+    }
+
+    fn bool(&mut self, key: &str, value: bool) {
+        self.key(key);
+        self.out
+            .extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    fn close(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// A JSON string as serde_json writes it: `"` and `\` escaped, control characters as `\b \t \n
+/// \f \r` or `\u00xx` (lower-case hex), everything else (DEL and non-ASCII included) as is.
+fn escape_into(out: &mut Vec<u8>, value: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = value.as_bytes();
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&bytes[start..i]);
+        start = i + 1;
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\x08' => out.extend_from_slice(b"\\b"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\x0c' => out.extend_from_slice(b"\\f"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]),
+        }
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant, every optional field present and absent, and strings with every ASCII
+    /// byte, non-ASCII text and escapes.
+    fn every_kind() -> Vec<EventKind> {
+        let all_ascii: String = (0u8..128).map(char::from).collect();
+        let texts = [
+            String::new(),
+            all_ascii,
+            "EVAL \"if redis.call('get',KEYS[1]) == ARGV[1]\\n\" 1 lock tok".to_string(),
+            "caf\u{e9} \u{301}\u{200b}\u{1f512} \u{7f}".to_string(),
+        ];
+        let mut kinds = Vec::new();
+        for t in &texts {
+            let s = || t.clone();
+            kinds.extend([
+                EventKind::AcquireStarted { attempt: 7 },
+                EventKind::Acquired {
+                    token: s(),
+                    fence: Some(u64::MAX),
+                },
+                EventKind::Acquired {
+                    token: s(),
+                    fence: None,
+                },
+                EventKind::AcquireFailed { reason: s() },
+                EventKind::ReleaseStarted,
+                EventKind::Released {
+                    ok: true,
+                    detail: s(),
+                },
+                EventKind::ExtendStarted,
+                EventKind::Extended {
+                    ok: false,
+                    detail: s(),
+                },
+                EventKind::CommandSent {
+                    server: s(),
+                    command: s(),
+                },
+                EventKind::CommandReply {
+                    server: s(),
+                    reply: s(),
+                },
+                EventKind::CommandFailed {
+                    server: s(),
+                    command: s(),
+                    error: s(),
+                },
+                EventKind::Executed {
+                    client: s(),
+                    command: s(),
+                    reply: s(),
+                },
+                EventKind::KeyOwner {
+                    key: s(),
+                    owner: Some(s()),
+                    by: s(),
+                },
+                EventKind::KeyOwner {
+                    key: s(),
+                    owner: None,
+                    by: s(),
+                },
+                EventKind::ResourceRead {
+                    client: s(),
+                    value: i64::MIN,
+                    version: 0,
+                    fence: Some(3),
+                },
+                EventKind::ResourceRead {
+                    client: s(),
+                    value: -1,
+                    version: 9,
+                    fence: None,
+                },
+                EventKind::ResourceWrite {
+                    client: s(),
+                    value: i64::MAX,
+                    based_on_version: 4,
+                    version: 5,
+                    fence: Some(0),
+                    lost_update: true,
+                },
+                EventKind::ResourceWrite {
+                    client: s(),
+                    value: 0,
+                    based_on_version: 0,
+                    version: 1,
+                    fence: None,
+                    lost_update: false,
+                },
+                EventKind::ResourceRejected {
+                    client: s(),
+                    op: s(),
+                    fence: 1,
+                    max_fence: 2,
+                },
+                EventKind::Replicated {
+                    master: s(),
+                    command: s(),
+                    offset: -5,
+                },
+                EventKind::Replication {
+                    what: s(),
+                    detail: s(),
+                },
+                EventKind::Sentinel {
+                    what: s(),
+                    master: s(),
+                    detail: s(),
+                },
+                EventKind::ClientDone,
+                EventKind::Fault {
+                    fault: s(),
+                    phase: FaultPhase::Injected,
+                    detail: s(),
+                },
+                EventKind::Fault {
+                    fault: s(),
+                    phase: FaultPhase::Healed,
+                    detail: s(),
+                },
+            ]);
+        }
+        kinds
+    }
+
+    #[test]
+    fn writes_what_serde_json_writes() {
+        let kinds = every_kind();
+        assert!(kinds.len() > 20 * 4);
+        for (i, kind) in kinds.into_iter().enumerate() {
+            for thread in [None, Some(2)] {
+                let event = Event {
+                    t_us: i as u64 * 1_000_003,
+                    node: format!("client-{i}\t\"x\""),
+                    thread,
+                    kind: kind.clone(),
+                };
+                let mut ours = Vec::new();
+                write_event(&mut ours, &event);
+                let theirs = serde_json::to_vec(&event).unwrap();
+                assert_eq!(
+                    String::from_utf8(ours).unwrap(),
+                    String::from_utf8(theirs).unwrap()
+                );
+            }
+        }
+    }
+}
