@@ -422,8 +422,16 @@ pub fn trace_hash(events: &[Event]) -> String {
     hex(&hasher.finalize())
 }
 
+/// Lower-case hex, two digits a byte (script SHAs, trace hashes, tokens): on every `EVAL`, so
+/// without a `format!` per byte.
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 #[cfg(test)]

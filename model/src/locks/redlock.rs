@@ -560,7 +560,7 @@ impl Redlock {
             Library::AntirezRb => bytes(20).iter().map(|b| base32(*b)).collect(),
             Library::LeandroRb => uuid4(env.as_ref()),
             Library::Redsync => base64(&bytes(16)),
-            Library::NodeRedlock => bytes(16).iter().map(|b| format!("{b:02x}")).collect(),
+            Library::NodeRedlock => crate::history::hex(&bytes(16)),
         }
     }
 

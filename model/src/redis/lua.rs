@@ -38,8 +38,7 @@ pub fn srand48(state: &Cell<u64>, seed: i32) {
 
 /// Lowercase hex sha1 (`sha1hex`).
 pub fn sha1_hex(data: &[u8]) -> String {
-    let digest = Sha1::digest(data);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::history::hex(&Sha1::digest(data))
 }
 
 /// The chunk name of our own Lua code; its frames are skipped when locating an error.

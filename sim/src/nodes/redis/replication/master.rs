@@ -9,7 +9,7 @@ use model::redis::ClientId;
 use super::ReplicaLink;
 use crate::nodes::redis::Node;
 use crate::nodes::redis::persistence;
-use crate::nodes::resp::encode_command;
+use crate::nodes::resp::{encode_command, encode_commands};
 use crate::world::net::socket::NetWriter;
 
 /// `PSYNC replid offset` from a replica's connection: registers it and returns the bytes that
@@ -36,10 +36,7 @@ pub fn psync(
             repl.offset + 1 - psync_offset
         )
     } else {
-        let payload: Vec<u8> = persistence::snapshot(&node.server.borrow())
-            .iter()
-            .flat_map(|c| encode_command(c))
-            .collect();
+        let payload = encode_commands(&persistence::snapshot(&node.server.borrow()));
         out.extend(format!("+FULLRESYNC {} {}\r\n", repl.replid, repl.offset).into_bytes());
         out.extend(format!("${}\r\n", payload.len()).into_bytes());
         out.extend(payload);

@@ -38,7 +38,7 @@ use model::redis::{ClientId, ReplicaInfo, ReplicationInfo, Role};
 use super::Node;
 use super::persistence;
 use crate::nodes::REDIS_PORT;
-use crate::nodes::resp::encode_command;
+use crate::nodes::resp::{encode_command, encode_commands};
 use crate::signal::Signal;
 use crate::world::net::socket::NetWriter;
 use crate::world::procs::node_ip;
@@ -189,8 +189,7 @@ pub fn propagate(node: &Node) {
         } else {
             commands
         };
-        let bytes: Vec<u8> = commands.iter().flat_map(|c| encode_command(c)).collect();
-        node.repl.borrow_mut().feed(&bytes);
+        node.repl.borrow_mut().feed(&encode_commands(&commands));
     }
 }
 

@@ -14,7 +14,7 @@ use super::REPL_TIMEOUT;
 use crate::nodes::REDIS_PORT;
 use crate::nodes::redis::Node;
 use crate::nodes::redis::persistence;
-use crate::nodes::resp::encode_command;
+use crate::nodes::resp::{encode_command, encode_commands};
 use crate::world::net::socket::NetConn;
 use crate::world::procs::node_ip;
 
@@ -83,7 +83,7 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
         let repl = node.repl.borrow();
         (repl.replid.clone(), repl.offset)
     };
-    let handshake: Vec<u8> = [
+    let handshake = encode_commands(&[
         vec![
             b"REPLCONF".to_vec(),
             b"listening-port".to_vec(),
@@ -94,10 +94,7 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
             replid.into_bytes(),
             (offset + 1).to_string().into_bytes(),
         ],
-    ]
-    .iter()
-    .flat_map(|c| encode_command(c))
-    .collect();
+    ]);
     conn.send(handshake).map_err(|e| e.to_string())?;
     let mut buf = BytesMut::with_capacity(4096);
     read_reply(&mut conn, &mut buf).await?;
