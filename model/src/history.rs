@@ -131,6 +131,16 @@ pub enum FaultPhase {
     Healed,
 }
 
+impl FaultPhase {
+    /// The phase as the trace spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultPhase::Injected => "injected",
+            FaultPhase::Healed => "healed",
+        }
+    }
+}
+
 /// The lock owner a workload thread is: its node (`client-1`), or `client-1/t2` for worker
 /// thread 2 of a client running several threads. The checkers key holds by owner, so two
 /// threads of one process are two owners.
@@ -425,14 +435,16 @@ pub fn trace_hash(events: &[Event]) -> String {
 /// Lower-case hex, two digits a byte (script SHAs, trace hashes, tokens): on every `EVAL`, so
 /// without a `format!` per byte.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(HEX_DIGITS[usize::from(b & 0xf)]));
     }
     out
 }
+
+/// Lower-case hex digits, as `hex` and serde_json's `\u00xx` escapes write them.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 #[cfg(test)]
 mod tests {

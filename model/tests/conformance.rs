@@ -35,6 +35,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
+use model::redis::resp::encode_command;
 use model::redis::{ClientId, Outcome, Protocol, RedisServer, Reply, RequestParser, ServerConfig};
 
 /// A `redis-server` child process, killed when dropped (also on panic).
@@ -307,16 +308,6 @@ impl ModelSide {
         self.collect_pushes();
         self.pushes.remove(&id).unwrap_or_default()
     }
-}
-
-fn encode_command(argv: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-    for a in argv {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 fn unescape(text: &str) -> Vec<u8> {

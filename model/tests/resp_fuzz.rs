@@ -3,6 +3,7 @@
 //! failure reproduces).
 
 use bytes::BytesMut;
+use model::redis::resp::encode_command;
 use model::redis::{Outcome, RedisServer, Reply, RequestParser, ServerConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -155,16 +156,6 @@ fn random_argv(rng: &mut ChaCha8Rng) -> Vec<Vec<u8>> {
     argv
 }
 
-fn encode(argv: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-    for a in argv {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 fn mutate(rng: &mut ChaCha8Rng, bytes: &mut Vec<u8>) {
     for _ in 0..rng.gen_range(1..4) {
         if bytes.is_empty() {
@@ -274,7 +265,7 @@ fn mutated_commands_never_panic() {
                 input.extend_from_slice(line.join(" ").as_bytes());
                 input.extend_from_slice(b"\r\n");
             } else {
-                input.extend_from_slice(&encode(&argv));
+                input.extend_from_slice(&encode_command(&argv));
             }
         }
         if rng.gen_bool(0.5) {
@@ -295,7 +286,7 @@ fn valid_commands_round_trip_through_the_parser() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_0003);
     for _ in 0..2000 {
         let argv = random_argv(&mut rng);
-        let bytes = encode(&argv);
+        let bytes = encode_command(&argv);
         let mut parser = RequestParser::new();
         let mut buf = BytesMut::new();
         let mut got = None;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use model::history::{Event, EventKind, FaultPhase};
+use model::history::{Event, EventKind};
 use model::result::Violation;
 use serde_json::Value;
 
@@ -57,13 +57,7 @@ pub fn describe(event: &Event) -> String {
             fault,
             phase,
             detail,
-        } => format!(
-            "fault {fault} {}: {detail}",
-            match phase {
-                FaultPhase::Injected => "injected",
-                FaultPhase::Healed => "healed",
-            }
-        ),
+        } => format!("fault {fault} {}: {detail}", phase.as_str()),
         // Everything else (and event kinds added later): the name, then its fields.
         _ => generic(event),
     }

@@ -8,6 +8,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use model::redis::Reply;
+use model::redis::resp::encode_command;
 
 mod common;
 use common::{Serve, serve};
@@ -19,11 +20,7 @@ fn connect(port: u16) -> TcpStream {
 }
 
 fn send(conn: &mut TcpStream, argv: &[&str]) {
-    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-    for arg in argv {
-        out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
-    }
-    conn.write_all(&out).unwrap();
+    conn.write_all(&encode_command(argv)).unwrap();
 }
 
 fn read_reply(conn: &mut TcpStream) -> String {

@@ -12,6 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use model::redis::resp::encode_command;
 use model::redis::{Protocol, Reply};
 
 /// A child process killed when dropped (also when an assertion fails).
@@ -76,17 +77,9 @@ fn connect_with(port: u16, protocol: Protocol) -> TcpStream {
     s
 }
 
-fn encode(argv: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-    for arg in argv {
-        out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
-    }
-    out
-}
-
 /// Sends one command and reads exactly one reply.
 fn roundtrip(conn: &mut TcpStream, argv: &[&str]) -> Vec<u8> {
-    conn.write_all(&encode(argv)).unwrap();
+    conn.write_all(&encode_command(argv)).unwrap();
     let mut out = Vec::new();
     let mut chunk = [0u8; 4096];
     while !matches!(Reply::decode_resp3(&out), Ok(Some(_))) {

@@ -3,22 +3,22 @@
 //! The bytes are exactly serde_json's for the derived `Serialize` of [`Event`] (field order,
 //! skipped `None`s, string escapes); `writes_what_serde_json_writes` holds the two together.
 
-use super::{Event, EventKind, FaultPhase};
+use super::{Event, EventKind, HEX_DIGITS};
 
 /// Appends `event` as one JSON object (no newline) to `out`.
 pub fn write_event(out: &mut Vec<u8>, event: &Event) {
     let mut w = Object::open(out);
-    w.uint("t_us", event.t_us);
+    w.number("t_us", event.t_us);
     w.str("node", &event.node);
     if let Some(thread) = event.thread {
-        w.uint("thread", u64::from(thread));
+        w.number("thread", thread);
     }
     w.str("event", event.name());
     match &event.kind {
-        EventKind::AcquireStarted { attempt } => w.uint("attempt", u64::from(*attempt)),
+        EventKind::AcquireStarted { attempt } => w.number("attempt", *attempt),
         EventKind::Acquired { token, fence } => {
             w.str("token", token);
-            w.opt_uint("fence", *fence);
+            w.opt_number("fence", *fence);
         }
         EventKind::AcquireFailed { reason } => w.str("reason", reason),
         EventKind::ReleaseStarted | EventKind::ExtendStarted | EventKind::ClientDone => {}
@@ -66,9 +66,9 @@ pub fn write_event(out: &mut Vec<u8>, event: &Event) {
             fence,
         } => {
             w.str("client", client);
-            w.int("value", *value);
-            w.uint("version", *version);
-            w.opt_uint("fence", *fence);
+            w.number("value", *value);
+            w.number("version", *version);
+            w.opt_number("fence", *fence);
         }
         EventKind::ResourceWrite {
             client,
@@ -79,10 +79,10 @@ pub fn write_event(out: &mut Vec<u8>, event: &Event) {
             lost_update,
         } => {
             w.str("client", client);
-            w.int("value", *value);
-            w.uint("based_on_version", *based_on_version);
-            w.uint("version", *version);
-            w.opt_uint("fence", *fence);
+            w.number("value", *value);
+            w.number("based_on_version", *based_on_version);
+            w.number("version", *version);
+            w.opt_number("fence", *fence);
             w.bool("lost_update", *lost_update);
         }
         EventKind::ResourceRejected {
@@ -93,8 +93,8 @@ pub fn write_event(out: &mut Vec<u8>, event: &Event) {
         } => {
             w.str("client", client);
             w.str("op", op);
-            w.uint("fence", *fence);
-            w.uint("max_fence", *max_fence);
+            w.number("fence", *fence);
+            w.number("max_fence", *max_fence);
         }
         EventKind::Replicated {
             master,
@@ -103,7 +103,7 @@ pub fn write_event(out: &mut Vec<u8>, event: &Event) {
         } => {
             w.str("master", master);
             w.str("command", command);
-            w.int("offset", *offset);
+            w.number("offset", *offset);
         }
         EventKind::Replication { what, detail } => {
             w.str("what", what);
@@ -124,13 +124,7 @@ pub fn write_event(out: &mut Vec<u8>, event: &Event) {
             detail,
         } => {
             w.str("fault", fault);
-            w.str(
-                "phase",
-                match phase {
-                    FaultPhase::Injected => "injected",
-                    FaultPhase::Healed => "healed",
-                },
-            );
+            w.str("phase", phase.as_str());
             w.str("detail", detail);
         }
     }
@@ -164,21 +158,15 @@ impl<'a> Object<'a> {
         escape_into(self.out, value);
     }
 
-    fn uint(&mut self, key: &str, value: u64) {
+    fn number(&mut self, key: &str, value: impl itoa::Integer) {
         self.key(key);
         self.out
             .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
-    fn int(&mut self, key: &str, value: i64) {
-        self.key(key);
-        self.out
-            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-    }
-
-    fn opt_uint(&mut self, key: &str, value: Option<u64>) {
+    fn opt_number(&mut self, key: &str, value: Option<u64>) {
         if let Some(value) = value {
-            self.uint(key, value);
+            self.number(key, value);
         }
     }
 
@@ -196,20 +184,18 @@ impl<'a> Object<'a> {
 /// A JSON string as serde_json writes it: `"` and `\` escaped, control characters as `\b \t \n
 /// \f \r` or `\u00xx` (lower-case hex), everything else (DEL and non-ASCII included) as is.
 fn escape_into(out: &mut Vec<u8>, value: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let needs_escape = |b: u8| (b < 0x20) | (b == b'"') | (b == b'\\');
     let bytes = value.as_bytes();
     out.push(b'"');
     // Most strings need no escape: one branch-free pass (vectorised) and one copy.
-    if !bytes.iter().fold(false, |any, &b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    }) {
+    if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
         out.extend_from_slice(bytes);
         out.push(b'"');
         return;
     }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' {
+        if !needs_escape(b) {
             continue;
         }
         out.extend_from_slice(&bytes[start..i]);
@@ -227,8 +213,8 @@ fn escape_into(out: &mut Vec<u8>, value: &str) {
                 b'u',
                 b'0',
                 b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
+                HEX_DIGITS[usize::from(b >> 4)],
+                HEX_DIGITS[usize::from(b & 0xf)],
             ]),
         }
     }
@@ -239,6 +225,7 @@ fn escape_into(out: &mut Vec<u8>, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::FaultPhase;
 
     /// Every variant, every optional field present and absent, and strings with every ASCII
     /// byte, non-ASCII text and escapes.

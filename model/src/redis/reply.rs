@@ -293,7 +293,7 @@ fn line(out: &mut Vec<u8>, prefix: u8, bytes: &[u8]) {
 }
 
 /// `addReplyLongLongWithPrefix`: `<prefix><n>\r\n`.
-fn prefixed(out: &mut Vec<u8>, prefix: u8, n: i64) {
+pub(super) fn prefixed(out: &mut Vec<u8>, prefix: u8, n: i64) {
     out.push(prefix);
     let mut digits = [0u8; 20];
     let mut v = n.unsigned_abs();
@@ -313,7 +313,8 @@ fn prefixed(out: &mut Vec<u8>, prefix: u8, n: i64) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+/// `$<len>\r\n<bytes>\r\n`
+pub(super) fn bulk(out: &mut Vec<u8>, bytes: &[u8]) {
     prefixed(out, b'$', bytes.len() as i64);
     out.extend_from_slice(bytes);
     out.extend_from_slice(b"\r\n");

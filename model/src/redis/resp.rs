@@ -1,7 +1,35 @@
 //! Server-side request parsing, a transcription of `networking.c` `processInputBuffer`,
-//! `processMultibulkBuffer` and `processInlineBuffer` (Redis 7.0), error texts included.
+//! `processMultibulkBuffer` and `processInlineBuffer` (Redis 7.0), error texts included; and the
+//! client side's requests, as every client library writes them.
 
 use bytes::{Buf, BytesMut};
+
+use super::reply::{bulk, prefixed};
+
+/// A command as a client sends it: an array of bulk strings.
+pub fn encode_command<A: AsRef<[u8]>>(argv: &[A]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_command_into(&mut out, argv);
+    out
+}
+
+/// Several commands, one after the other (a pipeline, a replication stream).
+pub fn encode_commands(commands: &[Vec<Vec<u8>>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for argv in commands {
+        encode_command_into(&mut out, argv);
+    }
+    out
+}
+
+/// Appends `*<argc>\r\n`, then `$<len>\r\n<arg>\r\n` per argument: written straight into the
+/// buffer (every command of a simulated run goes through here).
+fn encode_command_into<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
+    prefixed(out, b'*', argv.len() as i64);
+    for arg in argv {
+        bulk(out, arg.as_ref());
+    }
+}
 
 /// `PROTO_INLINE_MAX_SIZE`: the longest inline request or count line.
 pub const PROTO_INLINE_MAX_SIZE: usize = 1024 * 64;
@@ -266,6 +294,34 @@ fn hex_val(c: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_encode_as_an_array_of_bulk_strings() {
+        let commands = vec![
+            vec![
+                b"SET".to_vec(),
+                b"lock".to_vec(),
+                vec![0, b'\r', b'\n', 255],
+            ],
+            vec![],
+            vec![Vec::new(), b"x".repeat(1000)],
+        ];
+        let mut expected = Vec::new();
+        for argv in &commands {
+            let reply = crate::redis::Reply::Array(
+                argv.iter()
+                    .map(|a| crate::redis::Reply::Bulk(a.clone()))
+                    .collect(),
+            );
+            assert_eq!(encode_command(argv), reply.encode());
+            expected.extend(reply.encode());
+        }
+        assert_eq!(encode_commands(&commands), expected);
+        assert_eq!(
+            encode_command(&["GET", "k"]),
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+        );
+    }
 
     fn parse_all(input: &[u8]) -> (Vec<Vec<Vec<u8>>>, Option<ProtocolError>, usize) {
         let mut parser = RequestParser::new();

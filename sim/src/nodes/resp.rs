@@ -20,37 +20,7 @@ pub struct RespConn {
     buf: BytesMut,
 }
 
-/// A command as a RESP multibulk request.
-pub fn encode_command(argv: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_command_into(&mut out, argv);
-    out
-}
-
-/// Several commands, one after the other (a pipeline, a replication stream).
-pub fn encode_commands(commands: &[Vec<Vec<u8>>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for argv in commands {
-        encode_command_into(&mut out, argv);
-    }
-    out
-}
-
-/// Appends `*<argc>\r\n` and `$<len>\r\n<arg>\r\n` per argument: written straight into the
-/// buffer, without a `Reply` copy of every argument (every command of a run goes through here).
-fn encode_command_into(out: &mut Vec<u8>, argv: &[Vec<u8>]) {
-    let mut number = itoa::Buffer::new();
-    out.push(b'*');
-    out.extend_from_slice(number.format(argv.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for arg in argv {
-        out.push(b'$');
-        out.extend_from_slice(number.format(arg.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-}
+pub use model::redis::resp::{encode_command, encode_commands};
 
 impl RespConn {
     /// Connects node `local` to node `peer` listening at `addr`.
@@ -140,30 +110,5 @@ pub async fn with_timeout<T>(
             madsim::time::timeout(PAUSE_GRACE, future).await.ok()
         }
         Err(_) => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commands_encode_as_an_array_of_bulk_strings() {
-        let commands = vec![
-            vec![
-                b"SET".to_vec(),
-                b"lock".to_vec(),
-                vec![0, b'\r', b'\n', 255],
-            ],
-            vec![],
-            vec![Vec::new(), b"x".repeat(1000)],
-        ];
-        let mut expected = Vec::new();
-        for argv in &commands {
-            let reply = Reply::Array(argv.iter().map(|a| Reply::Bulk(a.clone())).collect());
-            assert_eq!(encode_command(argv), reply.encode());
-            expected.extend(reply.encode());
-        }
-        assert_eq!(encode_commands(&commands), expected);
     }
 }
