@@ -259,6 +259,9 @@ return bit
 /// `Ok(reply)` or `Err(error text)` for checks that refuse the call (`scriptCall`).
 pub type CallFn<'a> = dyn FnMut(&[Vec<u8>], Protocol) -> Result<Reply, String> + 'a;
 
+/// Where `redis.call` finds the host's callback while a script runs.
+type CallSlot = Cell<Option<*mut CallFn<'static>>>;
+
 /// What the engine is created with.
 pub struct EngineConfig {
     pub rand48: Rc<Cell<u64>>,
@@ -273,13 +276,14 @@ pub struct LuaEngine {
     lua: Lua,
     env: Table,
     globals: Table,
-    prims: Table,
     runner: Function,
     handler: Function,
     functions: BTreeMap<String, Function>,
     run: Rc<RunState>,
     /// The Lua client's protocol (`redis.setresp`), RESP2 at the start of every script.
     protocol: Rc<Cell<Protocol>>,
+    /// The host's callback for `redis.call` while a script runs (`None` between scripts).
+    call: Rc<CallSlot>,
     /// The main thread, whose count hook is tightened when a script must stop.
     main_state: *mut ffi::lua_State,
     alloc: Option<Box<CountingAlloc>>,
@@ -590,6 +594,22 @@ impl LuaEngine {
             "raising",
             lua.create_function(|lua, imp: Function| raising(lua, imp))?,
         )?;
+        let call = Rc::new(CallSlot::default());
+        let (slot, resp) = (call.clone(), protocol.clone());
+        prims.set(
+            "call",
+            lua.create_function(move |lua, (raise, rest): (bool, MultiValue)| {
+                let Some(host) = slot.get() else {
+                    return Err(mlua::Error::runtime("redis.call outside a script"));
+                };
+                // SAFETY: `run` stores a callback that outlives the script and takes it back
+                // before returning; scripts never run inside `redis.call` (EVAL is `noscript`),
+                // so this is the only live borrow of it.
+                let host = unsafe { &mut *host };
+                let (value, is_error) = redis_call(lua, rest, resp.get(), host)?;
+                Ok((value, raise && is_error))
+            })?,
+        )?;
         let sandbox = Sandbox::compiled();
         let bit: Table = sandbox.load(&lua, &sandbox.bit_lib).call(prims.clone())?;
         prims.set("bit", bit)?;
@@ -610,12 +630,12 @@ impl LuaEngine {
             lua,
             env,
             globals,
-            prims,
             runner,
             handler,
             functions: BTreeMap::new(),
             run,
             protocol,
+            call,
             main_state,
             alloc: Some(alloc),
             memory_limit_bytes,
@@ -674,36 +694,22 @@ impl LuaEngine {
         relax_hook(self.main_state);
         self.run.start();
         let protocol = self.protocol.clone();
-        let result = self.lua.scope(|scope| {
-            let keys_table = self.lua.create_sequence_from(
-                keys.iter()
-                    .map(|k| self.lua.create_string(k))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?;
-            let args_table = self.lua.create_sequence_from(
-                args.iter()
-                    .map(|a| self.lua.create_string(a))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?;
-            self.globals.raw_set("KEYS", keys_table)?;
-            self.globals.raw_set("ARGV", args_table)?;
-            let call_fn = scope.create_function_mut(|lua, (raise, rest): (bool, MultiValue)| {
-                let (value, is_error) = redis_call(lua, rest, protocol.get(), &mut *call)?;
-                Ok((value, raise && is_error))
-            })?;
-            self.prims.raw_set("call", call_fn)?;
+        // SAFETY: only the lifetime is erased; the slot is emptied again below, before `call`'s
+        // borrow ends.
+        let host = unsafe { std::mem::transmute::<*mut CallFn<'_>, *mut CallFn<'static>>(call) };
+        let outer = self.call.replace(Some(host));
+        let result = self.set_keys_and_argv(keys, args).and_then(|()| {
             let out: MultiValue = self.runner.call((function, self.handler.clone()))?;
             let mut values = out.into_iter();
             let ok = matches!(values.next(), Some(Value::Boolean(true)));
             let value = values.next().unwrap_or(Value::Nil);
-            let reply = if ok {
+            Ok(if ok {
                 lua_to_reply(&value, protocol.get())
             } else {
                 script_error_reply(sha, &value)
-            };
-            self.prims.raw_set("call", Value::Nil)?;
-            Ok(reply)
+            })
         });
+        self.call.set(outer);
         self.run.running.set(false);
         relax_hook(self.main_state);
         let stop = self.run.stopped();
@@ -734,6 +740,34 @@ impl LuaEngine {
             let _ = self.lua.gc_collect();
         }
         reply
+    }
+
+    /// `luaSetGlobalArray` for KEYS and ARGV: both tables built in one protected call (through
+    /// mlua's API each string and each store was its own protected call: 9 % of the baseline,
+    /// issue 15).
+    fn set_keys_and_argv(&self, keys: &[Vec<u8>], args: &[Vec<u8>]) -> mlua::Result<()> {
+        /// Stores `name = {items...}` in the table at stack index 1.
+        unsafe fn set_array(state: *mut ffi::lua_State, name: &str, items: &[Vec<u8>]) {
+            // SAFETY (caller): a protected call with the target table at index 1; at most three
+            // slots are pushed at a time (a C function has LUA_MINSTACK = 20).
+            unsafe {
+                ffi::lua_pushlstring(state, name.as_ptr().cast(), name.len());
+                ffi::lua_createtable(state, items.len() as c_int, 0);
+                for (i, item) in items.iter().enumerate() {
+                    ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+                    ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+                }
+                ffi::lua_rawset(state, 1);
+            }
+        }
+        // SAFETY: only borrows are alive in the closure, so a memory error long-jumping out of
+        // it skips no destructor.
+        unsafe {
+            self.lua.exec_raw::<()>(&self.globals, |state| {
+                set_array(state, "KEYS", keys);
+                set_array(state, "ARGV", args);
+            })
+        }
     }
 
     /// Lua memory in use, as INFO prints it.
