@@ -142,3 +142,31 @@ fn the_hosts_monitor_decides() {
     assert!(killed(&text), "{text}");
     assert_eq!(eval(&mut server, "return 1"), "Integer(1)");
 }
+
+/// The heap follows the same course in every Lua state, wherever its objects are: tables keyed
+/// by tables are laid out by address, and Lua 5.1's incremental collector, which stops a step
+/// after a fixed amount of work, got further or less far through them, so the heap in use, what
+/// a script allocated (a freed string is allocated again) and which limit a runaway script met
+/// first changed from one process to the next. The servers here live side by side, at different
+/// addresses; with the collector's default steps their courses differ.
+#[test]
+fn the_heap_follows_the_same_course_at_any_address() {
+    let script = "local keyed, seen = {}, {} \
+        for i = 1, 2000 do \
+          local key = {} \
+          for j = 1, i % 13 do key[j] = j end \
+          keyed[key] = i \
+          local garbage = string.rep('g', i % 97) .. i \
+          seen[#seen + 1] = collectgarbage('count') \
+        end \
+        return table.concat(seen, ',')";
+    let mut servers: Vec<RedisServer> = Vec::new();
+    let mut courses = Vec::new();
+    for _ in 0..8 {
+        let mut server = RedisServer::new(ServerConfig::default());
+        courses.push(eval(&mut server, script));
+        servers.push(server);
+    }
+    assert!(courses[0].starts_with("Bulk("), "{}", courses[0]);
+    assert!(courses.iter().all(|c| *c == courses[0]));
+}

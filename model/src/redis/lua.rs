@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use std::ffi::c_int;
 
 use mlua::chunk::ChunkMode;
+use mlua::state::{GcIncParams, GcMode};
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, ffi};
 use sha1::{Digest, Sha1};
 
@@ -343,28 +344,23 @@ impl Drop for LuaEngine {
 /// `pcall` cannot catch it for long (Redis switches to a line hook for the same reason). Our own
 /// Lua (the `pcall` wrapper, the runner around the script) is left alone: the error must reach
 /// the script's error handler, not escape it.
-fn count_hook(
-    run: &RunState,
-    main_state: *mut ffi::lua_State,
-    debug: &mlua::debug::Debug,
-) -> mlua::Result<mlua::VmState> {
+fn count_hook(run: &RunState, debug: &mlua::debug::Debug) -> mlua::Result<mlua::VmState> {
     if !run.running.get() {
         return Ok(mlua::VmState::Continue);
     }
-    if let Some(stop) = run.stopped() {
-        if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+    if run.stopped().is_some() && debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+        return Ok(mlua::VmState::Continue);
+    }
+    if run.stopped().is_none() {
+        run.instructions
+            .set(run.instructions.get() + INSTRUCTIONS_PER_CHECKPOINT);
+        if run.checkpoint().is_none() {
             return Ok(mlua::VmState::Continue);
         }
-        return Err(mlua::Error::RuntimeError(stop.message));
     }
-    run.instructions
-        .set(run.instructions.get() + INSTRUCTIONS_PER_CHECKPOINT);
-    match run.checkpoint() {
+    match run.raising() {
+        Some(stop) => Err(mlua::Error::RuntimeError(stop.message)),
         None => Ok(mlua::VmState::Continue),
-        Some(stop) => {
-            tighten_hook(main_state);
-            Err(mlua::Error::RuntimeError(stop.message))
-        }
     }
 }
 
@@ -485,7 +481,7 @@ unsafe extern "C-unwind" fn charged_trampoline(state: *mut ffi::lua_State) -> c_
                 }
             }
         };
-        let stopped = match (*run).charge(cost) {
+        let stopped = match (*run).charge(cost).and_then(|_| (*run).raising()) {
             Some(stop) => {
                 ffi::lua_pushlstring(state, stop.message.as_ptr().cast(), stop.message.len());
                 true
@@ -493,32 +489,9 @@ unsafe extern "C-unwind" fn charged_trampoline(state: *mut ffi::lua_State) -> c_
             None => false,
         };
         if stopped {
-            tighten_hook((*run).main_state());
             ffi::lua_error(state)
         }
         original(state)
-    }
-}
-
-/// Makes the count hook fire at the next instruction (`lua_sethook` only stores its arguments).
-fn tighten_hook(main_state: *mut ffi::lua_State) {
-    // SAFETY: `main_state` is the engine's open main thread; lua_sethook is a plain store.
-    unsafe {
-        let hook = ffi::lua_gethook(main_state);
-        ffi::lua_sethook(main_state, hook, ffi::LUA_MASKCOUNT, 1);
-    }
-}
-
-fn relax_hook(main_state: *mut ffi::lua_State) {
-    // SAFETY: as in `tighten_hook`.
-    unsafe {
-        let hook = ffi::lua_gethook(main_state);
-        ffi::lua_sethook(
-            main_state,
-            hook,
-            ffi::LUA_MASKCOUNT,
-            INSTRUCTIONS_PER_CHECKPOINT as c_int,
-        );
     }
 }
 
@@ -535,6 +508,16 @@ impl LuaEngine {
             LuaOptions::default(),
         )?;
         lua.set_memory_limit(memory_limit_bytes)?;
+        // Every collection cycle runs whole, inside the allocation that crosses the threshold
+        // (`lgc.c` `luaC_step`: a step multiplier of 0 is "no limit"). Lua 5.1's incremental
+        // steps end after a fixed amount of work, and how far a step gets depends on the order it
+        // meets objects in, which for tables keyed by tables or functions is their address: with
+        // address-space randomisation the moment garbage was freed, so the heap in use and the
+        // bytes a script allocated (a freed string is allocated again), changed from one process
+        // to the next, and with them which limit a runaway script met first.
+        lua.gc_set_mode(GcMode::Incremental(
+            GcIncParams::default().step_multiplier(0),
+        ));
         let mut main_state = std::ptr::null_mut();
         // SAFETY: only reads the state pointer of the main thread.
         unsafe {
@@ -616,13 +599,15 @@ impl LuaEngine {
         let (env, globals): (Table, Table) =
             sandbox.load(&lua, &sandbox.prelude).call(prims.clone())?;
         let hook_run = run.clone();
-        let hook_state = main_state;
         lua.set_global_hook(
             mlua::HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECKPOINT as u32),
-            move |_, debug| count_hook(&hook_run, hook_state, debug),
+            move |_, debug| count_hook(&hook_run, debug),
         )?;
         let runner: Function = sandbox.load(&lua, &sandbox.runner).into_function()?;
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err))?;
+        // The cycle under way while the libraries opened (incremental, see above) ends here, so
+        // every engine starts from the same heap.
+        lua.gc_collect()?;
         // SAFETY: the state is open and idle; the box lives in the engine, whose Drop uninstalls
         // it before the state closes.
         let alloc = unsafe { lua_alloc::install(main_state, run.clone()) };
@@ -691,7 +676,7 @@ impl LuaEngine {
             return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
         self.protocol.set(Protocol::Resp2);
-        relax_hook(self.main_state);
+        self.run.relax_hook();
         self.run.start();
         let protocol = self.protocol.clone();
         // SAFETY: only the lifetime is erased; the slot is emptied again below, before `call`'s
@@ -711,7 +696,7 @@ impl LuaEngine {
         });
         self.call.set(outer);
         self.run.running.set(false);
-        relax_hook(self.main_state);
+        self.run.relax_hook();
         let stop = self.run.stopped();
         let reply = result.unwrap_or_else(|e| {
             Reply::error(format!(

@@ -6,13 +6,14 @@
 //! (`Lua::set_memory_limit`).
 
 use std::cell::{Cell, RefCell};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::rc::Rc;
 
 use mlua::ffi;
 
 use super::script_limits::{
-    ALLOCATED_BYTES_PER_UNIT, ScriptMonitor, ScriptProgress, ScriptVerdict, WORK_PER_CHECKPOINT,
+    ALLOCATED_BYTES_PER_UNIT, INSTRUCTIONS_PER_CHECKPOINT, ScriptMonitor, ScriptProgress,
+    ScriptVerdict, WORK_PER_CHECKPOINT,
 };
 
 /// Why a script was stopped, and the error text it ends with (`CODE message`).
@@ -113,10 +114,6 @@ impl RunState {
         self.after_c_work()
     }
 
-    pub fn main_state(&self) -> *mut ffi::lua_State {
-        self.main_state
-    }
-
     pub fn stopped(&self) -> Option<Stop> {
         self.stop.borrow().clone()
     }
@@ -141,7 +138,43 @@ impl RunState {
         };
         *self.stop.borrow_mut() = Some(stop.clone());
         self.stop_allocated.set(self.allocated_bytes.get());
+        // Also when decided inside the allocator, in the middle of a C function: the script's
+        // next instruction raises the stop.
+        self.tighten_hook();
         Some(stop)
+    }
+
+    /// The stop, about to be raised (by the count hook or a charged C function): the grace
+    /// starts again, so the error, its location and the error handler's reply can be built
+    /// even after the C function that met the stop used up the grace.
+    pub fn raising(&self) -> Option<Stop> {
+        let stop = self.stopped()?;
+        self.stop_allocated.set(self.allocated_bytes.get());
+        Some(stop)
+    }
+
+    /// Makes the count hook fire at every instruction (`lua_sethook` only stores its
+    /// arguments, so this is safe inside the allocator too).
+    fn tighten_hook(&self) {
+        // SAFETY: `main_state` is the engine's open main thread.
+        unsafe {
+            let hook = ffi::lua_gethook(self.main_state);
+            ffi::lua_sethook(self.main_state, hook, ffi::LUA_MASKCOUNT, 1);
+        }
+    }
+
+    /// Back to a checkpoint every [`INSTRUCTIONS_PER_CHECKPOINT`] instructions.
+    pub fn relax_hook(&self) {
+        // SAFETY: as in `tighten_hook`.
+        unsafe {
+            let hook = ffi::lua_gethook(self.main_state);
+            ffi::lua_sethook(
+                self.main_state,
+                hook,
+                ffi::LUA_MASKCOUNT,
+                INSTRUCTIONS_PER_CHECKPOINT as c_int,
+            );
+        }
     }
 }
 
