@@ -518,6 +518,15 @@ impl LuaEngine {
         lua.gc_set_mode(GcMode::Incremental(
             GcIncParams::default().step_multiplier(0),
         ));
+        // The cycle under way while the libraries opened (still incremental) ends here, so every
+        // engine goes on from the same heap: dropping the handle `Lua::new_with` returned runs a
+        // full collection (mlua's `Drop for Lua`); its clones do not, so closing the state when
+        // the engine is dropped does not first collect what closing frees anyway.
+        let lua = {
+            let handle = lua.clone();
+            drop(lua);
+            handle
+        };
         let mut main_state = std::ptr::null_mut();
         // SAFETY: only reads the state pointer of the main thread.
         unsafe {
@@ -605,9 +614,6 @@ impl LuaEngine {
         )?;
         let runner: Function = sandbox.load(&lua, &sandbox.runner).into_function()?;
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err))?;
-        // The cycle under way while the libraries opened (incremental, see above) ends here, so
-        // every engine starts from the same heap.
-        lua.gc_collect()?;
         // SAFETY: the state is open and idle; the box lives in the engine, whose Drop uninstalls
         // it before the state closes.
         let alloc = unsafe { lua_alloc::install(main_state, run.clone()) };

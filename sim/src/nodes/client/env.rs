@@ -128,6 +128,7 @@ impl ClientEnv {
             b"get-master-addr-by-name".to_vec(),
             group.as_bytes().to_vec(),
         ];
+        let command = render_command(&argv);
         let mut last_error = CallError::Disconnected("no Sentinel".into());
         for i in 0..count {
             let (sentinel, idle) = {
@@ -141,7 +142,7 @@ impl ClientEnv {
             };
             let result = match conn {
                 Err(e) => Err(e),
-                Ok(mut conn) => match self.send(&mut conn, &sentinel, &argv).await {
+                Ok(mut conn) => match self.send(&mut conn, &sentinel, &argv, &command).await {
                     Err(e) => Err(e),
                     Ok(()) => match with_timeout(
                         &self.world,
@@ -167,7 +168,7 @@ impl ClientEnv {
                 },
                 Err(e) => EventKind::CommandFailed {
                     server: sentinel.clone(),
-                    command: render_command(&argv),
+                    command: command.clone(),
                     error: e.to_string(),
                 },
             };
@@ -203,11 +204,13 @@ impl ClientEnv {
 
     /// Writes one command on `conn` and records that it was sent: `command_sent` means the
     /// bytes left the process (a crash from now on still delivers them), not that it meant to.
+    /// `command` is `argv` rendered for the trace (the caller has it already).
     async fn send(
         &self,
         conn: &mut RespConn,
         server: &str,
         argv: &[Vec<u8>],
+        command: &str,
     ) -> Result<(), CallError> {
         conn.send(argv)
             .map_err(|e| CallError::Disconnected(e.to_string()))?;
@@ -217,7 +220,7 @@ impl ClientEnv {
                 None,
                 EventKind::CommandSent {
                     server: server.to_string(),
-                    command: render_command(argv),
+                    command: command.to_string(),
                 },
             )
             .await;
@@ -271,7 +274,10 @@ impl ClientEnv {
         };
         let sent = match connection {
             Err(e) => Err(e),
-            Ok((node, mut conn)) => self.send(&mut conn, &node, &argv).await.map(|()| conn),
+            Ok((node, mut conn)) => self
+                .send(&mut conn, &node, &argv, &command)
+                .await
+                .map(|()| conn),
         };
         let result = match sent {
             Err(e) => Err(e),
