@@ -1,12 +1,12 @@
 //! Many runs across scenarios, schemes and seeds on N worker threads, for `sweep`, `compare`
 //! and `check`. Like `runner::run_parallel` (each seed still runs on its own fresh thread via
-//! `runner::run`), but the work may span several scenarios and a stop flag (Ctrl-C) keeps
+//! `runner::run` or `runner::run_summary`), but the work may span several scenarios and a stop flag (Ctrl-C) keeps
 //! workers from starting new runs; the runs in progress finish and are reported.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::runner::{RunOutput, run};
+use crate::runner::{RunOutput, RunSummary, run, run_summary};
 use crate::scenario::Scenario;
 use crate::scenario::limits::MAX_RUNS;
 use crate::scenario::range::SeedRange;
@@ -17,6 +17,18 @@ pub struct Job {
     pub scenario: Arc<Scenario>,
     pub scheme: usize,
     pub seed: u64,
+}
+
+impl Job {
+    /// The run with its events (`compare` writes the first failing one's trace).
+    pub fn run(&self) -> Result<RunOutput, String> {
+        run(&self.scenario, self.scheme, self.seed)
+    }
+
+    /// The run's result only, its events freed where they were made (`check`, `sweep`).
+    pub fn run_summary(&self) -> Result<RunSummary, String> {
+        run_summary(&self.scenario, self.scheme, self.seed)
+    }
 }
 
 /// Refuses more than [`MAX_RUNS`] runs in one command, before they are listed.
@@ -59,11 +71,12 @@ pub fn every_run(
 /// Runs `work` on `jobs` threads, calling `on_done` in the caller's thread as each run finishes
 /// (completion order). Stops taking new work once `stop` is set. `work` is drawn as the threads
 /// need it, so a sweep of a million seeds need not list them first.
-pub fn run_jobs(
+pub fn run_jobs<T: Send>(
     work: impl IntoIterator<Item = Job, IntoIter: Send>,
     jobs: usize,
     stop: &AtomicBool,
-    mut on_done: impl FnMut(&Job, Result<RunOutput, String>),
+    run_one: fn(&Job) -> Result<T, String>,
+    mut on_done: impl FnMut(&Job, Result<T, String>),
 ) {
     let queue = std::sync::Mutex::new(work.into_iter());
     let (tx, rx) = std::sync::mpsc::channel();
@@ -80,7 +93,7 @@ pub fn run_jobs(
                         .expect("no worker panics holding the queue")
                         .next();
                     let Some(job) = next else { break };
-                    let output = run(&job.scenario, job.scheme, job.seed);
+                    let output = run_one(&job);
                     if tx.send((job, output)).is_err() {
                         break;
                     }

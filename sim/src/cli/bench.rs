@@ -143,7 +143,7 @@ pub fn bench(
         Ok(output) => {
             report.runs += 1;
             report.sim_s += output.result.sim_ms as f64 / 1000.0;
-            report.events += output.events.len() as u64;
+            report.events += output.events as u64;
             report.messages += output.messages;
         }
         Err(e) => {

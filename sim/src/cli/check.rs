@@ -18,7 +18,7 @@ use model::result::RunResult;
 use reports::junit::Case;
 
 use crate::cli::artifacts::write_file;
-use crate::cli::batch::{every_run, progress_bar, run_jobs};
+use crate::cli::batch::{Job, every_run, progress_bar, run_jobs};
 use crate::cli::catalog::{
     load_all, replay_command, scenario_files, scheme_labels, scheme_spec_json,
 };
@@ -258,7 +258,7 @@ pub fn check(
     let mut results: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut runs = 0;
-    run_jobs(work, opts.jobs, stop, |job, output| {
+    run_jobs(work, opts.jobs, stop, Job::run_summary, |job, output| {
         bar.inc(1);
         match output {
             Ok(output) => {

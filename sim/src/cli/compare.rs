@@ -27,7 +27,7 @@ use reports::summary::{
 };
 
 use crate::cli::artifacts::{path_component, write_file, write_run};
-use crate::cli::batch::{every_run, progress_bar, run_jobs};
+use crate::cli::batch::{Job, every_run, progress_bar, run_jobs};
 use crate::cli::catalog::{
     load_all, replay_command, scenario_files, scheme_labels, scheme_spec_json,
 };
@@ -198,7 +198,7 @@ pub fn run_all(
     let mut first_failing: BTreeMap<(usize, usize), RunOutput> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut violating = 0;
-    run_jobs(work, opts.jobs, stop, |job, output| {
+    run_jobs(work, opts.jobs, stop, Job::run, |job, output| {
         bar.inc(1);
         let key = (index_of[&job.scenario.name], job.scheme);
         match output {

@@ -263,7 +263,7 @@ pub fn sweep(
     let mut violating = 0;
     let mut errors = Vec::new();
     let mut write_error = None;
-    run_jobs(work, opts.jobs, stop, |job, output| {
+    run_jobs(work, opts.jobs, stop, Job::run_summary, |job, output| {
         bar.inc(1);
         match output {
             Ok(output) => {
