@@ -57,7 +57,7 @@ pub struct RunSummary {
 }
 
 /// As [`run`], the events freed on the run's own thread: freed by the caller, every event's
-/// strings were frees across threads, which cost mimalloc 2.5 % of a Redlock run (issue 15).
+/// strings were frees across threads (2.5 % of a Redlock bench's profile, issue 15).
 pub fn run_summary(
     scenario: &Arc<Scenario>,
     scheme_index: usize,
