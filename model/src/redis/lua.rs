@@ -356,10 +356,11 @@ fn count_hook(run: &RunState, debug: &mlua::debug::Debug) -> mlua::Result<mlua::
     if !run.running.get() {
         return Ok(mlua::VmState::Continue);
     }
-    if run.stopped().is_some() && debug.source().source.as_deref() == Some(PRELUDE_NAME) {
-        return Ok(mlua::VmState::Continue);
-    }
-    if run.stopped().is_none() {
+    if run.stopped().is_some() {
+        if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+            return Ok(mlua::VmState::Continue);
+        }
+    } else {
         run.instructions
             .set(run.instructions.get() + INSTRUCTIONS_PER_CHECKPOINT);
         if run.checkpoint().is_none() {
