@@ -170,3 +170,41 @@ fn the_heap_follows_the_same_course_at_any_address() {
     assert!(courses[0].starts_with("Bulk("), "{}", courses[0]);
     assert!(courses.iter().all(|c| *c == courses[0]));
 }
+
+/// `redis.call` builds the reply in Lua's heap: a reply past the heap limit is the script's
+/// error (raised where the call is), `pcall` catches it as a string, and the server goes on.
+#[test]
+fn a_reply_too_big_for_the_heap_ends_the_script_with_a_memory_error() {
+    let mut server = small_limits();
+    let big = "x".repeat(20 << 20);
+    command(&mut server, &["SET", "big", &big]);
+    let text = eval(&mut server, "return redis.call('GET', 'big')");
+    assert!(
+        text.starts_with("ERR memory error: not enough memory script: ")
+            && text.ends_with(", on @user_script:1."),
+        "{text}"
+    );
+    assert_eq!(
+        eval(&mut server, "return redis.pcall('GET', 'big')"),
+        "ERR memory error: not enough memory"
+    );
+    let caught = command(
+        &mut server,
+        &[
+            "EVAL",
+            "local ok, e = pcall(redis.call, 'GET', 'big') return {tostring(ok), e}",
+            "0",
+        ],
+    );
+    assert_eq!(
+        caught,
+        Reply::Array(vec![
+            Reply::Bulk(b"false".to_vec()),
+            Reply::Bulk(b"memory error: not enough memory".to_vec())
+        ])
+    );
+    assert_eq!(
+        eval(&mut server, "return redis.call('STRLEN', 'big')"),
+        "Integer(20971520)"
+    );
+}

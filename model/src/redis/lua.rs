@@ -2,12 +2,13 @@
 //! reused across scripts, the `redis` library, the RESP ⇄ Lua conversions and Redis's error
 //! formats.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use mlua::chunk::ChunkMode;
 use mlua::state::{GcIncParams, GcMode};
@@ -284,15 +285,16 @@ pub struct EngineConfig {
 pub struct LuaEngine {
     lua: Lua,
     env: Table,
-    globals: Table,
     runner: Function,
     handler: Function,
+    /// Stores KEYS and ARGV in the globals (`set_arrays`).
+    set_arrays: Function,
     functions: BTreeMap<String, Function>,
     run: Rc<RunState>,
     /// The Lua client's protocol (`redis.setresp`), RESP2 at the start of every script.
     protocol: Rc<Cell<Protocol>>,
-    /// The host's callback for `redis.call` while a script runs (`None` between scripts).
-    call: Rc<CallSlot>,
+    /// What `redis.call` reaches the host through (its address is an upvalue of `prims.call`).
+    call: Box<CallContext>,
     /// The main thread, whose count hook is tightened when a script must stop.
     main_state: *mut ffi::lua_State,
     alloc: Option<Box<CountingAlloc>>,
@@ -334,6 +336,70 @@ impl Sandbox {
         lua.load(bytecode)
             .set_name(PRELUDE_NAME)
             .set_mode(ChunkMode::Binary)
+    }
+}
+
+/// The chunk name of scripts: errors read `user_script:<line>: ...` (`luaCreateFunction`).
+const USER_SCRIPT_NAME: &str = "@user_script";
+
+/// The reply to a body that does not compile.
+fn compile_error(e: &mlua::Error) -> String {
+    format!(
+        "ERR Error compiling script (new function): {}",
+        lua_error_message(e)
+    )
+}
+
+/// Script bodies compiled to bytecode once per process and loaded into each engine as bytecode:
+/// every Redis node of every run compiles the same few lock scripts, and parsing them was 5-9 %
+/// of a Redlock run (issue 15). Every engine loads bytecode, the first as the thousandth, so its
+/// heap follows the same course whatever ran before in the process.
+struct CompiledScripts;
+
+/// Bodies kept; past it the cache starts again (a server fed endless distinct scripts must not
+/// grow without bound here: its own script cache is where Redis keeps them).
+const COMPILED_SCRIPTS_MAX: usize = 1024;
+
+impl CompiledScripts {
+    /// The bytecode of `body` (whose sha1 is `sha`), or the compile error's reply text. A
+    /// leading `#!` shebang line is blanked out, keeping line numbers.
+    fn bytecode(sha: &str, body: &[u8]) -> Result<Arc<[u8]>, String> {
+        static COMPILED: Mutex<BTreeMap<String, Arc<[u8]>>> = Mutex::new(BTreeMap::new());
+        let cached = COMPILED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(sha)
+            .cloned();
+        if let Some(bytecode) = cached {
+            return Ok(bytecode);
+        }
+        let code: Cow<[u8]> = if body.starts_with(b"#!") {
+            let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+            let mut code = vec![b' '; end];
+            code.extend_from_slice(&body[end..]);
+            Cow::Owned(code)
+        } else {
+            Cow::Borrowed(body)
+        };
+        // A state of its own: the garbage of parsing stays out of the engines.
+        let scratch = Lua::new_with(StdLib::NONE, LuaOptions::default())
+            .map_err(|e| format!("ERR Error creating the Lua state: {e}"))?;
+        let bytecode: Arc<[u8]> = scratch
+            .load(&code[..])
+            .set_name(USER_SCRIPT_NAME)
+            .set_mode(ChunkMode::Text)
+            .into_function()
+            .map_err(|e| compile_error(&e))?
+            .dump(false)
+            .into();
+        let mut compiled = COMPILED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if compiled.len() >= COMPILED_SCRIPTS_MAX {
+            compiled.clear();
+        }
+        compiled.insert(sha.to_string(), bytecode.clone());
+        Ok(bytecode)
     }
 }
 
@@ -595,22 +661,12 @@ impl LuaEngine {
             "raising",
             lua.create_function(|lua, imp: Function| raising(lua, imp))?,
         )?;
-        let call = Rc::new(CallSlot::default());
-        let (slot, resp) = (call.clone(), protocol.clone());
-        prims.set(
-            "call",
-            lua.create_function(move |lua, (raise, rest): (bool, MultiValue)| {
-                let Some(host) = slot.get() else {
-                    return Err(mlua::Error::runtime("redis.call outside a script"));
-                };
-                // SAFETY: `run` stores a callback that outlives the script and takes it back
-                // before returning; scripts never run inside `redis.call` (EVAL is `noscript`),
-                // so this is the only live borrow of it.
-                let host = unsafe { &mut *host };
-                let (value, is_error) = redis_call(lua, rest, resp.get(), host)?;
-                Ok((value, raise && is_error))
-            })?,
-        )?;
+        let call = Box::new(CallContext {
+            host: CallSlot::default(),
+            protocol: protocol.clone(),
+            panic: RefCell::new(None),
+        });
+        prims.set("call", call_primitive(&lua, &call)?)?;
         let sandbox = Sandbox::compiled();
         // Few scripts use `bit`: it is loaded on a script's first use (a third of the sandbox's
         // bytecode; a Lua state per Redis node per run, issue 15).
@@ -630,15 +686,16 @@ impl LuaEngine {
         )?;
         let runner: Function = sandbox.load(&lua, &sandbox.runner).into_function()?;
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err))?;
+        let set_arrays = arrays_setter(&lua, &globals)?;
         // SAFETY: the state is open and idle; the box lives in the engine, whose Drop uninstalls
         // it before the state closes.
         let alloc = unsafe { lua_alloc::install(main_state, run.clone()) };
         Ok(LuaEngine {
             lua,
             env,
-            globals,
             runner,
             handler,
+            set_arrays,
             functions: BTreeMap::new(),
             run,
             protocol,
@@ -659,29 +716,19 @@ impl LuaEngine {
         if self.functions.contains_key(sha) {
             return Ok(());
         }
-        let code: Vec<u8> = if body.starts_with(b"#!") {
-            let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
-            let mut code = vec![b' '; end];
-            code.extend_from_slice(&body[end..]);
-            code
-        } else {
-            body.to_vec()
-        };
+        let bytecode = CompiledScripts::bytecode(sha, body)?;
         let chunk = self
             .lua
-            .load(&code[..])
-            .set_name("@user_script")
-            .set_mode(mlua::chunk::ChunkMode::Text)
+            .load(&bytecode[..])
+            .set_name(USER_SCRIPT_NAME)
+            .set_mode(ChunkMode::Binary)
             .set_environment(self.env.clone());
         match chunk.into_function() {
             Ok(f) => {
                 self.functions.insert(sha.to_string(), f);
                 Ok(())
             }
-            Err(e) => Err(format!(
-                "ERR Error compiling script (new function): {}",
-                lua_error_message(&e)
-            )),
+            Err(e) => Err(compile_error(&e)),
         }
     }
 
@@ -704,7 +751,7 @@ impl LuaEngine {
         // SAFETY: only the lifetime is erased; the slot is emptied again below, before `call`'s
         // borrow ends.
         let host = unsafe { std::mem::transmute::<*mut CallFn<'_>, *mut CallFn<'static>>(call) };
-        let outer = self.call.replace(Some(host));
+        let outer = self.call.host.replace(Some(host));
         let result = self.set_keys_and_argv(keys, args).and_then(|()| {
             let out: MultiValue = self.runner.call((function, self.handler.clone()))?;
             let mut values = out.into_iter();
@@ -716,7 +763,10 @@ impl LuaEngine {
                 script_error_reply(sha, &value)
             })
         });
-        self.call.set(outer);
+        self.call.host.set(outer);
+        if let Some(payload) = self.call.panic.take() {
+            std::panic::resume_unwind(payload);
+        }
         self.run.running.set(false);
         self.run.relax_hook();
         let stop = self.run.stopped();
@@ -749,38 +799,58 @@ impl LuaEngine {
         reply
     }
 
-    /// `luaSetGlobalArray` for KEYS and ARGV: both tables built in one protected call (through
-    /// mlua's API each string and each store was its own protected call: 9 % of the baseline,
-    /// issue 15).
+    /// `luaSetGlobalArray` for KEYS and ARGV: both tables built by one C function, called once
+    /// (through mlua's API each string and each store was its own protected call, and each
+    /// protected call allocated three C closures: 9 % of the baseline, issue 15).
     fn set_keys_and_argv(&self, keys: &[Vec<u8>], args: &[Vec<u8>]) -> mlua::Result<()> {
-        /// Stores `name = {items...}` in the table at stack index 1.
-        unsafe fn set_array(state: *mut ffi::lua_State, name: &str, items: &[Vec<u8>]) {
-            // SAFETY (caller): a protected call with the target table at index 1; at most three
-            // slots are pushed at a time (a C function has LUA_MINSTACK = 20).
-            unsafe {
-                ffi::lua_pushlstring(state, name.as_ptr().cast(), name.len());
-                ffi::lua_createtable(state, items.len() as c_int, 0);
-                for (i, item) in items.iter().enumerate() {
-                    ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
-                    ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
-                }
-                ffi::lua_rawset(state, 1);
-            }
-        }
-        // SAFETY: only borrows are alive in the closure, so a memory error long-jumping out of
-        // it skips no destructor.
-        unsafe {
-            self.lua.exec_raw::<()>(&self.globals, |state| {
-                set_array(state, "KEYS", keys);
-                set_array(state, "ARGV", args);
-            })
-        }
+        let arrays = Arrays { keys, args };
+        self.set_arrays
+            .call::<()>(mlua::LightUserData(&arrays as *const Arrays as *mut c_void))
     }
 
     /// Lua memory in use, as INFO prints it.
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
     }
+}
+
+/// What `set_arrays` stores as KEYS and ARGV.
+struct Arrays<'a> {
+    keys: &'a [Vec<u8>],
+    args: &'a [Vec<u8>],
+}
+
+/// A C closure over the globals table: `f(arrays)` stores `KEYS` and `ARGV` from the `Arrays`
+/// its light userdata points to.
+fn arrays_setter(lua: &Lua, globals: &Table) -> mlua::Result<Function> {
+    // SAFETY: the closure only moves the table (already on the stack) into an upvalue.
+    unsafe { lua.exec_raw(globals, |state| ffi::lua_pushcclosure(state, set_arrays, 1)) }
+}
+
+/// Called (protected, by `Function::call`) with a light userdata pointing to `Arrays` that
+/// outlives the call; stores both arrays in upvalue 1. Only borrows are alive here, so a
+/// memory error long-jumping out skips no destructor.
+unsafe extern "C-unwind" fn set_arrays(state: *mut ffi::lua_State) -> c_int {
+    /// `globals[name] = {items...}`; at most three slots pushed (LUA_MINSTACK is 20).
+    unsafe fn set_array(state: *mut ffi::lua_State, name: &str, items: &[Vec<u8>]) {
+        // SAFETY (caller): the globals table is upvalue 1.
+        unsafe {
+            ffi::lua_pushlstring(state, name.as_ptr().cast(), name.len());
+            ffi::lua_createtable(state, items.len() as c_int, 0);
+            for (i, item) in items.iter().enumerate() {
+                ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+                ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+            }
+            ffi::lua_rawset(state, ffi::lua_upvalueindex(1));
+        }
+    }
+    // SAFETY: argument 1 is the light userdata `set_keys_and_argv` passes, alive for the call.
+    unsafe {
+        let arrays = &*(ffi::lua_touserdata(state, 1) as *const Arrays);
+        set_array(state, "KEYS", arrays.keys);
+        set_array(state, "ARGV", arrays.args);
+    }
+    0
 }
 
 /// A C closure over `imp` that raises what `imp` flags as an error (see `PRELUDE`).
@@ -884,70 +954,213 @@ fn lua_error_message(e: &mlua::Error) -> String {
 /// `luaPushErrorBuff`: turns a `-CODE message` reply text into the Lua error string
 /// `CODE message` (a text without a space becomes `ERR text`), trailing CR/LF trimmed.
 pub fn lua_error_text(text: &[u8]) -> Vec<u8> {
-    let (code, msg): (&[u8], &[u8]) = match text.strip_prefix(b"-") {
-        Some(rest) => match rest.iter().position(|&b| b == b' ') {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None => (b"ERR", rest),
-        },
-        None => (b"ERR", text),
+    let (code, msg) = match text.strip_prefix(b"-") {
+        Some(rest) => reply_error_parts(rest),
+        None => (&b"ERR"[..], trim_line_ends(text)),
     };
-    let mut msg = msg;
+    [code, b" ", msg].concat()
+}
+
+/// The code and the message of an error reply's text (after its `-`), as `lua_error_text`
+/// joins them.
+fn reply_error_parts(rest: &[u8]) -> (&[u8], &[u8]) {
+    match rest.iter().position(|&b| b == b' ') {
+        Some(i) => (&rest[..i], trim_line_ends(&rest[i + 1..])),
+        None => (b"ERR", trim_line_ends(rest)),
+    }
+}
+
+fn trim_line_ends(mut msg: &[u8]) -> &[u8] {
     while let Some(rest) = msg.strip_suffix(b"\n").or_else(|| msg.strip_suffix(b"\r")) {
         msg = rest;
     }
     while let Some(rest) = msg.strip_prefix(b"\n").or_else(|| msg.strip_prefix(b"\r")) {
         msg = rest;
     }
-    let mut out = code.to_vec();
-    out.push(b' ');
-    out.extend_from_slice(msg);
-    out
+    msg
+}
+
+/// What `prims.call` (under `redis.call` and `redis.pcall`) reaches the host through.
+struct CallContext {
+    /// The host's callback while a script runs (`None` between scripts).
+    host: CallSlot,
+    /// The Lua client's protocol (`redis.setresp`).
+    protocol: Rc<Cell<Protocol>>,
+    /// A panic of the host's callback, resumed when the script has returned: it cannot unwind
+    /// through Lua's C frames.
+    panic: RefCell<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+/// `prims.call(raise, ...)`: a C closure over the context and `push_call_result`. A C function
+/// of our own rather than an mlua callback: mlua converted every argument and result through
+/// protected calls that each allocated C closures, the larger part of a `redis.call` (issue 15).
+fn call_primitive(lua: &Lua, context: &CallContext) -> mlua::Result<Function> {
+    // SAFETY: pushes two C values and closes over them; `context` is boxed in the engine, which
+    // outlives every script of its state.
+    unsafe {
+        lua.exec_raw((), |state| {
+            ffi::lua_pushlightuserdata(state, context as *const CallContext as *mut c_void);
+            ffi::lua_pushcfunction(state, push_call_result);
+            ffi::lua_pushcclosure(state, call_trampoline, 2);
+        })
+    }
+}
+
+/// What a `redis.call` comes to, before it is a Lua value.
+enum CallResult {
+    /// The command's reply, for a Lua client speaking the protocol.
+    Reply(Reply, Protocol),
+    /// An error table `{err = text}` (`ignore_error_stats_update` for a command's own error).
+    Error { text: Vec<u8>, ignore_stats: bool },
 }
 
 /// `luaRedisGenericCommand`: argument conversion, the call, the reply conversion. Returns the Lua
-/// value and whether it is an error table (which `redis.call` raises).
-fn redis_call(
-    lua: &Lua,
-    args: MultiValue,
-    protocol: Protocol,
-    call: &mut CallFn<'_>,
-) -> mlua::Result<(Value, bool)> {
-    let error_table = |text: &[u8], ignore_stats: bool| -> mlua::Result<(Value, bool)> {
-        let t = lua.create_table()?;
-        t.raw_set("err", lua.create_string(text)?)?;
-        if ignore_stats {
-            t.raw_set("ignore_error_stats_update", true)?;
+/// value and whether to raise it: an error table raises for `redis.call` (`raise`), not for
+/// `redis.pcall`. The result is pushed by `push_call_result` under `lua_pcall`, and every Rust
+/// value is dropped before an error of that push is raised again: a Lua error long-jumps, and no
+/// destructor may be pending when it does.
+unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; upvalue 1 is the engine's boxed
+    // `CallContext`, upvalue 2 `push_call_result`.
+    unsafe {
+        let context =
+            &*(ffi::lua_touserdata(state, ffi::lua_upvalueindex(1)) as *const CallContext);
+        let raise = ffi::lua_toboolean(state, 1) != 0;
+        let status = {
+            let result = call_host(state, context);
+            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
+            ffi::lua_pushlightuserdata(state, &result as *const CallResult as *mut c_void);
+            ffi::lua_pcall(state, 1, 2, 0)
+        };
+        if status == ffi::LUA_ERRMEM {
+            // As mlua raised a memory error of a callback (the script's error reads the same).
+            ffi::lua_pop(state, 1);
+            let text = "memory error: not enough memory";
+            ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
         }
-        Ok((Value::Table(t), true))
-    };
-    if args.is_empty() {
-        return error_table(
-            b"ERR Please specify at least one argument for this redis lib call",
-            false,
-        );
+        if status != ffi::LUA_OK {
+            ffi::lua_error(state)
+        }
+        let is_error = ffi::lua_toboolean(state, -1) != 0;
+        ffi::lua_pop(state, 1);
+        ffi::lua_pushboolean(state, c_int::from(raise && is_error));
+        2
     }
-    let mut argv = Vec::with_capacity(args.len());
-    for arg in args.iter() {
-        match arg {
-            Value::String(s) => argv.push(s.as_bytes().to_vec()),
-            Value::Integer(i) => argv.push(super::number::fmt_g17(*i as f64).into_bytes()),
-            Value::Number(n) => argv.push(super::number::fmt_g17(*n).into_bytes()),
-            _ => {
-                return error_table(
-                    b"ERR Lua redis lib command arguments must be strings or integers",
-                    false,
-                );
+}
+
+/// Reads the arguments after `raise` and runs the command through the host.
+unsafe fn call_host(state: *mut ffi::lua_State, context: &CallContext) -> CallResult {
+    let error = |text: &[u8]| CallResult::Error {
+        text: text.to_vec(),
+        ignore_stats: false,
+    };
+    // SAFETY (caller): a C function's state; reading strings and numbers raises no error.
+    let nargs = unsafe { ffi::lua_gettop(state) };
+    if nargs < 2 {
+        return error(b"ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(nargs as usize - 1);
+    for i in 2..=nargs {
+        // SAFETY: `i` is a valid index; `lua_tolstring` on a string does not convert it.
+        unsafe {
+            match ffi::lua_type(state, i) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0;
+                    let ptr = ffi::lua_tolstring(state, i, &mut len);
+                    argv.push(std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec());
+                }
+                ffi::LUA_TNUMBER => {
+                    argv.push(super::number::fmt_g17(ffi::lua_tonumber(state, i)).into_bytes())
+                }
+                _ => {
+                    return error(
+                        b"ERR Lua redis lib command arguments must be strings or integers",
+                    );
+                }
             }
         }
     }
-    match call(&argv, protocol) {
-        Err(text) => error_table(&lua_error_text(text.as_bytes()), false),
-        Ok(Reply::Error(e)) => {
+    let Some(host) = context.host.get() else {
+        return error(b"ERR redis.call outside a script");
+    };
+    let protocol = context.protocol.get();
+    // SAFETY: `run` stores a callback that outlives the script and takes it back before
+    // returning; scripts never run inside `redis.call` (EVAL is `noscript`), so this is the
+    // only live borrow of it.
+    let host = unsafe { &mut *host };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| host(&argv, protocol)));
+    match outcome {
+        Err(payload) => {
+            *context.panic.borrow_mut() = Some(payload);
+            error(b"ERR the host panicked")
+        }
+        Ok(Err(text)) => error(&lua_error_text(text.as_bytes())),
+        Ok(Ok(Reply::Error(e))) => {
             let mut text = b"-".to_vec();
             text.extend_from_slice(&e);
-            error_table(&lua_error_text(&text), true)
+            CallResult::Error {
+                text: lua_error_text(&text),
+                ignore_stats: true,
+            }
         }
-        Ok(reply) => Ok((reply_to_lua(lua, &reply, protocol)?, false)),
+        Ok(Ok(reply)) => CallResult::Reply(reply, protocol),
+    }
+}
+
+/// Called (protected) with a light userdata pointing to a `CallResult`: pushes its Lua value
+/// and whether it is an error table.
+unsafe extern "C-unwind" fn push_call_result(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: argument 1 is the light userdata `call_trampoline` passes, alive for the call;
+    // only borrows are alive here.
+    unsafe {
+        let result = &*(ffi::lua_touserdata(state, 1) as *const CallResult);
+        match result {
+            CallResult::Reply(reply, protocol) => {
+                push_reply(state, reply, *protocol);
+                ffi::lua_pushboolean(state, 0);
+            }
+            CallResult::Error { text, ignore_stats } => {
+                ffi::lua_createtable(state, 0, 0);
+                set_field(state, "err", |state| push_bytes(state, text));
+                if *ignore_stats {
+                    set_field(state, "ignore_error_stats_update", |state| {
+                        ffi::lua_pushboolean(state, 1)
+                    });
+                }
+                ffi::lua_pushboolean(state, 1);
+            }
+        }
+        2
+    }
+}
+
+unsafe fn push_bytes(state: *mut ffi::lua_State, bytes: &[u8]) {
+    // SAFETY (caller): a protected C function's state with a free slot.
+    unsafe {
+        ffi::lua_pushlstring(state, bytes.as_ptr().cast(), bytes.len());
+    }
+}
+
+/// `t[key] = value` (raw) for the table on top, `push` pushing the value.
+unsafe fn set_field(state: *mut ffi::lua_State, key: &str, push: impl FnOnce(*mut ffi::lua_State)) {
+    // SAFETY (caller): a protected C function's state, the table on top.
+    unsafe {
+        push_bytes(state, key.as_bytes());
+        push(state);
+        ffi::lua_rawset(state, -3);
+    }
+}
+
+/// `{key = value}`, `push` pushing the value.
+unsafe fn push_table_with(
+    state: *mut ffi::lua_State,
+    key: &str,
+    push: impl FnOnce(*mut ffi::lua_State),
+) {
+    // SAFETY (caller): as `set_field`.
+    unsafe {
+        ffi::lua_createtable(state, 0, 0);
+        set_field(state, key, push);
     }
 }
 
@@ -956,72 +1169,94 @@ fn redis_call(
 /// nil, booleans → booleans, maps → {map={}}, sets → {set={}}, doubles → {double=},
 /// big numbers → {big_number=}, verbatim strings → {verbatim_string={format=, string=}}.
 /// A RESP2 client sees a map flattened, a double as its `%.17g` string, a boolean as 1/0.
-pub fn reply_to_lua(lua: &Lua, reply: &Reply, protocol: Protocol) -> mlua::Result<Value> {
+/// Tables are built as mlua built them (empty, then grown), so the heap follows the same course.
+///
+/// # Safety
+/// A protected C function's state (a memory error long-jumps); only borrows may be alive.
+unsafe fn push_reply(state: *mut ffi::lua_State, reply: &Reply, protocol: Protocol) {
     let resp3 = protocol == Protocol::Resp3;
-    let table_with = |key: &str, value: Value| -> mlua::Result<Value> {
-        let t = lua.create_table()?;
-        t.raw_set(key, value)?;
-        Ok(Value::Table(t))
-    };
-    let sequence = |items: &mut dyn Iterator<Item = &Reply>| -> mlua::Result<Value> {
-        let t = lua.create_table()?;
-        for (i, item) in items.enumerate() {
-            t.raw_set(i + 1, reply_to_lua(lua, item, protocol)?)?;
-        }
-        Ok(Value::Table(t))
-    };
-    Ok(match reply {
-        Reply::Integer(i) => Value::Number(*i as f64),
-        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
-        Reply::Nil | Reply::NilArray if resp3 => Value::Nil,
-        Reply::Nil | Reply::NilArray => Value::Boolean(false),
-        Reply::Status(s) => table_with("ok", Value::String(lua.create_string(s)?))?,
-        Reply::Error(e) => {
-            let mut text = b"-".to_vec();
-            text.extend_from_slice(e);
-            table_with(
-                "err",
-                Value::String(lua.create_string(lua_error_text(&text))?),
-            )?
-        }
-        Reply::Array(items) | Reply::Sequence(items) | Reply::Push(items) => {
-            sequence(&mut items.iter())?
-        }
-        Reply::Set(items) if resp3 => {
-            let set = lua.create_table()?;
-            for item in items {
-                set.raw_set(reply_to_lua(lua, item, protocol)?, true)?;
+    // SAFETY: per the function's contract; each level uses at most four slots.
+    unsafe {
+        ffi::luaL_checkstack(state, 4, c"reply too deeply nested".as_ptr());
+        let sequence = |state, items: &mut dyn Iterator<Item = &Reply>| {
+            ffi::lua_createtable(state, 0, 0);
+            for (i, item) in items.enumerate() {
+                push_reply(state, item, protocol);
+                ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
             }
-            table_with("set", Value::Table(set))?
-        }
-        Reply::Set(items) => sequence(&mut items.iter())?,
-        Reply::Map(pairs) if resp3 => {
-            let map = lua.create_table()?;
-            for (k, v) in pairs {
-                map.raw_set(
-                    reply_to_lua(lua, k, protocol)?,
-                    reply_to_lua(lua, v, protocol)?,
-                )?;
+        };
+        match reply {
+            Reply::Integer(i) => ffi::lua_pushnumber(state, *i as f64),
+            Reply::Bulk(b) => push_bytes(state, b),
+            Reply::Nil | Reply::NilArray if resp3 => ffi::lua_pushnil(state),
+            Reply::Nil | Reply::NilArray => ffi::lua_pushboolean(state, 0),
+            Reply::Status(s) => {
+                push_table_with(state, "ok", |state| push_bytes(state, s.as_bytes()))
             }
-            table_with("map", Value::Table(map))?
+            Reply::Error(e) => {
+                let (code, msg) = reply_error_parts(e);
+                push_bytes(state, code);
+                push_bytes(state, b" ");
+                push_bytes(state, msg);
+                ffi::lua_concat(state, 3);
+                ffi::lua_createtable(state, 0, 0);
+                push_bytes(state, b"err");
+                ffi::lua_pushvalue(state, -3);
+                ffi::lua_rawset(state, -3);
+                ffi::lua_remove(state, -2);
+            }
+            Reply::Array(items) | Reply::Sequence(items) | Reply::Push(items) => {
+                sequence(state, &mut items.iter())
+            }
+            Reply::Set(items) if resp3 => push_table_with(state, "set", |state| {
+                ffi::lua_createtable(state, 0, 0);
+                for item in items {
+                    push_reply(state, item, protocol);
+                    ffi::lua_pushboolean(state, 1);
+                    ffi::lua_rawset(state, -3);
+                }
+            }),
+            Reply::Set(items) => sequence(state, &mut items.iter()),
+            Reply::Map(pairs) if resp3 => push_table_with(state, "map", |state| {
+                ffi::lua_createtable(state, 0, 0);
+                for (k, v) in pairs {
+                    push_reply(state, k, protocol);
+                    push_reply(state, v, protocol);
+                    ffi::lua_rawset(state, -3);
+                }
+            }),
+            Reply::Map(pairs) => sequence(state, &mut pairs.iter().flat_map(|(k, v)| [k, v])),
+            Reply::Double(d) if resp3 => {
+                push_table_with(state, "double", |state| ffi::lua_pushnumber(state, *d))
+            }
+            Reply::Double(d) => {
+                // Copied out of the String first: no Rust value with a destructor may be alive
+                // while Lua allocates. `%.17g` takes at most 24 bytes.
+                let mut digits = [0u8; 32];
+                let len = {
+                    let text = super::number::fmt_g17(*d);
+                    let len = text.len().min(digits.len());
+                    digits[..len].copy_from_slice(&text.as_bytes()[..len]);
+                    len
+                };
+                push_bytes(state, &digits[..len])
+            }
+            Reply::Bool(b) if resp3 => ffi::lua_pushboolean(state, c_int::from(*b)),
+            Reply::Bool(b) => ffi::lua_pushnumber(state, f64::from(u8::from(*b))),
+            Reply::BigNumber(n) if resp3 => {
+                push_table_with(state, "big_number", |state| push_bytes(state, n))
+            }
+            Reply::BigNumber(n) => push_bytes(state, n),
+            Reply::Verbatim { format, text } if resp3 => {
+                push_table_with(state, "verbatim_string", |state| {
+                    ffi::lua_createtable(state, 0, 0);
+                    set_field(state, "string", |state| push_bytes(state, text));
+                    set_field(state, "format", |state| push_bytes(state, format));
+                })
+            }
+            Reply::Verbatim { text, .. } => push_bytes(state, text),
         }
-        Reply::Map(pairs) => sequence(&mut pairs.iter().flat_map(|(k, v)| [k, v]))?,
-        Reply::Double(d) if resp3 => table_with("double", Value::Number(*d))?,
-        Reply::Double(d) => Value::String(lua.create_string(super::number::fmt_g17(*d))?),
-        Reply::Bool(b) if resp3 => Value::Boolean(*b),
-        Reply::Bool(b) => Value::Number(f64::from(u8::from(*b))),
-        Reply::BigNumber(n) if resp3 => {
-            table_with("big_number", Value::String(lua.create_string(n)?))?
-        }
-        Reply::BigNumber(n) => Value::String(lua.create_string(n)?),
-        Reply::Verbatim { format, text } if resp3 => {
-            let v = lua.create_table()?;
-            v.raw_set("string", lua.create_string(text)?)?;
-            v.raw_set("format", lua.create_string(format)?)?;
-            table_with("verbatim_string", Value::Table(v))?
-        }
-        Reply::Verbatim { text, .. } => Value::String(lua.create_string(text)?),
-    })
+    }
 }
 
 /// C's `(long long)` cast of a double on x86-64: NaN and out-of-range give `LLONG_MIN`.
