@@ -29,7 +29,9 @@ pub mod watchdog;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -458,16 +460,29 @@ pub async fn eval(
     env.call(server, cmd).await
 }
 
+/// The sha1 of one of our lock scripts, hashed once per process as the libraries hash theirs
+/// once per script object (redis-py `Script.__init__`, redsync `NewScript`, Redisson's script
+/// cache); hashed on every call it was 1 % of a Redlock run (issue 15). Keyed by the text's
+/// address: the scripts are constants.
+pub fn script_sha(script: &'static str) -> Arc<str> {
+    static SHAS: Mutex<BTreeMap<(usize, usize), Arc<str>>> = Mutex::new(BTreeMap::new());
+    let key = (script.as_ptr() as usize, script.len());
+    let mut shas = SHAS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    shas.entry(key)
+        .or_insert_with(|| crate::redis::lua::sha1_hex(script.as_bytes()).into())
+        .clone()
+}
+
 /// A script object as redis-py's `register_script` makes one (and Jedis/Redisson's script
 /// caches): `EVALSHA sha`, and on `NOSCRIPT` a `SCRIPT LOAD` then `EVALSHA` again.
 pub async fn evalsha(
     env: &Rc<dyn LockEnv>,
     server: usize,
-    script: &str,
+    script: &'static str,
     keys: &[&str],
     args: &[&str],
 ) -> Result<Reply, CallError> {
-    let sha = crate::redis::lua::sha1_hex(script.as_bytes());
+    let sha = script_sha(script);
     let call = |sha: &str| {
         let mut cmd = vec![
             b"EVALSHA".to_vec(),

@@ -823,7 +823,7 @@ fn exception(reply: Reply) -> Result<Reply, Failure> {
 pub(crate) async fn synced_eval(
     lock: &RedissonLock,
     env: &Rc<dyn LockEnv>,
-    script: &str,
+    script: &'static str,
     keys: &[&str],
     args: &[&str],
     retry: bool,
@@ -888,12 +888,12 @@ pub(crate) async fn synced_eval(
 async fn evalsha(
     config: Config,
     env: &Rc<dyn LockEnv>,
-    script: &str,
+    script: &'static str,
     mut eval: Vec<Vec<u8>>,
     resend: bool,
 ) -> Result<Reply, Failure> {
     eval[0] = b"EVALSHA".to_vec();
-    eval[1] = crate::redis::lua::sha1_hex(script.as_bytes()).into_bytes();
+    eval[1] = super::script_sha(script).as_bytes().to_vec();
     match execute(config, env, eval.clone(), resend, 0).await? {
         Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
             let load = vec![

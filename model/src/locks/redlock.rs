@@ -497,12 +497,12 @@ async fn evalsha(
     env: &Rc<dyn LockEnv>,
     server: usize,
     library: Library,
-    script: &str,
+    script: &'static str,
     key: &str,
     args: &[&str],
     timeout_ms: Option<u64>,
 ) -> Result<Reply, CallError> {
-    let sha = sha1_hex(script);
+    let sha = super::script_sha(script);
     let call = script_command("EVALSHA", &sha, key, args);
     match send(env, server, call.clone(), timeout_ms).await? {
         Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
@@ -517,10 +517,6 @@ async fn evalsha(
         }
         other => Ok(other),
     }
-}
-
-fn sha1_hex(text: &str) -> String {
-    crate::redis::lua::sha1_hex(text.as_bytes())
 }
 
 impl Redlock {
@@ -1137,7 +1133,7 @@ mod tests {
         let before = a.sent.borrow().len();
         let release = block_on(la.release(&env));
         assert!(release.detail.starts_with("ExecutionError"), "{release:?}");
-        let release_sha = sha1_hex(NODE_RELEASE);
+        let release_sha = crate::locks::script_sha(NODE_RELEASE);
         let sent = a.sent.borrow();
         let releases = sent[before..]
             .iter()
