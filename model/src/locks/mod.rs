@@ -27,9 +27,9 @@ pub mod setnx_expire;
 pub mod setnx_getset;
 pub mod watchdog;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 

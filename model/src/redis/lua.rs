@@ -88,7 +88,7 @@ end
 -- prefixed with the caller's position, like luaL_error.
 local raising = prims.raising
 local redis = {}
-redis.call = raising(function(...) return prims.call(true, ...) end)
+redis.call = prims.redis_call
 redis.pcall = function(...)
   return (prims.call(false, ...))
 end
@@ -666,7 +666,9 @@ impl LuaEngine {
             protocol: protocol.clone(),
             panic: RefCell::new(None),
         });
-        prims.set("call", call_primitive(&lua, &call)?)?;
+        let (prims_call, redis_call) = call_primitives(&lua, &call)?;
+        prims.set("call", prims_call)?;
+        prims.set("redis_call", redis_call)?;
         let sandbox = Sandbox::compiled();
         // Few scripts use `bit`: it is loaded on a script's first use (a third of the sandbox's
         // bytecode; a Lua state per Redis node per run, issue 15).
@@ -991,19 +993,25 @@ struct CallContext {
     panic: RefCell<Option<Box<dyn std::any::Any + Send>>>,
 }
 
-/// `prims.call(raise, ...)`: a C closure over the context and `push_call_result`. A C function
-/// of our own rather than an mlua callback: mlua converted every argument and result through
-/// protected calls that each allocated C closures, the larger part of a `redis.call` (issue 15).
-fn call_primitive(lua: &Lua, context: &CallContext) -> mlua::Result<Function> {
-    // SAFETY: pushes two C values and closes over them; `context` is boxed in the engine, which
-    // outlives every script of its state.
-    unsafe {
-        lua.exec_raw((), |state| {
-            ffi::lua_pushlightuserdata(state, context as *const CallContext as *mut c_void);
-            ffi::lua_pushcfunction(state, push_call_result);
-            ffi::lua_pushcclosure(state, call_trampoline, 2);
-        })
-    }
+/// `prims.call(raise, ...)` (under `redis.pcall`) and `redis.call` itself: C closures over the
+/// context and `push_call_result`. C functions of our own rather than mlua callbacks: mlua
+/// converted every argument and result through protected calls that each allocated C closures,
+/// the larger part of a `redis.call` (issue 15). `redis.call` raises its error table from its
+/// own C frame, as `luaRedisCallCommand` does.
+fn call_primitives(lua: &Lua, context: &CallContext) -> mlua::Result<(Function, Function)> {
+    let closure = |raising: bool| {
+        // SAFETY: pushes three C values and closes over them; `context` is boxed in the
+        // engine, which outlives every script of its state.
+        unsafe {
+            lua.exec_raw::<Function>((), |state| {
+                ffi::lua_pushlightuserdata(state, context as *const CallContext as *mut c_void);
+                ffi::lua_pushcfunction(state, push_call_result);
+                ffi::lua_pushboolean(state, c_int::from(raising));
+                ffi::lua_pushcclosure(state, call_trampoline, 3);
+            })
+        }
+    };
+    Ok((closure(false)?, closure(true)?))
 }
 
 /// What a `redis.call` comes to, before it is a Lua value.
@@ -1025,9 +1033,16 @@ unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> c_int
     unsafe {
         let context =
             &*(ffi::lua_touserdata(state, ffi::lua_upvalueindex(1)) as *const CallContext);
-        let raise = ffi::lua_toboolean(state, 1) != 0;
+        // `redis.call` (upvalue 3) raises an error table itself; `prims.call` is told by its
+        // first argument whether the caller will.
+        let raising = ffi::lua_toboolean(state, ffi::lua_upvalueindex(3)) != 0;
+        let (raise, first_arg) = if raising {
+            (true, 1)
+        } else {
+            (ffi::lua_toboolean(state, 1) != 0, 2)
+        };
         let status = {
-            let result = call_host(state, context);
+            let result = call_host(state, context, first_arg);
             ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
             ffi::lua_pushlightuserdata(state, &result as *const CallResult as *mut c_void);
             ffi::lua_pcall(state, 1, 2, 0)
@@ -1043,24 +1058,34 @@ unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> c_int
         }
         let is_error = ffi::lua_toboolean(state, -1) != 0;
         ffi::lua_pop(state, 1);
+        if raising {
+            if is_error {
+                ffi::lua_error(state)
+            }
+            return 1;
+        }
         ffi::lua_pushboolean(state, c_int::from(raise && is_error));
         2
     }
 }
 
-/// Reads the arguments after `raise` and runs the command through the host.
-unsafe fn call_host(state: *mut ffi::lua_State, context: &CallContext) -> CallResult {
+/// Reads the arguments from `first_arg` on and runs the command through the host.
+unsafe fn call_host(
+    state: *mut ffi::lua_State,
+    context: &CallContext,
+    first_arg: c_int,
+) -> CallResult {
     let error = |text: &[u8]| CallResult::Error {
         text: text.to_vec(),
         ignore_stats: false,
     };
     // SAFETY (caller): a C function's state; reading strings and numbers raises no error.
     let nargs = unsafe { ffi::lua_gettop(state) };
-    if nargs < 2 {
+    if nargs < first_arg {
         return error(b"ERR Please specify at least one argument for this redis lib call");
     }
-    let mut argv = Vec::with_capacity(nargs as usize - 1);
-    for i in 2..=nargs {
+    let mut argv = Vec::with_capacity((nargs - first_arg + 1) as usize);
+    for i in first_arg..=nargs {
         // SAFETY: `i` is a valid index; `lua_tolstring` on a string does not convert it.
         unsafe {
             match ffi::lua_type(state, i) {

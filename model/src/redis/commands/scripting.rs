@@ -224,15 +224,19 @@ fn evalsha_generic(
         Err(e) => return reply(e),
     };
     let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-    let Some(body) = server.core.scripts.get(&sha).cloned() else {
+    if !server.core.scripts.contains_key(&sha) {
         return noscript();
-    };
+    }
     let compiled = match server.engine() {
         Ok(engine) => engine.has_function(&sha),
         Err(e) => return reply(e),
     };
-    if !compiled && let Err(e) = server.create_script(&body) {
-        return reply(e);
+    // The body is copied only to compile it (after SCRIPT LOAD on a fresh Lua state).
+    if !compiled {
+        let body = server.core.scripts.get(&sha).cloned().unwrap_or_default();
+        if let Err(e) = server.create_script(&body) {
+            return reply(e);
+        }
     }
     reply(server.run_script(client, now, &sha, n, argv, read_only))
 }
