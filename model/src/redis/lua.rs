@@ -196,12 +196,11 @@ local function pcall_result(ok, ...)
   return false, e
 end
 S.pcall = function(...)
+  -- luaRedisPcall with no argument calls its own `true` placeholder.
+  if select('#', ...) == 0 then return false, 'attempt to call a boolean value' end
   return pcall_result(pcall_(...))
 end
-S.rawset = function(t, k, v)
-  if readonly[t] then error("Attempt to modify a readonly table", 0) end
-  return rawset(t, k, v)
-end
+S.rawset, S.setmetatable = prims.readonly_aware(readonly)
 S.coroutine = protect(coroutine)
 S.string = protect(string)
 getmetatable('').__index = S.string
@@ -669,6 +668,15 @@ impl LuaEngine {
         let (prims_call, redis_call) = call_primitives(&lua, &call)?;
         prims.set("call", prims_call)?;
         prims.set("redis_call", redis_call)?;
+        prims.set(
+            "readonly_aware",
+            lua.create_function(|lua, readonly: Table| {
+                Ok((
+                    readonly_aware(lua, &readonly, rawset_trampoline)?,
+                    readonly_aware(lua, &readonly, setmetatable_trampoline)?,
+                ))
+            })?,
+        )?;
         let sandbox = Sandbox::compiled();
         // Few scripts use `bit`: it is loaded on a script's first use (a third of the sandbox's
         // bytecode; a Lua state per Redis node per run, issue 15).
@@ -853,6 +861,65 @@ unsafe extern "C-unwind" fn set_arrays(state: *mut ffi::lua_State) -> c_int {
         set_array(state, "ARGV", arrays.args);
     }
     0
+}
+
+/// `rawset` and `setmetatable` for scripts: C functions, as in Redis, so that `return
+/// rawset(...)` keeps the script's frame for the error location and argument errors point at
+/// the script's line. Upvalue 1 is the set of read-only tables.
+fn readonly_aware(lua: &Lua, readonly: &Table, f: ffi::lua_CFunction) -> mlua::Result<Function> {
+    // SAFETY: the closure only moves the table (already on the stack) into an upvalue.
+    unsafe { lua.exec_raw(readonly, |state| ffi::lua_pushcclosure(state, f, 1)) }
+}
+
+/// Redis's read-only tables: its patched `lua_rawset` and `lua_setmetatable` raise this from
+/// the C function (no position), before anything else about the table is looked at.
+unsafe fn check_writable(state: *mut ffi::lua_State) {
+    const READONLY: &str = "Attempt to modify a readonly table";
+    // SAFETY (caller): a C function over the read-only set, the table at index 1.
+    unsafe {
+        ffi::lua_pushvalue(state, 1);
+        ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
+        if ffi::lua_toboolean(state, -1) != 0 {
+            ffi::lua_pushlstring(state, READONLY.as_ptr().cast(), READONLY.len());
+            ffi::lua_error(state);
+        }
+        ffi::lua_pop(state, 1);
+    }
+}
+
+/// `luaB_rawset` over read-only tables.
+unsafe extern "C-unwind" fn rawset_trampoline(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; no Rust value with a destructor is
+    // alive when an error long-jumps out.
+    unsafe {
+        ffi::luaL_checktype(state, 1, ffi::LUA_TTABLE);
+        ffi::luaL_checkany(state, 2);
+        ffi::luaL_checkany(state, 3);
+        ffi::lua_settop(state, 3);
+        check_writable(state);
+        ffi::lua_rawset(state, 1);
+        1
+    }
+}
+
+/// `luaB_setmetatable` over read-only tables (ours carry a `__metatable` field Redis's do not
+/// have, so the read-only check comes first).
+unsafe extern "C-unwind" fn setmetatable_trampoline(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: as `rawset_trampoline`.
+    unsafe {
+        let t = ffi::lua_type(state, 2);
+        ffi::luaL_checktype(state, 1, ffi::LUA_TTABLE);
+        if t != ffi::LUA_TNIL && t != ffi::LUA_TTABLE {
+            ffi::luaL_argerror(state, 2, c"nil or table expected".as_ptr());
+        }
+        check_writable(state);
+        if ffi::luaL_getmetafield(state, 1, c"__metatable".as_ptr()) != 0 {
+            ffi::luaL_error(state, c"cannot change a protected metatable".as_ptr());
+        }
+        ffi::lua_settop(state, 2);
+        ffi::lua_setmetatable(state, 1);
+        1
+    }
 }
 
 /// A C closure over `imp` that raises what `imp` flags as an error (see `PRELUDE`).
