@@ -216,18 +216,58 @@ return env, S
 /// `bit` library (LuaBitOp, as bundled with Redis) over 32-bit integers.
 const BIT_LIB: &str = r#"
 local prims = ...
+local raising, select, type, tonumber = prims.raising, select, type, tonumber
 local function tobit(x)
   x = x % 4294967296
   if x >= 2147483648 then x = x - 4294967296 end
   return x
 end
 local function u(x) return tobit(x) % 4294967296 end
-local function fold(op)
-  return function(a, ...)
-    local r = u(a)
-    for i = 1, select('#', ...) do r = op(r, u((select(i, ...)))) end
-    return tobit(r)
+-- LuaBitOp's barg: a number, or a string that converts to one; else luaL_typerror's message,
+-- raised at the script's line (`raising`).
+local function barg(fname, i, n, v)
+  local x = tonumber(v)
+  if x == nil then
+    local got = i > n and 'no value' or type(v)
+    return nil, "bad argument #" .. i .. " to '" .. fname .. "' (number expected, got " .. got .. ")"
   end
+  return x
+end
+local function unary(fname, f)
+  return raising(function(...)
+    local x, e = barg(fname, 1, select('#', ...), (...))
+    if e then return e, 'where' end
+    return f(x)
+  end)
+end
+-- (x, n) functions: x checked first, then n.
+local function binary(fname, f)
+  return raising(function(...)
+    local n = select('#', ...)
+    local a, b = ...
+    local x, e = barg(fname, 1, n, a)
+    if e then return e, 'where' end
+    local y, e2 = barg(fname, 2, n, b)
+    if e2 then return e2, 'where' end
+    return f(x, y)
+  end)
+end
+-- band, bor, bxor: argument 1 checked first, then the others from the last down (bit.c).
+local function fold(fname, op)
+  return raising(function(...)
+    local n = select('#', ...)
+    local args = {...}
+    local r, e = barg(fname, 1, n, args[1])
+    if e then return e, 'where' end
+    for i = n, 2, -1 do
+      local v, e2 = barg(fname, i, n, args[i])
+      if e2 then return e2, 'where' end
+      args[i] = v
+    end
+    r = u(r)
+    for i = 2, n do r = op(r, u(args[i])) end
+    return tobit(r)
+  end)
 end
 local function bitop(a, b, f)
   local r, m = 0, 1
@@ -239,28 +279,37 @@ local function bitop(a, b, f)
   return r
 end
 local bit = {}
-bit.tobit = tobit
-bit.bnot = function(x) return tobit(4294967295 - u(x)) end
-bit.band = fold(function(a, b) return bitop(a, b, function(x, y) return x == 1 and y == 1 end) end)
-bit.bor = fold(function(a, b) return bitop(a, b, function(x, y) return x == 1 or y == 1 end) end)
-bit.bxor = fold(function(a, b) return bitop(a, b, function(x, y) return x ~= y end) end)
-bit.lshift = function(x, n) return tobit(u(x) * 2 ^ (n % 32)) end
-bit.rshift = function(x, n) return tobit(math.floor(u(x) / 2 ^ (n % 32))) end
-bit.arshift = function(x, n) return tobit(math.floor(tobit(x) / 2 ^ (n % 32))) end
-bit.rol = function(x, n) n = n % 32 local v = u(x) return tobit(v * 2 ^ n + math.floor(v / 2 ^ (32 - n))) end
-bit.ror = function(x, n) n = n % 32 local v = u(x) return tobit(math.floor(v / 2 ^ n) + v * 2 ^ (32 - n)) end
-bit.bswap = function(x)
+bit.tobit = unary('tobit', tobit)
+bit.bnot = unary('bnot', function(x) return tobit(4294967295 - u(x)) end)
+bit.band = fold('band', function(a, b) return bitop(a, b, function(x, y) return x == 1 and y == 1 end) end)
+bit.bor = fold('bor', function(a, b) return bitop(a, b, function(x, y) return x == 1 or y == 1 end) end)
+bit.bxor = fold('bxor', function(a, b) return bitop(a, b, function(x, y) return x ~= y end) end)
+bit.lshift = binary('lshift', function(x, n) return tobit(u(x) * 2 ^ (n % 32)) end)
+bit.rshift = binary('rshift', function(x, n) return tobit(math.floor(u(x) / 2 ^ (n % 32))) end)
+bit.arshift = binary('arshift', function(x, n) return tobit(math.floor(tobit(x) / 2 ^ (n % 32))) end)
+bit.rol = binary('rol', function(x, n) n = n % 32 local v = u(x) return tobit(v * 2 ^ n + math.floor(v / 2 ^ (32 - n))) end)
+bit.ror = binary('ror', function(x, n) n = n % 32 local v = u(x) return tobit(math.floor(v / 2 ^ n) + v * 2 ^ (32 - n)) end)
+bit.bswap = unary('bswap', function(x)
   local v = u(x)
   local b0, b1, b2, b3 = v % 256, math.floor(v / 256) % 256, math.floor(v / 65536) % 256, math.floor(v / 16777216)
   return tobit(((b0 * 256 + b1) * 256 + b2) * 256 + b3)
-end
-bit.tohex = function(x, n)
-  n = n or 8
+end)
+bit.tohex = raising(function(...)
+  local argc = select('#', ...)
+  local a, b = ...
+  local x, e = barg('tohex', 1, argc, a)
+  if e then return e, 'where' end
+  local n = 8
+  if argc >= 2 then
+    local e2
+    n, e2 = barg('tohex', 2, argc, b)
+    if e2 then return e2, 'where' end
+  end
   local upper = n < 0
   if upper then n = -n end
   local s = string.format(upper and '%08X' or '%08x', u(x))
   return s:sub(-n)
-end
+end)
 return bit
 "#;
 
