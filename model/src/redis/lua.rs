@@ -12,7 +12,7 @@ use std::ffi::{c_int, c_void};
 
 use mlua::chunk::ChunkMode;
 use mlua::state::{GcIncParams, GcMode};
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, ffi};
+use mlua::{Function, IntoLua, Lua, LuaOptions, MultiValue, StdLib, Table, Value, ffi};
 use sha1::{Digest, Sha1};
 
 use super::lua_alloc::{self, CountingAlloc, RunState};
@@ -398,57 +398,53 @@ fn compile_error(e: &mlua::Error) -> String {
     )
 }
 
-/// Script bodies compiled to bytecode once per process and loaded into each engine as bytecode:
-/// every Redis node of every run compiles the same few lock scripts, and parsing them was 5-9 %
-/// of a Redlock run (issue 15). Every engine loads bytecode, the first as the thousandth, so its
-/// heap follows the same course whatever ran before in the process.
-struct CompiledScripts;
-
-/// Bodies kept; past it the cache starts again (a server fed endless distinct scripts must not
-/// grow without bound here: its own script cache is where Redis keeps them).
+/// Bodies kept by `script_bytecode`; past it the cache starts again (a server fed endless
+/// distinct scripts must not grow without bound here: its own script cache is where Redis keeps
+/// them).
 const COMPILED_SCRIPTS_MAX: usize = 1024;
 
-impl CompiledScripts {
-    /// The bytecode of `body` (whose sha1 is `sha`), or the compile error's reply text. A
-    /// leading `#!` shebang line is blanked out, keeping line numbers.
-    fn bytecode(sha: &str, body: &[u8]) -> Result<Arc<[u8]>, String> {
-        static COMPILED: Mutex<BTreeMap<String, Arc<[u8]>>> = Mutex::new(BTreeMap::new());
-        let cached = COMPILED
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(sha)
-            .cloned();
-        if let Some(bytecode) = cached {
-            return Ok(bytecode);
-        }
-        let code: Cow<[u8]> = if body.starts_with(b"#!") {
-            let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
-            let mut code = vec![b' '; end];
-            code.extend_from_slice(&body[end..]);
-            Cow::Owned(code)
-        } else {
-            Cow::Borrowed(body)
-        };
-        // A state of its own: the garbage of parsing stays out of the engines.
-        let scratch = Lua::new_with(StdLib::NONE, LuaOptions::default())
-            .map_err(|e| format!("ERR Error creating the Lua state: {e}"))?;
-        let bytecode: Arc<[u8]> = scratch
-            .load(&code[..])
-            .set_name(USER_SCRIPT_NAME)
-            .set_mode(ChunkMode::Text)
-            .into_function()
-            .map_err(|e| compile_error(&e))?
-            .dump(false)
-            .into();
-        let mut compiled = COMPILED
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if compiled.len() >= COMPILED_SCRIPTS_MAX {
-            compiled.clear();
-        }
-        compiled.insert(sha.to_string(), bytecode.clone());
-        Ok(bytecode)
+/// The bytecode of `body` (whose sha1 is `sha`), or the compile error's reply text; a leading
+/// `#!` shebang line is blanked out, keeping line numbers. Compiled once per process and loaded
+/// into each engine: every Redis node of every run compiles the same few lock scripts, and
+/// parsing them was 5-9 % of a Redlock run (issue 15). Every engine loads bytecode, the first as
+/// the thousandth, so its heap follows the same course whatever ran before in the process.
+fn script_bytecode(sha: &str, body: &[u8]) -> Result<Arc<[u8]>, String> {
+    static COMPILED: Mutex<BTreeMap<String, Arc<[u8]>>> = Mutex::new(BTreeMap::new());
+    let cached = COMPILED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(sha)
+        .cloned();
+    if let Some(bytecode) = cached {
+        return Ok(bytecode);
     }
+    let code: Cow<[u8]> = if body.starts_with(b"#!") {
+        let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+        let mut code = vec![b' '; end];
+        code.extend_from_slice(&body[end..]);
+        Cow::Owned(code)
+    } else {
+        Cow::Borrowed(body)
+    };
+    // A state of its own: the garbage of parsing stays out of the engines.
+    let scratch = Lua::new_with(StdLib::NONE, LuaOptions::default())
+        .map_err(|e| format!("ERR Error creating the Lua state: {e}"))?;
+    let bytecode: Arc<[u8]> = scratch
+        .load(&code[..])
+        .set_name(USER_SCRIPT_NAME)
+        .set_mode(ChunkMode::Text)
+        .into_function()
+        .map_err(|e| compile_error(&e))?
+        .dump(false)
+        .into();
+    let mut compiled = COMPILED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if compiled.len() >= COMPILED_SCRIPTS_MAX {
+        compiled.clear();
+    }
+    compiled.insert(sha.to_string(), bytecode.clone());
+    Ok(bytecode)
 }
 
 impl Drop for LuaEngine {
@@ -707,7 +703,8 @@ impl LuaEngine {
         )?;
         prims.set(
             "raising",
-            lua.create_function(|lua, imp: Function| raising(lua, imp))?,
+            // A C closure over `imp` that raises what `imp` flags as an error (see `PRELUDE`).
+            lua.create_function(|lua, imp: Function| c_closure(lua, imp, raising_trampoline))?,
         )?;
         let call = Box::new(CallContext {
             host: CallSlot::default(),
@@ -721,8 +718,8 @@ impl LuaEngine {
             "readonly_aware",
             lua.create_function(|lua, readonly: Table| {
                 Ok((
-                    readonly_aware(lua, &readonly, rawset_trampoline)?,
-                    readonly_aware(lua, &readonly, setmetatable_trampoline)?,
+                    c_closure(lua, &readonly, rawset_trampoline)?,
+                    c_closure(lua, &readonly, setmetatable_trampoline)?,
                 ))
             })?,
         )?;
@@ -745,7 +742,7 @@ impl LuaEngine {
         )?;
         let runner: Function = sandbox.load(&lua, &sandbox.runner).into_function()?;
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err))?;
-        let set_arrays = arrays_setter(&lua, &globals)?;
+        let set_arrays = c_closure(&lua, &globals, set_arrays)?;
         // SAFETY: the state is open and idle; the box lives in the engine, whose Drop uninstalls
         // it before the state closes.
         let alloc = unsafe { lua_alloc::install(main_state, run.clone()) };
@@ -775,7 +772,7 @@ impl LuaEngine {
         if self.functions.contains_key(sha) {
             return Ok(());
         }
-        let bytecode = CompiledScripts::bytecode(sha, body)?;
+        let bytecode = script_bytecode(sha, body)?;
         let chunk = self
             .lua
             .load(&bytecode[..])
@@ -879,11 +876,11 @@ struct Arrays<'a> {
     args: &'a [Vec<u8>],
 }
 
-/// A C closure over the globals table: `f(arrays)` stores `KEYS` and `ARGV` from the `Arrays`
-/// its light userdata points to.
-fn arrays_setter(lua: &Lua, globals: &Table) -> mlua::Result<Function> {
-    // SAFETY: the closure only moves the table (already on the stack) into an upvalue.
-    unsafe { lua.exec_raw(globals, |state| ffi::lua_pushcclosure(state, set_arrays, 1)) }
+/// A C closure of `f` over one upvalue (`raising`, `set_arrays`, the read-only-aware base
+/// functions).
+fn c_closure(lua: &Lua, upvalue: impl IntoLua, f: ffi::lua_CFunction) -> mlua::Result<Function> {
+    // SAFETY: the closure only moves the upvalue (already on the stack) into the new closure.
+    unsafe { lua.exec_raw(upvalue, |state| ffi::lua_pushcclosure(state, f, 1)) }
 }
 
 /// Called (protected, by `Function::call`) with a light userdata pointing to `Arrays` that
@@ -912,13 +909,9 @@ unsafe extern "C-unwind" fn set_arrays(state: *mut ffi::lua_State) -> c_int {
     0
 }
 
-/// `rawset` and `setmetatable` for scripts: C functions, as in Redis, so that `return
-/// rawset(...)` keeps the script's frame for the error location and argument errors point at
-/// the script's line. Upvalue 1 is the set of read-only tables.
-fn readonly_aware(lua: &Lua, readonly: &Table, f: ffi::lua_CFunction) -> mlua::Result<Function> {
-    // SAFETY: the closure only moves the table (already on the stack) into an upvalue.
-    unsafe { lua.exec_raw(readonly, |state| ffi::lua_pushcclosure(state, f, 1)) }
-}
+// `rawset` and `setmetatable` for scripts are C functions, as in Redis, so that `return
+// rawset(...)` keeps the script's frame for the error location and argument errors point at the
+// script's line. Upvalue 1 is the set of read-only tables.
 
 /// Redis's read-only tables: its patched `lua_rawset` and `lua_setmetatable` raise this from
 /// the C function (no position), before anything else about the table is looked at.
@@ -968,16 +961,6 @@ unsafe extern "C-unwind" fn setmetatable_trampoline(state: *mut ffi::lua_State) 
         ffi::lua_settop(state, 2);
         ffi::lua_setmetatable(state, 1);
         1
-    }
-}
-
-/// A C closure over `imp` that raises what `imp` flags as an error (see `PRELUDE`).
-fn raising(lua: &Lua, imp: Function) -> mlua::Result<Function> {
-    // SAFETY: the closure only moves `imp` (already on the stack) into an upvalue.
-    unsafe {
-        lua.exec_raw(imp, |state| {
-            ffi::lua_pushcclosure(state, raising_trampoline, 1)
-        })
     }
 }
 
@@ -1072,10 +1055,15 @@ fn lua_error_message(e: &mlua::Error) -> String {
 /// `luaPushErrorBuff`: turns a `-CODE message` reply text into the Lua error string
 /// `CODE message` (a text without a space becomes `ERR text`), trailing CR/LF trimmed.
 pub fn lua_error_text(text: &[u8]) -> Vec<u8> {
-    let (code, msg) = match text.strip_prefix(b"-") {
-        Some(rest) => reply_error_parts(rest),
-        None => (&b"ERR"[..], trim_line_ends(text)),
-    };
+    match text.strip_prefix(b"-") {
+        Some(rest) => reply_error_text(rest),
+        None => [b"ERR ", trim_line_ends(text)].concat(),
+    }
+}
+
+/// `lua_error_text` of an error reply's text (after its `-`).
+fn reply_error_text(rest: &[u8]) -> Vec<u8> {
+    let (code, msg) = reply_error_parts(rest);
     [code, b" ", msg].concat()
 }
 
@@ -1236,14 +1224,10 @@ unsafe fn call_host(
             error(b"ERR the host panicked")
         }
         Ok(Err(text)) => error(&lua_error_text(text.as_bytes())),
-        Ok(Ok(Reply::Error(e))) => {
-            let mut text = b"-".to_vec();
-            text.extend_from_slice(&e);
-            CallResult::Error {
-                text: lua_error_text(&text),
-                ignore_stats: true,
-            }
-        }
+        Ok(Ok(Reply::Error(e))) => CallResult::Error {
+            text: reply_error_text(&e),
+            ignore_stats: true,
+        },
         Ok(Ok(reply)) => CallResult::Reply(reply, protocol),
     }
 }
