@@ -90,7 +90,7 @@ local raising = prims.raising
 local redis = {}
 redis.call = prims.redis_call
 redis.pcall = function(...)
-  return (prims.call(false, ...))
+  return (prims.call(...))
 end
 redis.error_reply = function(...)
   local e = ...
@@ -1097,7 +1097,7 @@ struct CallContext {
     panic: RefCell<Option<Box<dyn std::any::Any + Send>>>,
 }
 
-/// `prims.call(raise, ...)` (under `redis.pcall`) and `redis.call` itself: C closures over the
+/// `prims.call` (under `redis.pcall`) and `redis.call` itself: C closures over the
 /// context and `push_call_result`. C functions of our own rather than mlua callbacks: mlua
 /// converted every argument and result through protected calls that each allocated C closures,
 /// the larger part of a `redis.call` (issue 15). `redis.call` raises its error table from its
@@ -1127,8 +1127,7 @@ enum CallResult {
 }
 
 /// `luaRedisGenericCommand`: argument conversion, the call, the reply conversion. Returns the Lua
-/// value and whether to raise it: an error table raises for `redis.call` (`raise`), not for
-/// `redis.pcall`. The result is pushed by `push_call_result` under `lua_pcall`, and every Rust
+/// value; an error table is raised instead for `redis.call`, returned for `redis.pcall`. The result is pushed by `push_call_result` under `lua_pcall`, and every Rust
 /// value is dropped before an error of that push is raised again: a Lua error long-jumps, and no
 /// destructor may be pending when it does.
 unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> c_int {
@@ -1137,16 +1136,10 @@ unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> c_int
     unsafe {
         let context =
             &*(ffi::lua_touserdata(state, ffi::lua_upvalueindex(1)) as *const CallContext);
-        // `redis.call` (upvalue 3) raises an error table itself; `prims.call` is told by its
-        // first argument whether the caller will.
+        // `redis.call` (upvalue 3) raises an error table; `prims.call` returns it.
         let raising = ffi::lua_toboolean(state, ffi::lua_upvalueindex(3)) != 0;
-        let (raise, first_arg) = if raising {
-            (true, 1)
-        } else {
-            (ffi::lua_toboolean(state, 1) != 0, 2)
-        };
         let status = {
-            let result = call_host(state, context, first_arg);
+            let result = call_host(state, context);
             ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
             ffi::lua_pushlightuserdata(state, &result as *const CallResult as *mut c_void);
             ffi::lua_pcall(state, 1, 2, 0)
@@ -1162,34 +1155,26 @@ unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> c_int
         }
         let is_error = ffi::lua_toboolean(state, -1) != 0;
         ffi::lua_pop(state, 1);
-        if raising {
-            if is_error {
-                ffi::lua_error(state)
-            }
-            return 1;
+        if raising && is_error {
+            ffi::lua_error(state)
         }
-        ffi::lua_pushboolean(state, c_int::from(raise && is_error));
-        2
+        1
     }
 }
 
-/// Reads the arguments from `first_arg` on and runs the command through the host.
-unsafe fn call_host(
-    state: *mut ffi::lua_State,
-    context: &CallContext,
-    first_arg: c_int,
-) -> CallResult {
+/// Reads the arguments and runs the command through the host.
+unsafe fn call_host(state: *mut ffi::lua_State, context: &CallContext) -> CallResult {
     let error = |text: &[u8]| CallResult::Error {
         text: text.to_vec(),
         ignore_stats: false,
     };
     // SAFETY (caller): a C function's state; reading strings and numbers raises no error.
     let nargs = unsafe { ffi::lua_gettop(state) };
-    if nargs < first_arg {
+    if nargs < 1 {
         return error(b"ERR Please specify at least one argument for this redis lib call");
     }
-    let mut argv = Vec::with_capacity((nargs - first_arg + 1) as usize);
-    for i in first_arg..=nargs {
+    let mut argv = Vec::with_capacity(nargs as usize);
+    for i in 1..=nargs {
         // SAFETY: `i` is a valid index; `lua_tolstring` on a string does not convert it.
         unsafe {
             match ffi::lua_type(state, i) {
