@@ -176,6 +176,14 @@ impl History {
         fired
     }
 
+    /// Room for `events` events up front (at most the budget's): a history grown by doubling
+    /// copies itself into fresh memory at each step (see `runner::expected_events`).
+    pub fn reserve(&self, events: usize) {
+        let mut state = self.state();
+        let events = events.min(state.budget.events);
+        state.events.reserve(events);
+    }
+
     /// Whether the run's budget is spent: the run must stop.
     pub fn full(&self) -> bool {
         self.state().full
