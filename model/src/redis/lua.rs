@@ -78,7 +78,7 @@ local function protect(real, strict)
       return v
     end
   end
-  readonly[proxy] = true
+  readonly[proxy] = real
   return setmetatable(proxy, mt)
 end
 
@@ -131,6 +131,7 @@ redis.set_repl = raising(function(...)
     return {err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.'}, true
   end
 end)
+redis.acl_check_cmd = prims.acl_check_cmd
 redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
 redis.debug = function() end
@@ -210,6 +211,20 @@ S.redis = protect(redis)
 lazy.bit = function() return protect(prims.load_bit(prims)) end
 local env = protect(S, true)
 S._G = env
+-- Redis 7.0's read-only tables are real tables (`lua_enablereadonlytable`): `next`, `pairs`,
+-- `rawget` and `table.foreach` read what they hold, and `table.insert` raises on them. Ours are
+-- empty proxies, so these C functions look through a proxy to the table behind it (the lazy
+-- globals built first) and `table.insert` refuses one. Functions that read only the array part
+-- (`ipairs`, `unpack`, `table.concat`, ...) need no view: no read-only table has one.
+local function materialize()
+  if next(lazy) == nil then return end
+  for k, load in pairs(lazy) do
+    rawset(S, k, load())
+    lazy[k] = nil
+  end
+end
+S.next, S.pairs, S.rawget, table.foreach, table.insert =
+  prims.readonly_views(readonly, materialize, next, pairs, rawget, table.foreach, table.insert)
 return env, S
 "#;
 
@@ -723,6 +738,11 @@ impl LuaEngine {
                 ))
             })?,
         )?;
+        prims.set("acl_check_cmd", c_closure(&lua, Value::Nil, acl_check_cmd)?)?;
+        prims.set(
+            "readonly_views",
+            c_closure(&lua, Value::Nil, readonly_views)?,
+        )?;
         let sandbox = Sandbox::compiled();
         // Few scripts use `bit`: it is loaded on a script's first use (a third of the sandbox's
         // bytecode; a Lua state per Redis node per run, issue 15).
@@ -916,11 +936,17 @@ unsafe extern "C-unwind" fn set_arrays(state: *mut ffi::lua_State) -> c_int {
 /// Redis's read-only tables: its patched `lua_rawset` and `lua_setmetatable` raise this from
 /// the C function (no position), before anything else about the table is looked at.
 unsafe fn check_writable(state: *mut ffi::lua_State) {
+    // SAFETY (caller): a C function over the read-only map, the table at index 1.
+    unsafe { check_writable_at(state, 1, ffi::lua_upvalueindex(1)) }
+}
+
+/// Raises Redis's read-only error if the value at `index` is a key of the map at `readonly`.
+unsafe fn check_writable_at(state: *mut ffi::lua_State, index: c_int, readonly: c_int) {
     const READONLY: &str = "Attempt to modify a readonly table";
-    // SAFETY (caller): a C function over the read-only set, the table at index 1.
+    // SAFETY (caller): `index` and `readonly` are valid; one slot pushed and popped.
     unsafe {
-        ffi::lua_pushvalue(state, 1);
-        ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
+        ffi::lua_pushvalue(state, index);
+        ffi::lua_rawget(state, readonly);
         if ffi::lua_toboolean(state, -1) != 0 {
             ffi::lua_pushlstring(state, READONLY.as_ptr().cast(), READONLY.len());
             ffi::lua_error(state);
@@ -961,6 +987,108 @@ unsafe extern "C-unwind" fn setmetatable_trampoline(state: *mut ffi::lua_State) 
         ffi::lua_settop(state, 2);
         ffi::lua_setmetatable(state, 1);
         1
+    }
+}
+
+/// `prims.readonly_views(readonly, materialize, next, pairs, rawget, foreach, insert)`: the same
+/// functions, looking through read-only proxies (`readonly` maps each to its table) as Redis's
+/// real read-only tables let them. `pairs` is its own C function again over a `next` that looks
+/// through, so a loop holds the proxy, not the table behind it. The originals must be C
+/// functions without upvalues of their own (views call them in their own frame).
+unsafe extern "C-unwind" fn readonly_views(state: *mut ffi::lua_State) -> c_int {
+    /// Pushes `view` over the C function at `index`.
+    unsafe fn push_view(state: *mut ffi::lua_State, index: c_int, view: ffi::lua_CFunction) {
+        // SAFETY (caller): arguments 1 and 2 are the read-only map and `materialize`.
+        unsafe {
+            let Some(original) = ffi::lua_tocfunction(state, index) else {
+                ffi::luaL_argerror(state, index, c"C function expected".as_ptr());
+                unreachable!("luaL_argerror raises");
+            };
+            ffi::lua_pushvalue(state, 1);
+            ffi::lua_pushlightuserdata(state, original as *mut c_void);
+            ffi::lua_pushvalue(state, 2);
+            ffi::lua_pushcclosure(state, view, 3);
+        }
+    }
+    // SAFETY: Lua C API on the state Lua called us with (7 arguments; 5 results and 4
+    // temporaries pushed, within the stack `lua_checkstack` ensures).
+    unsafe {
+        ffi::lua_settop(state, 7);
+        ffi::luaL_checkstack(state, 10, c"readonly_views".as_ptr());
+        push_view(state, 3, see_through);
+        // `luaB_pairs` again, over a `next` that looks through (its upvalue 1): another
+        // closure than the global `next`, as in Lua 5.1 (`pairs({}) == next` is false).
+        let Some(pairs) = ffi::lua_tocfunction(state, 4) else {
+            ffi::luaL_argerror(state, 4, c"C function expected".as_ptr());
+            unreachable!("luaL_argerror raises");
+        };
+        push_view(state, 3, see_through);
+        ffi::lua_pushcclosure(state, pairs, 1);
+        push_view(state, 5, see_through);
+        push_view(state, 6, see_through);
+        push_view(state, 7, refuse_readonly);
+        5
+    }
+}
+
+/// The view of a C function (upvalue 2) that reads its table argument: a read-only proxy
+/// (upvalue 1 maps it to its table) is replaced by its table, after the lazy globals are built
+/// (upvalue 3). The original runs in this frame, so its argument errors name the function as
+/// the script called it and point at the script's line.
+unsafe extern "C-unwind" fn see_through(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; upvalue 2 is a `lua_CFunction`
+    // (`readonly_views`), called with this frame's stack as Lua would have called it.
+    unsafe {
+        if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
+            ffi::lua_pushvalue(state, 1);
+            ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
+            if ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
+                ffi::lua_replace(state, 1);
+                ffi::lua_pushvalue(state, ffi::lua_upvalueindex(3));
+                ffi::lua_call(state, 0, 0);
+            } else {
+                ffi::lua_pop(state, 1);
+            }
+        }
+        original(state)(state)
+    }
+}
+
+/// `table.insert`'s view: on a read-only table it checks its arguments as `tinsert` does, then
+/// raises where `tinsert`'s `lua_rawseti` would in Redis (no position: a C function's error).
+unsafe extern "C-unwind" fn refuse_readonly(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: as `see_through`.
+    unsafe {
+        if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
+            ffi::lua_pushvalue(state, 1);
+            ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
+            let readonly = ffi::lua_type(state, -1) == ffi::LUA_TTABLE;
+            ffi::lua_pop(state, 1);
+            if readonly {
+                match ffi::lua_gettop(state) {
+                    2 => {}
+                    3 => {
+                        ffi::luaL_checkinteger(state, 2);
+                    }
+                    _ => {
+                        ffi::luaL_error(state, c"wrong number of arguments to 'insert'".as_ptr());
+                    }
+                }
+                check_writable_at(state, 1, ffi::lua_upvalueindex(1));
+            }
+        }
+        original(state)(state)
+    }
+}
+
+/// The original C function of a view (upvalue 2).
+unsafe fn original(state: *mut ffi::lua_State) -> ffi::lua_CFunction {
+    // SAFETY (caller): upvalue 2 is the light userdata `readonly_views` made of a C function.
+    unsafe {
+        std::mem::transmute::<*mut c_void, ffi::lua_CFunction>(ffi::lua_touserdata(
+            state,
+            ffi::lua_upvalueindex(2),
+        ))
     }
 }
 
@@ -1168,32 +1296,11 @@ unsafe fn call_host(state: *mut ffi::lua_State, context: &CallContext) -> CallRe
         text: text.to_vec(),
         ignore_stats: false,
     };
-    // SAFETY (caller): a C function's state; reading strings and numbers raises no error.
-    let nargs = unsafe { ffi::lua_gettop(state) };
-    if nargs < 1 {
-        return error(b"ERR Please specify at least one argument for this redis lib call");
-    }
-    let mut argv = Vec::with_capacity(nargs as usize);
-    for i in 1..=nargs {
-        // SAFETY: `i` is a valid index; `lua_tolstring` on a string does not convert it.
-        unsafe {
-            match ffi::lua_type(state, i) {
-                ffi::LUA_TSTRING => {
-                    let mut len = 0;
-                    let ptr = ffi::lua_tolstring(state, i, &mut len);
-                    argv.push(std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec());
-                }
-                ffi::LUA_TNUMBER => {
-                    argv.push(super::number::fmt_g17(ffi::lua_tonumber(state, i)).into_bytes())
-                }
-                _ => {
-                    return error(
-                        b"ERR Lua redis lib command arguments must be strings or integers",
-                    );
-                }
-            }
-        }
-    }
+    // SAFETY (caller): a C function's state.
+    let argv = match unsafe { command_arguments(state) } {
+        Ok(argv) => argv,
+        Err(text) => return error(text),
+    };
     let Some(host) = context.host.get() else {
         return error(b"ERR redis.call outside a script");
     };
@@ -1214,6 +1321,63 @@ unsafe fn call_host(state: *mut ffi::lua_State, context: &CallContext) -> CallRe
             ignore_stats: true,
         },
         Ok(Ok(reply)) => CallResult::Reply(reply, protocol),
+    }
+}
+
+/// A C function's arguments as a command's (`luaArgsToRedisArgv`): strings as they are, numbers
+/// as `%.17g`; else the error text Redis raises. Reading raises no Lua error.
+unsafe fn command_arguments(state: *mut ffi::lua_State) -> Result<Vec<Vec<u8>>, &'static [u8]> {
+    // SAFETY (caller): a C function's state; reading strings and numbers raises no error.
+    let nargs = unsafe { ffi::lua_gettop(state) };
+    if nargs < 1 {
+        return Err(b"ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(nargs as usize);
+    for i in 1..=nargs {
+        // SAFETY: `i` is a valid index; `lua_tolstring` on a string does not convert it.
+        unsafe {
+            match ffi::lua_type(state, i) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0;
+                    let ptr = ffi::lua_tolstring(state, i, &mut len);
+                    argv.push(std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec());
+                }
+                ffi::LUA_TNUMBER => {
+                    argv.push(super::number::fmt_g17(ffi::lua_tonumber(state, i)).into_bytes())
+                }
+                _ => {
+                    return Err(b"ERR Lua redis lib command arguments must be strings or integers");
+                }
+            }
+        }
+    }
+    Ok(argv)
+}
+
+/// `redis.acl_check_cmd(command, args...)` (`luaRedisAclCheckCmdPermissionsCommand`): whether
+/// the user may run the command; here every command the model knows (subcommands included, no
+/// arity check), as for Redis's default user; an unknown one raises an error table.
+unsafe extern "C-unwind" fn acl_check_cmd(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; the argument vector is dropped before
+    // anything that may raise a Lua error.
+    unsafe {
+        let known = command_arguments(state).and_then(|argv| {
+            super::commands::lookup(&argv)
+                .map(|_| ())
+                .ok_or(b"ERR Invalid command passed to redis.acl_check_cmd()".as_slice())
+        });
+        match known {
+            Ok(()) => {
+                ffi::lua_pushboolean(state, 1);
+                1
+            }
+            Err(text) => {
+                ffi::lua_createtable(state, 0, 1);
+                ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
+                ffi::lua_setfield(state, -2, c"err".as_ptr());
+                ffi::lua_error(state)
+            }
+        }
     }
 }
 
