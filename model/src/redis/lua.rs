@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -185,22 +185,8 @@ for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetata
     'tonumber', 'tostring', 'type', 'unpack', 'xpcall', '_VERSION'}) do
   S[name] = _G[name]
 end
--- script_lua.c luaRedisPcall: an error table with an `err` string is reduced to that string
-local pcall_ = pcall
-local function pcall_result(ok, ...)
-  if ok then return ok, ... end
-  local e = ...
-  if type(e) == 'table' then
-    local msg = e.err
-    if type(msg) == 'string' or type(msg) == 'number' then e = msg end
-  end
-  return false, e
-end
-S.pcall = function(...)
-  -- luaRedisPcall with no argument calls its own `true` placeholder.
-  if select('#', ...) == 0 then return false, 'attempt to call a boolean value' end
-  return pcall_result(pcall_(...))
-end
+-- script_lua.c luaRedisPcall, a C function: `error(msg, 2)` under it points at the script.
+S.pcall = prims.pcall
 S.rawset, S.setmetatable = prims.readonly_aware(readonly)
 S.coroutine = protect(coroutine)
 S.string = protect(string)
@@ -352,7 +338,12 @@ pub struct LuaEngine {
     handler: Function,
     /// Stores KEYS and ARGV in the globals (`set_arrays`).
     set_arrays: Function,
+    /// Compiled scripts by sha, up to `FUNCTION_HANDLES_MAX`; the rest in `spilled`.
     functions: BTreeMap<String, Function>,
+    /// Scripts past `FUNCTION_HANDLES_MAX`, in a Lua table (sha → function), created on the
+    /// first one; `spilled_shas` answers `has_function` without entering Lua.
+    spilled: Option<Table>,
+    spilled_shas: BTreeSet<String>,
     run: Rc<RunState>,
     /// The Lua client's protocol (`redis.setresp`), RESP2 at the start of every script.
     protocol: Rc<Cell<Protocol>>,
@@ -363,6 +354,12 @@ pub struct LuaEngine {
     alloc: Option<Box<CountingAlloc>>,
     memory_limit_bytes: usize,
 }
+
+/// Compiled scripts an engine holds as mlua handles. mlua keeps each handle in a slot of its
+/// reference thread, which Lua 5.1 caps near 8,000 (`LUAI_MAXCSTACK`): with a handle per script,
+/// every EVAL failed with "out of Lua stack" after about 7,000 distinct scripts. Past this many
+/// they are kept in a Lua table instead, as Redis keeps every script in its Lua state.
+const FUNCTION_HANDLES_MAX: usize = 1024;
 
 /// Our own chunks, compiled once per process and loaded into every Lua state as bytecode:
 /// parsing them from source was 0.3 ms per Redis node per run, 40 % of `redlock-clock-jump`
@@ -738,6 +735,7 @@ impl LuaEngine {
                 ))
             })?,
         )?;
+        prims.set("pcall", c_closure(&lua, Value::Nil, redis_pcall)?)?;
         prims.set("acl_check_cmd", c_closure(&lua, Value::Nil, acl_check_cmd)?)?;
         prims.set(
             "readonly_views",
@@ -773,6 +771,8 @@ impl LuaEngine {
             handler,
             set_arrays,
             functions: BTreeMap::new(),
+            spilled: None,
+            spilled_shas: BTreeSet::new(),
             run,
             protocol,
             call,
@@ -783,13 +783,13 @@ impl LuaEngine {
     }
 
     pub fn has_function(&self, sha: &str) -> bool {
-        self.functions.contains_key(sha)
+        self.functions.contains_key(sha) || self.spilled_shas.contains(sha)
     }
 
     /// `luaCreateFunction`: compiles a body under the chunk name `@user_script`. A leading
     /// `#!` shebang line is blanked out (keeping line numbers). `Err` is the reply text.
     pub fn create_function(&mut self, sha: &str, body: &[u8]) -> Result<(), String> {
-        if self.functions.contains_key(sha) {
+        if self.has_function(sha) {
             return Ok(());
         }
         let bytecode = script_bytecode(sha, body)?;
@@ -800,8 +800,18 @@ impl LuaEngine {
             .set_mode(ChunkMode::Binary)
             .set_environment(self.env.clone());
         match chunk.into_function() {
-            Ok(f) => {
+            Ok(f) if self.functions.len() < FUNCTION_HANDLES_MAX => {
                 self.functions.insert(sha.to_string(), f);
+                Ok(())
+            }
+            Ok(f) => {
+                let spilled = match &self.spilled {
+                    Some(table) => table.clone(),
+                    None => self.lua.create_table().map_err(|e| compile_error(&e))?,
+                };
+                spilled.raw_set(sha, f).map_err(|e| compile_error(&e))?;
+                self.spilled = Some(spilled);
+                self.spilled_shas.insert(sha.to_string());
                 Ok(())
             }
             Err(e) => Err(compile_error(&e)),
@@ -817,7 +827,12 @@ impl LuaEngine {
         args: &[Vec<u8>],
         call: &mut CallFn<'_>,
     ) -> Reply {
-        let Some(function) = self.functions.get(sha).cloned() else {
+        let spilled = || {
+            let table = self.spilled.as_ref()?;
+            self.spilled_shas.contains(sha).then_some(())?;
+            table.raw_get::<Function>(sha).ok()
+        };
+        let Some(function) = self.functions.get(sha).cloned().or_else(spilled) else {
             return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
         self.protocol.set(Protocol::Resp2);
@@ -1352,6 +1367,40 @@ unsafe fn command_arguments(state: *mut ffi::lua_State) -> Result<Vec<Vec<u8>>, 
         }
     }
     Ok(argv)
+}
+
+/// The scripts' `pcall` (`luaRedisPcall`): Lua's, with an error table that has an `err` string
+/// (or number) reduced to it, and any other `err` field returned after the table. A C function, as in Redis: a level-2 `error` inside it names the
+/// script's line. Without arguments Redis's `lua_pcall(lua, -1, ...)` calls its own `true`
+/// placeholder; that outcome is given here without the out-of-bounds call.
+unsafe extern "C-unwind" fn redis_pcall(state: *mut ffi::lua_State) -> c_int {
+    const NO_FUNCTION: &str = "attempt to call a boolean value";
+    // SAFETY: Lua C API on the state Lua called us with; no Rust value with a destructor is
+    // alive across the calls that may raise.
+    unsafe {
+        let argc = ffi::lua_gettop(state);
+        if argc == 0 {
+            ffi::lua_pushboolean(state, 0);
+            ffi::lua_pushlstring(state, NO_FUNCTION.as_ptr().cast(), NO_FUNCTION.len());
+            return 2;
+        }
+        ffi::lua_pushboolean(state, 1);
+        ffi::lua_insert(state, 1);
+        if ffi::lua_pcall(state, argc - 1, ffi::LUA_MULTRET, 0) != ffi::LUA_OK {
+            ffi::lua_remove(state, 1);
+            if ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
+                // Redis 7.0.15 leaves a field that is not a string on the stack: `pcall` then
+                // returns it as a third value (`select('#', pcall(error, {}))` is 3).
+                ffi::lua_getfield(state, -1, c"err".as_ptr());
+                if ffi::lua_isstring(state, -1) != 0 {
+                    ffi::lua_replace(state, -2);
+                }
+            }
+            ffi::lua_pushboolean(state, 0);
+            ffi::lua_insert(state, 1);
+        }
+        ffi::lua_gettop(state)
+    }
 }
 
 /// `redis.acl_check_cmd(command, args...)` (`luaRedisAclCheckCmdPermissionsCommand`): whether

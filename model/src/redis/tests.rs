@@ -166,6 +166,30 @@ fn eval_compare_and_delete() {
     );
 }
 
+/// More distinct scripts than mlua's reference thread has slots (Lua 5.1 caps it near 8,000):
+/// every one stays cached and runs, by EVAL and by EVALSHA.
+#[test]
+fn ten_thousand_distinct_scripts_stay_cached() {
+    let (mut s, c) = new_server();
+    for i in 0..10_000 {
+        assert_eq!(
+            wire(&mut s, c, T0, &format!("EVAL \"return {i}\" 0")),
+            format!(":{i}\r\n")
+        );
+    }
+    for i in [0, 1023, 1024, 9_999] {
+        let sha = lua::sha1_hex(format!("return {i}").as_bytes());
+        assert_eq!(
+            wire(&mut s, c, T0, &format!("EVALSHA {sha} 0")),
+            format!(":{i}\r\n")
+        );
+        assert_eq!(
+            wire(&mut s, c, T0, &format!("SCRIPT EXISTS {sha}")),
+            "*1\r\n:1\r\n"
+        );
+    }
+}
+
 #[test]
 fn lua_conversions_and_errors() {
     let (mut s, c) = new_server();
