@@ -194,7 +194,9 @@ getmetatable('').__index = S.string
 S.table = protect(table)
 S.math = protect(mathlib)
 S.redis = protect(redis)
-lazy.bit = function() return protect(prims.load_bit(prims)) end
+for _, name in ipairs({'cjson', 'struct', 'cmsgpack', 'bit'}) do
+  lazy[name] = function() return protect(prims.open_library(name)) end
+end
 local env = protect(S, true)
 S._G = env
 -- Redis 7.0's read-only tables are real tables (`lua_enablereadonlytable`): `next`, `pairs`,
@@ -212,106 +214,6 @@ end
 S.next, S.pairs, S.rawget, table.foreach, table.insert =
   prims.readonly_views(readonly, materialize, next, pairs, rawget, table.foreach, table.insert)
 return env, S
-"#;
-
-/// `bit` library (LuaBitOp, as bundled with Redis) over 32-bit integers.
-const BIT_LIB: &str = r#"
-local prims = ...
-local raising, select, type, tonumber = prims.raising, select, type, tonumber
-local function tobit(x)
-  x = x % 4294967296
-  if x >= 2147483648 then x = x - 4294967296 end
-  return x
-end
-local function u(x) return tobit(x) % 4294967296 end
--- LuaBitOp's barg: a number, or a string that converts to one; else luaL_typerror's message,
--- raised at the script's line (`raising`).
-local function barg(fname, i, n, v)
-  local x = tonumber(v)
-  if x == nil then
-    local got = i > n and 'no value' or type(v)
-    return nil, "bad argument #" .. i .. " to '" .. fname .. "' (number expected, got " .. got .. ")"
-  end
-  return x
-end
-local function unary(fname, f)
-  return raising(function(...)
-    local x, e = barg(fname, 1, select('#', ...), (...))
-    if e then return e, 'where' end
-    return f(x)
-  end)
-end
--- (x, n) functions: x checked first, then n.
-local function binary(fname, f)
-  return raising(function(...)
-    local n = select('#', ...)
-    local a, b = ...
-    local x, e = barg(fname, 1, n, a)
-    if e then return e, 'where' end
-    local y, e2 = barg(fname, 2, n, b)
-    if e2 then return e2, 'where' end
-    return f(x, y)
-  end)
-end
--- band, bor, bxor: argument 1 checked first, then the others from the last down (bit.c).
-local function fold(fname, op)
-  return raising(function(...)
-    local n = select('#', ...)
-    local args = {...}
-    local r, e = barg(fname, 1, n, args[1])
-    if e then return e, 'where' end
-    for i = n, 2, -1 do
-      local v, e2 = barg(fname, i, n, args[i])
-      if e2 then return e2, 'where' end
-      args[i] = v
-    end
-    r = u(r)
-    for i = 2, n do r = op(r, u(args[i])) end
-    return tobit(r)
-  end)
-end
-local function bitop(a, b, f)
-  local r, m = 0, 1
-  for _ = 1, 32 do
-    local x, y = a % 2, b % 2
-    if f(x, y) then r = r + m end
-    a, b, m = (a - x) / 2, (b - y) / 2, m * 2
-  end
-  return r
-end
-local bit = {}
-bit.tobit = unary('tobit', tobit)
-bit.bnot = unary('bnot', function(x) return tobit(4294967295 - u(x)) end)
-bit.band = fold('band', function(a, b) return bitop(a, b, function(x, y) return x == 1 and y == 1 end) end)
-bit.bor = fold('bor', function(a, b) return bitop(a, b, function(x, y) return x == 1 or y == 1 end) end)
-bit.bxor = fold('bxor', function(a, b) return bitop(a, b, function(x, y) return x ~= y end) end)
-bit.lshift = binary('lshift', function(x, n) return tobit(u(x) * 2 ^ (n % 32)) end)
-bit.rshift = binary('rshift', function(x, n) return tobit(math.floor(u(x) / 2 ^ (n % 32))) end)
-bit.arshift = binary('arshift', function(x, n) return tobit(math.floor(tobit(x) / 2 ^ (n % 32))) end)
-bit.rol = binary('rol', function(x, n) n = n % 32 local v = u(x) return tobit(v * 2 ^ n + math.floor(v / 2 ^ (32 - n))) end)
-bit.ror = binary('ror', function(x, n) n = n % 32 local v = u(x) return tobit(math.floor(v / 2 ^ n) + v * 2 ^ (32 - n)) end)
-bit.bswap = unary('bswap', function(x)
-  local v = u(x)
-  local b0, b1, b2, b3 = v % 256, math.floor(v / 256) % 256, math.floor(v / 65536) % 256, math.floor(v / 16777216)
-  return tobit(((b0 * 256 + b1) * 256 + b2) * 256 + b3)
-end)
-bit.tohex = raising(function(...)
-  local argc = select('#', ...)
-  local a, b = ...
-  local x, e = barg('tohex', 1, argc, a)
-  if e then return e, 'where' end
-  local n = 8
-  if argc >= 2 then
-    local e2
-    n, e2 = barg('tohex', 2, argc, b)
-    if e2 then return e2, 'where' end
-  end
-  local upper = n < 0
-  if upper then n = -n end
-  local s = string.format(upper and '%08X' or '%08x', u(x))
-  return s:sub(-n)
-end)
-return bit
 "#;
 
 /// Runs a command for `redis.call` / `redis.pcall` as the Lua client speaking `Protocol`:
@@ -365,7 +267,6 @@ const FUNCTION_HANDLES_MAX: usize = 1024;
 /// parsing them from source was 0.3 ms per Redis node per run, 40 % of `redlock-clock-jump`
 /// (issue 15). The bytecode keeps its chunk name and lines, so errors read as before.
 struct Sandbox {
-    bit_lib: Vec<u8>,
     prelude: Vec<u8>,
     runner: Vec<u8>,
 }
@@ -385,7 +286,6 @@ impl Sandbox {
                     .dump(false)
             };
             Sandbox {
-                bit_lib: compile(BIT_LIB),
                 prelude: compile(PRELUDE),
                 runner: compile(RUNNER),
             }
@@ -742,15 +642,9 @@ impl LuaEngine {
             c_closure(&lua, Value::Nil, readonly_views)?,
         )?;
         let sandbox = Sandbox::compiled();
-        // Few scripts use `bit`: it is loaded on a script's first use (a third of the sandbox's
-        // bytecode; a Lua state per Redis node per run, issue 15).
-        prims.set(
-            "load_bit",
-            lua.create_function(|lua, prims: Table| {
-                let sandbox = Sandbox::compiled();
-                sandbox.load(lua, &sandbox.bit_lib).call::<Table>(prims)
-            })?,
-        )?;
+        // Redis's C libraries, each built on a script's first use of it (a Lua state per Redis
+        // node per run, issue 15).
+        prims.set("open_library", c_closure(&lua, Value::Nil, open_library)?)?;
         let (env, globals): (Table, Table) =
             sandbox.load(&lua, &sandbox.prelude).call(prims.clone())?;
         let hook_run = run.clone();
@@ -1367,6 +1261,38 @@ unsafe fn command_arguments(state: *mut ffi::lua_State) -> Result<Vec<Vec<u8>>, 
         }
     }
     Ok(argv)
+}
+
+// The libraries Redis 7.0.15 bundles with its Lua, compiled from its sources by `build.rs`.
+unsafe extern "C-unwind" {
+    fn luaopen_cjson(state: *mut ffi::lua_State) -> c_int;
+    fn luaopen_struct(state: *mut ffi::lua_State) -> c_int;
+    fn luaopen_cmsgpack(state: *mut ffi::lua_State) -> c_int;
+    fn luaopen_bit(state: *mut ffi::lua_State) -> c_int;
+}
+
+/// `prims.open_library(name)`: the table of one of Redis's C libraries (`luaLoadLib` of
+/// `script_lua.c`: its `luaopen_*` called with the name).
+unsafe extern "C-unwind" fn open_library(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; the `luaopen_*` are Lua C functions.
+    unsafe {
+        let mut len = 0;
+        let name = ffi::luaL_checklstring(state, 1, &mut len);
+        let open: ffi::lua_CFunction = match std::slice::from_raw_parts(name.cast::<u8>(), len) {
+            b"cjson" => luaopen_cjson,
+            b"struct" => luaopen_struct,
+            b"cmsgpack" => luaopen_cmsgpack,
+            b"bit" => luaopen_bit,
+            _ => {
+                ffi::luaL_argerror(state, 1, c"no such library".as_ptr());
+                unreachable!("luaL_argerror raises");
+            }
+        };
+        ffi::lua_pushcfunction(state, open);
+        ffi::lua_pushvalue(state, 1);
+        ffi::lua_call(state, 1, 1);
+        1
+    }
 }
 
 /// The scripts' `pcall` (`luaRedisPcall`): Lua's, with an error table that has an `err` string
