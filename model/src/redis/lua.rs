@@ -188,6 +188,23 @@ end
 -- script_lua.c luaRedisPcall, a C function: `error(msg, 2)` under it points at the script.
 S.pcall = prims.pcall
 S.rawset, S.setmetatable = prims.readonly_aware(readonly)
+-- eval.c's message handler is a global in Redis 7.0, as scripts see it; ours runs in Rust
+-- (`error_handler`), and this copy of eval.c's Lua serves scripts that call it.
+local getinfo = prims.getinfo
+S.__redis__err__handler = function(err)
+  local i = getinfo(2)
+  if i and i.what == 'C' then
+    i = getinfo(3)
+  end
+  if type(err) ~= 'table' then
+    err = {err='ERR ' .. tostring(err)}
+  end
+  if i then
+    err['source'] = i.source
+    err['line'] = i.currentline
+  end
+  return err
+end
 S.coroutine = protect(coroutine)
 S.string = protect(string)
 getmetatable('').__index = S.string
@@ -636,6 +653,7 @@ impl LuaEngine {
             })?,
         )?;
         prims.set("pcall", c_closure(&lua, Value::Nil, redis_pcall)?)?;
+        prims.set("getinfo", c_closure(&lua, Value::Nil, getinfo)?)?;
         prims.set("acl_check_cmd", c_closure(&lua, Value::Nil, acl_check_cmd)?)?;
         prims.set(
             "readonly_views",
@@ -1291,6 +1309,31 @@ unsafe extern "C-unwind" fn open_library(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_pushcfunction(state, open);
         ffi::lua_pushvalue(state, 1);
         ffi::lua_call(state, 1, 1);
+        1
+    }
+}
+
+/// `prims.getinfo(level)`: `{what, source, currentline}` of the function at `level` (0: this
+/// one), or nil: the part of `debug.getinfo(level, 'nSl')` eval.c's message handler reads (the
+/// sandbox has no `debug`).
+unsafe extern "C-unwind" fn getinfo(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; `ar` is filled by `lua_getstack` before
+    // `lua_getinfo` reads it.
+    unsafe {
+        let level = ffi::luaL_checkinteger(state, 1) as c_int;
+        let mut ar: ffi::lua_Debug = std::mem::zeroed();
+        if ffi::lua_getstack(state, level, &mut ar) == 0 {
+            ffi::lua_pushnil(state);
+            return 1;
+        }
+        ffi::lua_getinfo(state, c"Sl".as_ptr(), &mut ar);
+        ffi::lua_createtable(state, 0, 3);
+        ffi::lua_pushstring(state, ar.what);
+        ffi::lua_setfield(state, -2, c"what".as_ptr());
+        ffi::lua_pushstring(state, ar.source);
+        ffi::lua_setfield(state, -2, c"source".as_ptr());
+        ffi::lua_pushinteger(state, ar.currentline as ffi::lua_Integer);
+        ffi::lua_setfield(state, -2, c"currentline".as_ptr());
         1
     }
 }
