@@ -863,17 +863,11 @@ unsafe extern "C-unwind" fn set_arrays(state: *mut ffi::lua_State) -> c_int {
 /// Redis's read-only tables: its patched `lua_rawset` and `lua_setmetatable` raise this from
 /// the C function (no position), before anything else about the table is looked at.
 unsafe fn check_writable(state: *mut ffi::lua_State) {
-    // SAFETY (caller): a C function over the read-only map, the table at index 1.
-    unsafe { check_writable_at(state, 1, ffi::lua_upvalueindex(1)) }
-}
-
-/// Raises Redis's read-only error if the value at `index` is a key of the map at `readonly`.
-unsafe fn check_writable_at(state: *mut ffi::lua_State, index: c_int, readonly: c_int) {
     const READONLY: &str = "Attempt to modify a readonly table";
-    // SAFETY (caller): `index` and `readonly` are valid; one slot pushed and popped.
+    // SAFETY (caller): a C function over the read-only map, the table at index 1.
     unsafe {
-        ffi::lua_pushvalue(state, index);
-        ffi::lua_rawget(state, readonly);
+        ffi::lua_pushvalue(state, 1);
+        ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
         if ffi::lua_toboolean(state, -1) != 0 {
             ffi::lua_pushlstring(state, READONLY.as_ptr().cast(), READONLY.len());
             ffi::lua_error(state);
@@ -966,18 +960,29 @@ unsafe extern "C-unwind" fn see_through(state: *mut ffi::lua_State) -> c_int {
     // SAFETY: Lua C API on the state Lua called us with; upvalue 2 is a `lua_CFunction`
     // (`readonly_views`), called with this frame's stack as Lua would have called it.
     unsafe {
-        if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
-            ffi::lua_pushvalue(state, 1);
-            ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
-            if ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
-                ffi::lua_replace(state, 1);
-                ffi::lua_pushvalue(state, ffi::lua_upvalueindex(3));
-                ffi::lua_call(state, 0, 0);
-            } else {
-                ffi::lua_pop(state, 1);
-            }
+        if push_proxied(state) {
+            ffi::lua_replace(state, 1);
+            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(3));
+            ffi::lua_call(state, 0, 0);
+        } else {
+            ffi::lua_pop(state, 1);
         }
         original(state)(state)
+    }
+}
+
+/// Pushes what the read-only map (upvalue 1) holds for argument 1 (nil for anything but a
+/// proxy); whether argument 1 is a proxy.
+unsafe fn push_proxied(state: *mut ffi::lua_State) -> bool {
+    // SAFETY (caller): a view's frame; one slot pushed.
+    unsafe {
+        if ffi::lua_type(state, 1) != ffi::LUA_TTABLE {
+            ffi::lua_pushnil(state);
+            return false;
+        }
+        ffi::lua_pushvalue(state, 1);
+        ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
+        ffi::lua_type(state, -1) == ffi::LUA_TTABLE
     }
 }
 
@@ -986,23 +991,19 @@ unsafe extern "C-unwind" fn see_through(state: *mut ffi::lua_State) -> c_int {
 unsafe extern "C-unwind" fn refuse_readonly(state: *mut ffi::lua_State) -> c_int {
     // SAFETY: as `see_through`.
     unsafe {
-        if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
-            ffi::lua_pushvalue(state, 1);
-            ffi::lua_rawget(state, ffi::lua_upvalueindex(1));
-            let readonly = ffi::lua_type(state, -1) == ffi::LUA_TTABLE;
-            ffi::lua_pop(state, 1);
-            if readonly {
-                match ffi::lua_gettop(state) {
-                    2 => {}
-                    3 => {
-                        ffi::luaL_checkinteger(state, 2);
-                    }
-                    _ => {
-                        ffi::luaL_error(state, c"wrong number of arguments to 'insert'".as_ptr());
-                    }
+        let readonly = push_proxied(state);
+        ffi::lua_pop(state, 1);
+        if readonly {
+            match ffi::lua_gettop(state) {
+                2 => {}
+                3 => {
+                    ffi::luaL_checkinteger(state, 2);
                 }
-                check_writable_at(state, 1, ffi::lua_upvalueindex(1));
+                _ => {
+                    ffi::luaL_error(state, c"wrong number of arguments to 'insert'".as_ptr());
+                }
             }
+            check_writable(state);
         }
         original(state)(state)
     }
