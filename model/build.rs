@@ -2,7 +2,8 @@
 //! unchanged into `vendor/redis/`): `cjson`, `cmsgpack`, `struct` and `bit`, so scripts see the
 //! same libraries, byte for byte, as in `redis-server`. They are built against the headers of
 //! the Lua that mlua vendors (`DEP_LUA_INCLUDE`, from `mlua-sys`'s `links = "lua"`), with the
-//! flags Redis's `deps/Makefile` gives Lua (`-DLUA_ANSI -DENABLE_CJSON_GLOBAL`).
+//! flags Redis's `deps/Makefile` gives Lua (`-DLUA_ANSI -DENABLE_CJSON_GLOBAL`). Also compiles
+//! `src/redis/long_double.c`: INCRBYFLOAT's `long double` arithmetic, which Rust cannot express.
 
 fn main() {
     let src = "vendor/redis/deps/lua/src";
@@ -27,4 +28,9 @@ fn main() {
         .warnings(false)
         .compile("redis_lua_libs");
     println!("cargo:rerun-if-changed=vendor/redis");
+    // INCRBYFLOAT's `long double` arithmetic (`src/redis/long_double.c`), not part of Lua.
+    cc::Build::new()
+        .file("src/redis/long_double.c")
+        .compile("locksim_long_double");
+    println!("cargo:rerun-if-changed=src/redis/long_double.c");
 }

@@ -48,6 +48,8 @@ pub struct ClientAddr {
 pub struct ClientState {
     /// Channels in subscription order.
     pub channels: Vec<Vec<u8>>,
+    /// Patterns in subscription order (`c->pubsub_patterns`, a list).
+    pub patterns: Vec<Vec<u8>>,
     pub protocol: Protocol,
     /// The selected database (SELECT).
     pub db: usize,
@@ -72,6 +74,6 @@ pub struct ClientState {
 
 impl ClientState {
     pub fn subscribed(&self) -> bool {
-        !self.channels.is_empty()
+        !self.channels.is_empty() || !self.patterns.is_empty()
     }
 }

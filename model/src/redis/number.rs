@@ -212,6 +212,62 @@ pub fn double_reply_text(d: f64) -> String {
     fmt_g17(d)
 }
 
+unsafe extern "C" {
+    fn locksim_ld_check(s: *const u8, len: usize) -> i32;
+    fn locksim_ld_add_human(
+        value: *const u8,
+        value_len: usize,
+        incr: *const u8,
+        incr_len: usize,
+        out: *mut u8,
+        out_len: usize,
+    ) -> i32;
+}
+
+/// `MAX_LONG_DOUBLE_CHARS`: the buffer `ld2string` writes into.
+const MAX_LONG_DOUBLE_CHARS: usize = 5 * 1024;
+
+/// What `util.c` `string2ld` makes of a string, in C `long double` (`long_double.c`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LongDouble {
+    Invalid,
+    Finite,
+    Infinite,
+}
+
+/// `string2ld` in `long double` precision (its range is wider than a double's: `1e400` is valid).
+pub fn check_long_double(s: &[u8]) -> LongDouble {
+    // SAFETY: the C side reads `len` bytes of `s` and keeps no pointer.
+    match unsafe { locksim_ld_check(s.as_ptr(), s.len()) } {
+        0 => LongDouble::Invalid,
+        1 => LongDouble::Finite,
+        _ => LongDouble::Infinite,
+    }
+}
+
+/// `incrbyfloatCommand`'s arithmetic: `value` (absent: 0) + `incr` in `long double`, as
+/// `ld2string(LD_STR_HUMAN)` prints it. `None` if the sum is NaN or infinite (or an input is not
+/// valid for [`check_long_double`]).
+pub fn long_double_add_human(value: Option<&[u8]>, incr: &[u8]) -> Option<Vec<u8>> {
+    let mut out = vec![0u8; MAX_LONG_DOUBLE_CHARS];
+    let (value_ptr, value_len) = value.map_or((std::ptr::null(), 0), |v| (v.as_ptr(), v.len()));
+    // SAFETY: the C side reads the given lengths of the inputs, writes at most `out.len()`
+    // bytes into `out` and keeps no pointer.
+    let len = unsafe {
+        locksim_ld_add_human(
+            value_ptr,
+            value_len,
+            incr.as_ptr(),
+            incr.len(),
+            out.as_mut_ptr(),
+            out.len(),
+        )
+    };
+    let len = usize::try_from(len).ok()?;
+    out.truncate(len);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

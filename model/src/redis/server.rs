@@ -158,6 +158,8 @@ pub(crate) struct Core {
     next_client: ClientId,
     /// Subscribers of each channel, in subscription order.
     pub channels: BTreeMap<Vec<u8>, Vec<ClientId>>,
+    /// Subscribers of each pattern, in subscription order (`server.pubsub_patterns`).
+    pub patterns: BTreeMap<Vec<u8>, Vec<ClientId>>,
     /// The script cache: sha1 → body (`eval.c` `lctx.lua_scripts`).
     pub scripts: BTreeMap<String, Vec<u8>>,
     pub pushes: Vec<(ClientId, Reply)>,
@@ -295,6 +297,7 @@ impl RedisServer {
                 clients: BTreeMap::new(),
                 next_client: 1,
                 channels: BTreeMap::new(),
+                patterns: BTreeMap::new(),
                 scripts: BTreeMap::new(),
                 pushes: Vec::new(),
                 propagated: Vec::new(),
@@ -355,6 +358,9 @@ impl RedisServer {
         if let Some(state) = self.core.clients.remove(&client) {
             for channel in state.channels {
                 self.core.unsubscribe_channel(client, &channel);
+            }
+            for pattern in state.patterns {
+                self.core.unsubscribe_pattern(client, &pattern);
             }
             for watched in state.watched {
                 self.core.unwatch(client, &watched);
@@ -772,10 +778,12 @@ impl Core {
             return;
         }
         let Some(name) = effect.first() else { return };
-        let keys: &[Vec<u8>] = match name.to_ascii_lowercase().as_slice() {
-            b"del" | b"unlink" => &effect[1..],
-            b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => &[],
-            _ => &effect[1.min(effect.len())..2.min(effect.len())],
+        let keys: Vec<&Vec<u8>> = match name.to_ascii_lowercase().as_slice() {
+            b"del" | b"unlink" => effect[1..].iter().collect(),
+            b"mset" | b"msetnx" => effect[1..].iter().step_by(2).collect(),
+            b"rename" | b"renamenx" => effect[1..].iter().take(2).collect(),
+            b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => Vec::new(),
+            _ => effect[1..].iter().take(1).collect(),
         };
         for key in keys {
             self.touch_watched_key(db, key);
@@ -864,6 +872,15 @@ impl Core {
             subs.retain(|c| *c != client);
             if subs.is_empty() {
                 self.channels.remove(channel);
+            }
+        }
+    }
+
+    pub(crate) fn unsubscribe_pattern(&mut self, client: ClientId, pattern: &[u8]) {
+        if let Some(subs) = self.patterns.get_mut(pattern) {
+            subs.retain(|c| *c != client);
+            if subs.is_empty() {
+                self.patterns.remove(pattern);
             }
         }
     }

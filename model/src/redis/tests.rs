@@ -297,6 +297,76 @@ fn propagation_rewrites_like_redis_7() {
     );
 }
 
+/// What Redis 7.0.15 sends its replicas for MSET, GETEX, SETRANGE, INCRBYFLOAT, HINCRBYFLOAT,
+/// RENAME (recorded from a real master's replication stream).
+#[test]
+fn propagation_of_string_and_rename_commands_like_redis_7() {
+    let (mut s, c) = new_server();
+    for line in [
+        "set g v",
+        "getex g ex 100",
+        "getex g px 100",
+        "getex g exat 99999999999",
+        "getex g pxat 99999999999999",
+        "getex g persist",
+        "getex g persist",
+        "getex g",
+        "getex g exat 1",
+        "getex g pxat 1",
+        "mset a 1 b 2",
+        "msetnx a 1 c 3",
+        "msetnx c 3 d 4",
+        "setrange a 3 xy",
+        "setrange a 3 \"\"",
+        "setrange nokey 3 \"\"",
+        "incrbyfloat f 1.5",
+        "set f 1 ex 100",
+        "incrbyfloat f 0.1",
+        "incrbyfloat f inf",
+        "hincrbyfloat h f 1.5",
+        "hincrbyfloat h f 1e10",
+        "rename a z",
+        "rename z z",
+        "renamenx z c",
+        "renamenx z zz",
+        "rename missing x",
+    ] {
+        exec(&mut s, c, T0, line);
+    }
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "set g v".to_string(),
+            format!("PEXPIREAT g {}", T0 + 100_000),
+            format!("PEXPIREAT g {}", T0 + 100),
+            "PEXPIREAT g 99999999999000".to_string(),
+            "PEXPIREAT g 99999999999999".to_string(),
+            "PERSIST g".to_string(),
+            "DEL g".to_string(),
+            "mset a 1 b 2".to_string(),
+            "msetnx c 3 d 4".to_string(),
+            "setrange a 3 xy".to_string(),
+            "SET f 1.5 KEEPTTL".to_string(),
+            format!("SET f 1 PXAT {}", T0 + 100_000),
+            "SET f 1.1 KEEPTTL".to_string(),
+            "HSET h f 1.5".to_string(),
+            "HSET h f 10000000001.5".to_string(),
+            "rename a z".to_string(),
+            "renamenx z zz".to_string(),
+        ]
+    );
+    // An expired key met by MSET / RENAME is deleted first: both effects go out in MULTI/EXEC.
+    exec(&mut s, c, T0, "set t v px 1");
+    exec(&mut s, c, T0, "set u v px 1");
+    s.take_propagated();
+    exec(&mut s, c, T0 + 10, "mset t w");
+    exec(&mut s, c, T0 + 10, "rename u x");
+    assert_eq!(
+        props(&mut s),
+        vec!["MULTI", "DEL t", "mset t w", "EXEC", "DEL u"]
+    );
+}
+
 #[test]
 fn lazy_expiry_deletes_are_wrapped_with_the_command() {
     let (mut s, c) = new_server();
@@ -465,4 +535,20 @@ fn runaway_scripts_are_killed() {
         "{reply}"
     );
     assert_eq!(wire(&mut s, c, T0, "EVAL \"return 1\" 0"), ":1\r\n");
+}
+
+/// CLIENT LIST counts channels (`sub=`) and patterns (`psub=`) apart; RESET drops both.
+#[test]
+fn client_list_counts_patterns_and_reset_drops_them() {
+    let (mut s, c) = new_server();
+    let other = s.connect();
+    exec(&mut s, c, T0, "psubscribe a* b*");
+    exec(&mut s, c, T0, "subscribe x");
+    let list = wire(&mut s, other, T0, "client list");
+    assert!(list.contains("sub=1 psub=2"), "{list}");
+    assert_eq!(wire(&mut s, other, T0, "pubsub numpat"), ":2\r\n");
+    assert_eq!(wire(&mut s, other, T0, "publish abc m"), ":1\r\n");
+    exec(&mut s, c, T0, "reset");
+    assert_eq!(wire(&mut s, other, T0, "pubsub numpat"), ":0\r\n");
+    assert_eq!(wire(&mut s, other, T0, "publish abc m"), ":0\r\n");
 }

@@ -178,6 +178,15 @@ pub fn reset(server: &mut RedisServer, client: ClientId, _now: i64, _argv: &[Vec
     for channel in channels {
         server.core.unsubscribe_channel(client, &channel);
     }
+    let patterns = server
+        .core
+        .clients
+        .get_mut(&client)
+        .map(|c| std::mem::take(&mut c.patterns))
+        .unwrap_or_default();
+    for pattern in patterns {
+        server.core.unsubscribe_pattern(client, &pattern);
+    }
     let authenticated = server.core.config.requirepass.is_none();
     if let Some(state) = server.core.clients.get_mut(&client) {
         state.db = 0;
@@ -255,7 +264,7 @@ fn info_line(id: ClientId, c: &ClientState, now_ms: i64) -> String {
     let secs = |ms: i64| (now_ms - ms).max(0) / 1000;
     let multi = c.multi.as_ref().map_or(-1, |m| m.commands.len() as i64);
     format!(
-        "id={id} addr={} laddr={} fd=8 name={} age={} idle={} flags={flags} db={} sub={} psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=1800 events=r cmd={} user=default redir=-1 resp={}\n",
+        "id={id} addr={} laddr={} fd=8 name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=1800 events=r cmd={} user=default redir=-1 resp={}\n",
         c.addr.peer,
         c.addr.local,
         String::from_utf8_lossy(&c.name),
@@ -263,6 +272,7 @@ fn info_line(id: ClientId, c: &ClientState, now_ms: i64) -> String {
         secs(c.last_interaction_ms),
         c.db,
         c.channels.len(),
+        c.patterns.len(),
         c.last_command,
         c.protocol.version(),
     )

@@ -105,6 +105,37 @@ pub fn hincrby(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     Reply::Integer(value)
 }
 
+/// HINCRBYFLOAT key field increment (`hincrbyfloatCommand`): the increment is checked before
+/// the key's type; `long double` arithmetic and formatting as INCRBYFLOAT
+/// (`number::long_double_add_human`); propagated as `HSET key field <value>`.
+pub fn hincrbyfloat(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    use crate::redis::number::{LongDouble, check_long_double, long_double_add_human};
+    match check_long_double(&argv[3]) {
+        LongDouble::Invalid => return super::not_float(),
+        LongDouble::Infinite => return Reply::error("ERR value is NaN or Infinity"),
+        LongDouble::Finite => {}
+    }
+    let hash = match write_hash(ctx, &argv[1]) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
+    let current = hash.get(&argv[2]);
+    if current.is_some_and(|v| check_long_double(v) == LongDouble::Invalid) {
+        return Reply::error("ERR hash value is not a float");
+    }
+    let Some(value) = long_double_add_human(current, &argv[3]) else {
+        return Reply::error("ERR increment would produce NaN or Infinity");
+    };
+    hash.set(&argv[2], value.clone());
+    ctx.propagate(vec![
+        b"HSET".to_vec(),
+        argv[1].clone(),
+        argv[2].clone(),
+        value.clone(),
+    ]);
+    Reply::Bulk(value)
+}
+
 pub fn hdel(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let key = &argv[1];
     let deleted = match ctx.lookup_mut(key).map(|e| &mut e.value) {

@@ -341,3 +341,39 @@ fn parse_cursor(arg: &[u8]) -> Option<u64> {
     }
     Some(if negative { v.wrapping_neg() } else { v })
 }
+
+/// `renameGenericCommand`: the value moves with its TTL, replacing (RENAME) or not (RENAMENX)
+/// an existing destination; the same name is a no-op once the key is known to exist.
+/// Propagated verbatim when it moved something.
+fn rename_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], nx: bool) -> Reply {
+    let (src, dst) = (&argv[1], &argv[2]);
+    if ctx.lookup_mut(src).is_none() {
+        return Reply::error("ERR no such key");
+    }
+    if src == dst {
+        return if nx { Reply::Integer(0) } else { Reply::ok() };
+    }
+    if ctx.lookup_mut(dst).is_some() {
+        if nx {
+            return Reply::Integer(0);
+        }
+        ctx.db().remove(dst);
+    }
+    let Some(entry) = ctx.db().remove(src) else {
+        return Reply::error("ERR no such key");
+    };
+    ctx.db().set(dst, entry.value, false);
+    if let Some(when) = entry.expire_at {
+        ctx.db().set_expire(dst, when);
+    }
+    ctx.propagate(argv.to_vec());
+    if nx { Reply::Integer(1) } else { Reply::ok() }
+}
+
+pub fn rename(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    rename_generic(ctx, argv, false)
+}
+
+pub fn renamenx(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    rename_generic(ctx, argv, true)
+}

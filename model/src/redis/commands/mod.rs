@@ -119,6 +119,24 @@ const fn sub(
     }
 }
 
+/// A subcommand that only needs the keyspace context (so scripts may call it: PUBSUB's).
+const fn plain_sub(
+    full_name: &'static str,
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: PlainHandler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        full_name,
+        arity,
+        flags,
+        kind: Kind::Plain(handler),
+        subcommands: &[],
+    }
+}
+
 const fn container(name: &'static str, subcommands: &'static [CommandSpec]) -> CommandSpec {
     CommandSpec {
         name,
@@ -243,6 +261,33 @@ static COMMAND_SUBCOMMANDS: [CommandSpec; 5] = [
     sub("command|help", "help", 2, 0, config::command_help),
 ];
 
+static PUBSUB_SUBCOMMANDS: [CommandSpec; 6] = [
+    plain_sub(
+        "pubsub|channels",
+        "channels",
+        -2,
+        0,
+        pubsub::pubsub_channels,
+    ),
+    plain_sub("pubsub|numsub", "numsub", -2, 0, pubsub::pubsub_numsub),
+    plain_sub("pubsub|numpat", "numpat", 2, 0, pubsub::pubsub_numpat),
+    plain_sub(
+        "pubsub|shardchannels",
+        "shardchannels",
+        -2,
+        0,
+        pubsub::pubsub_shardchannels,
+    ),
+    plain_sub(
+        "pubsub|shardnumsub",
+        "shardnumsub",
+        -2,
+        0,
+        pubsub::pubsub_shardnumsub,
+    ),
+    plain_sub("pubsub|help", "help", 2, 0, pubsub::pubsub_help),
+];
+
 static COMMANDS: &[CommandSpec] = &[
     // strings (t_string.c)
     cmd("get", 2, 0, strings::get),
@@ -259,6 +304,12 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("mget", -2, 0, strings::mget),
     cmd("append", 3, WRITE, strings::append),
     cmd("strlen", 2, 0, strings::strlen),
+    cmd("mset", -3, WRITE, strings::mset),
+    cmd("msetnx", -3, WRITE, strings::msetnx),
+    cmd("getex", -2, WRITE, strings::getex),
+    cmd("getrange", 4, 0, strings::getrange),
+    cmd("setrange", 4, WRITE, strings::setrange),
+    cmd("incrbyfloat", 3, WRITE, strings::incrbyfloat),
     // keys (db.c, expire.c)
     cmd("del", -2, WRITE, keys::del),
     cmd("unlink", -2, WRITE, keys::unlink),
@@ -273,6 +324,8 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("expiretime", 2, 0, keys::expiretime),
     cmd("pexpiretime", 2, 0, keys::pexpiretime),
     cmd("persist", 2, WRITE, keys::persist),
+    cmd("rename", 3, WRITE, keys::rename),
+    cmd("renamenx", 3, WRITE, keys::renamenx),
     cmd("keys", 2, 0, keys::keys),
     cmd("scan", -2, 0, keys::scan),
     cmd("dbsize", 1, 0, keys::dbsize),
@@ -284,6 +337,7 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("hget", 3, 0, hashes::hget),
     cmd("hgetall", 2, 0, hashes::hgetall),
     cmd("hincrby", 4, WRITE, hashes::hincrby),
+    cmd("hincrbyfloat", 4, WRITE, hashes::hincrbyfloat),
     cmd("hexists", 3, 0, hashes::hexists),
     cmd("hdel", -3, WRITE, hashes::hdel),
     cmd("hlen", 2, 0, hashes::hlen),
@@ -320,6 +374,19 @@ static COMMANDS: &[CommandSpec] = &[
         NOSCRIPT | PUBSUB_CONTEXT,
         pubsub::unsubscribe,
     ),
+    cmd(
+        "psubscribe",
+        -2,
+        NOSCRIPT | PUBSUB_CONTEXT,
+        pubsub::psubscribe,
+    ),
+    cmd(
+        "punsubscribe",
+        -1,
+        NOSCRIPT | PUBSUB_CONTEXT,
+        pubsub::punsubscribe,
+    ),
+    container("pubsub", &PUBSUB_SUBCOMMANDS),
     // connection (networking.c, acl.c)
     cmd("ping", -1, PUBSUB_CONTEXT, server_cmds::ping),
     cmd("echo", 2, 0, server_cmds::echo),

@@ -14,7 +14,7 @@ pub fn ping(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
             .core
             .clients
             .get(&ctx.client)
-            .is_some_and(|c| !c.channels.is_empty());
+            .is_some_and(|c| c.subscribed());
     if subscribed {
         return Reply::Array(vec![
             Reply::bulk("pong"),
