@@ -778,6 +778,19 @@ impl Core {
             return;
         }
         let Some(name) = effect.first() else { return };
+        if name.eq_ignore_ascii_case(b"copy") {
+            // COPY writes only its destination, maybe in another database (`DB n`).
+            let dst_db = effect
+                .windows(2)
+                .skip(2)
+                .find(|w| w[0].eq_ignore_ascii_case(b"db"))
+                .and_then(|w| std::str::from_utf8(&w[1]).ok()?.parse().ok())
+                .unwrap_or(db);
+            if let Some(key) = effect.get(2) {
+                self.touch_key(dst_db, key);
+            }
+            return;
+        }
         let keys: Vec<&Vec<u8>> = match name.to_ascii_lowercase().as_slice() {
             b"del" | b"unlink" => effect[1..].iter().collect(),
             b"mset" | b"msetnx" => effect[1..].iter().step_by(2).collect(),
@@ -786,12 +799,17 @@ impl Core {
             _ => effect[1..].iter().take(1).collect(),
         };
         for key in keys {
-            self.touch_watched_key(db, key);
-            if self.blocking_keys.contains_key(&(db, key.clone()))
-                && !self.ready_keys.iter().any(|(d, k)| *d == db && k == key)
-            {
-                self.ready_keys.push((db, key.clone()));
-            }
+            self.touch_key(db, key);
+        }
+    }
+
+    /// `signalModifiedKey` plus `signalKeyAsReady`: WATCHers and blocked clients of (db, key).
+    fn touch_key(&mut self, db: usize, key: &[u8]) {
+        self.touch_watched_key(db, key);
+        if self.blocking_keys.contains_key(&(db, key.to_vec()))
+            && !self.ready_keys.iter().any(|(d, k)| *d == db && k == key)
+        {
+            self.ready_keys.push((db, key.to_vec()));
         }
     }
 

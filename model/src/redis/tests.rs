@@ -365,6 +365,22 @@ fn propagation_of_string_and_rename_commands_like_redis_7() {
         props(&mut s),
         vec!["MULTI", "DEL t", "mset t w", "EXEC", "DEL u"]
     );
+    // COPY goes out verbatim when it copied; TOUCH never.
+    for line in [
+        "set x v",
+        "copy x y",
+        "copy x y",
+        "copy x y replace",
+        "copy x y db 2",
+        "copy missing y",
+        "touch x y",
+    ] {
+        exec(&mut s, c, T0 + 10, line);
+    }
+    assert_eq!(
+        props(&mut s),
+        vec!["set x v", "copy x y", "copy x y replace", "copy x y db 2"]
+    );
 }
 
 #[test]

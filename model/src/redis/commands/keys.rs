@@ -377,3 +377,62 @@ pub fn rename(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 pub fn renamenx(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     rename_generic(ctx, argv, true)
 }
+
+/// TOUCH key [key ...] (`touchCommand`): how many exist (an expired one is deleted on the way).
+pub fn touch(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    exists(ctx, argv)
+}
+
+/// COPY source destination [DB index] [REPLACE] (`copyCommand`): the value and its TTL are
+/// duplicated into the destination database; an existing destination is kept (answer 0)
+/// unless REPLACE. Propagated verbatim.
+pub fn copy(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let src_db = ctx.db;
+    let mut dst_db = ctx.db;
+    let mut replace = false;
+    let mut j = 3;
+    while j < argv.len() {
+        if is_opt(&argv[j], "replace") {
+            replace = true;
+        } else if is_opt(&argv[j], "db") && j + 1 < argv.len() {
+            let index = match parse_i64(&argv[j + 1]) {
+                Ok(v) if i32::try_from(v).is_ok() => v,
+                Ok(_) => {
+                    return Reply::error(
+                        "ERR value is out of range, value must between -2147483648 and 2147483647",
+                    );
+                }
+                Err(e) => return e,
+            };
+            match usize::try_from(index) {
+                Ok(i) if i < ctx.core.dbs.len() => dst_db = i,
+                _ => return Reply::error("ERR DB index is out of range"),
+            }
+            j += 1;
+        } else {
+            return syntax_error();
+        }
+        j += 1;
+    }
+    let (key, newkey) = (&argv[1], &argv[2]);
+    if src_db == dst_db && key == newkey {
+        return Reply::error("ERR source and destination objects are the same");
+    }
+    let Some(entry) = ctx.lookup(key).cloned() else {
+        return Reply::Integer(0);
+    };
+    ctx.db = dst_db;
+    let exists = ctx.lookup_mut(newkey).is_some();
+    if exists && !replace {
+        ctx.db = src_db;
+        return Reply::Integer(0);
+    }
+    ctx.db().remove(newkey);
+    ctx.db().set(newkey, entry.value, false);
+    if let Some(when) = entry.expire_at {
+        ctx.db().set_expire(newkey, when);
+    }
+    ctx.db = src_db;
+    ctx.propagate(argv.to_vec());
+    Reply::Integer(1)
+}

@@ -326,6 +326,8 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("persist", 2, WRITE, keys::persist),
     cmd("rename", 3, WRITE, keys::rename),
     cmd("renamenx", 3, WRITE, keys::renamenx),
+    cmd("touch", -2, 0, keys::touch),
+    cmd("copy", -3, WRITE, keys::copy),
     cmd("keys", 2, 0, keys::keys),
     cmd("scan", -2, 0, keys::scan),
     cmd("dbsize", 1, 0, keys::dbsize),
