@@ -579,6 +579,20 @@ impl RedisServer {
         std::mem::take(&mut self.core.pushes)
     }
 
+    /// The messages for `client` itself, in order: a RESP3 connection that PUBLISHes to a
+    /// channel (or pattern) it subscribed to gets the push before the command's reply, as Redis
+    /// writes it into the same buffer during the command.
+    pub fn take_pushes_for(&mut self, client: ClientId) -> Vec<Reply> {
+        if !self.core.pushes.iter().any(|(c, _)| *c == client) {
+            return Vec::new();
+        }
+        let (own, others) = std::mem::take(&mut self.core.pushes)
+            .into_iter()
+            .partition::<Vec<_>, _>(|(c, _)| *c == client);
+        self.core.pushes = others;
+        own.into_iter().map(|(_, reply)| reply).collect()
+    }
+
     /// Replies to clients that were blocked (BLPOP served or timed out, CLIENT UNBLOCK), in
     /// order. Each of these clients is unblocked: the host runs its waiting commands.
     pub fn take_unblocked(&mut self) -> Vec<(ClientId, Reply)> {

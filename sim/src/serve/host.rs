@@ -204,13 +204,16 @@ impl Host {
             self.running.set(Some(client));
             let outcome = self.server.borrow_mut().execute(client, now_ms(), &argv);
             self.running.set(None);
-            let protocol = {
+            let (protocol, own_pushes) = {
                 let mut server = self.server.borrow_mut();
                 server.take_propagated();
-                server.protocol(client)
+                (server.protocol(client), server.take_pushes_for(client))
             };
             {
                 let mut io = conn.io.borrow_mut();
+                for push in own_pushes {
+                    push.encode_with(protocol, &mut io.output);
+                }
                 match outcome {
                     Outcome::Reply(reply) => reply.encode_with(protocol, &mut io.output),
                     Outcome::Close(reply) => {
