@@ -381,6 +381,16 @@ fn propagation_of_string_and_rename_commands_like_redis_7() {
         props(&mut s),
         vec!["set x v", "copy x y", "copy x y replace", "copy x y db 2"]
     );
+    // An expired destination in another database: its DEL goes out there, as Redis sends it.
+    exec(&mut s, c, T0, "select 1");
+    exec(&mut s, c, T0, "set d x px 1");
+    exec(&mut s, c, T0, "select 0");
+    s.take_propagated();
+    exec(&mut s, c, T0 + 10, "copy x d db 1");
+    assert_eq!(
+        props(&mut s),
+        vec!["MULTI", "DEL d", "SELECT 0", "copy x d db 1", "EXEC"]
+    );
 }
 
 #[test]
