@@ -297,6 +297,69 @@ fn propagation_rewrites_like_redis_7() {
     );
 }
 
+/// What a real 7.0.15 replica received (MONITOR on it) for the same commands: set writes
+/// propagate verbatim when they changed something, STORE variants also when they only deleted
+/// the destination, and nothing otherwise.
+#[test]
+fn set_commands_propagate_like_redis_7() {
+    let (mut s, c) = new_server();
+    for line in [
+        "sadd s 1 2 3",
+        "sadd s 1",
+        "srem s 9",
+        "srem s 1",
+        "smove s d 2",
+        "smove s d 9",
+        "smove s s 3",
+        "sadd d 7",
+        "sinterstore dst s d",
+        "sinterstore dst s nokey",
+        "sunionstore u s d",
+        "sunionstore u n1 n2",
+        "sdiffstore df d s",
+        "sdiffstore df d d",
+        "sdiffstore df d d",
+        "set str v",
+        "sinterstore str s d",
+        "sunionstore str s",
+        "srem s 3",
+        "sintercard 1 d",
+        "smembers d",
+        "set ex v px 50",
+    ] {
+        exec(&mut s, c, T0, line);
+    }
+    exec(&mut s, c, T0 + 100, "sinterstore e d ex");
+    exec(&mut s, c, T0 + 100, "sadd q 1");
+    exec(&mut s, c, T0 + 100, "set ex2 v px 50");
+    exec(&mut s, c, T0 + 200, "sinterstore ex2 q");
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "sadd s 1 2 3",
+            "srem s 1",
+            "smove s d 2",
+            "sadd d 7",
+            "sunionstore u s d",
+            "sunionstore u n1 n2",
+            "sdiffstore df d s",
+            "sdiffstore df d d",
+            "set str v",
+            "sinterstore str s d",
+            "sunionstore str s",
+            "srem s 3",
+            &format!("SET ex v PXAT {}", T0 + 50),
+            "DEL ex",
+            "sadd q 1",
+            &format!("SET ex2 v PXAT {}", T0 + 150),
+            "MULTI",
+            "DEL ex2",
+            "sinterstore ex2 q",
+            "EXEC",
+        ]
+    );
+}
+
 #[test]
 fn lazy_expiry_deletes_are_wrapped_with_the_command() {
     let (mut s, c) = new_server();

@@ -12,6 +12,7 @@ mod lists;
 mod pubsub;
 mod scripting;
 mod server_cmds;
+mod sets;
 mod strings;
 mod transactions;
 mod zsets;
@@ -298,6 +299,21 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("lrange", 4, 0, lists::lrange),
     cmd("lrem", 4, WRITE, lists::lrem),
     cmd("llen", 2, 0, lists::llen),
+    // sets (t_set.c)
+    cmd("sadd", -3, WRITE, sets::sadd),
+    cmd("srem", -3, WRITE, sets::srem),
+    cmd("smembers", 2, 0, sets::smembers),
+    cmd("sismember", 3, 0, sets::sismember),
+    cmd("smismember", -3, 0, sets::smismember),
+    cmd("scard", 2, 0, sets::scard),
+    cmd("smove", 4, WRITE, sets::smove),
+    cmd("sinter", -2, 0, sets::sinter),
+    cmd("sintercard", -3, 0, sets::sintercard),
+    cmd("sinterstore", -3, WRITE, sets::sinterstore),
+    cmd("sunion", -2, 0, sets::sunion),
+    cmd("sunionstore", -3, WRITE, sets::sunionstore),
+    cmd("sdiff", -2, 0, sets::sdiff),
+    cmd("sdiffstore", -3, WRITE, sets::sdiffstore),
     // sorted sets (t_zset.c)
     cmd("zadd", -4, WRITE, zsets::zadd),
     cmd("zscore", 3, 0, zsets::zscore),
