@@ -314,6 +314,7 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("sunionstore", -3, WRITE, sets::sunionstore),
     cmd("sdiff", -2, 0, sets::sdiff),
     cmd("sdiffstore", -3, WRITE, sets::sdiffstore),
+    cmd("sscan", -3, 0, sets::sscan),
     // sorted sets (t_zset.c)
     cmd("zadd", -4, WRITE, zsets::zadd),
     cmd("zscore", 3, 0, zsets::zscore),
