@@ -81,8 +81,15 @@ pub fn smove(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         ctx.db()
             .insert_new(dst, Value::Set(SetValue::for_member(member)));
     }
-    if let Some(Value::Set(s)) = ctx.db().get_mut(dst).map(|e| &mut e.value) {
-        s.add(member);
+    let added = match ctx.db().get_mut(dst).map(|e| &mut e.value) {
+        Some(Value::Set(s)) => s.add(member),
+        _ => false,
+    };
+    // The propagated SMOVE touches its first key, the source; the destination only when the
+    // member was new there (`signalModifiedKey`).
+    if added {
+        let db = ctx.db;
+        ctx.core.touch_watched_key(db, dst);
     }
     ctx.propagate(argv.to_vec());
     Reply::Integer(1)
