@@ -66,8 +66,10 @@ pub fn smove(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         _ => {}
     }
     if src == dst {
-        let found = matches!(ctx.db().get(src).map(|e| &e.value), Some(Value::Set(s)) if s.contains(member));
-        return Reply::Integer(i64::from(found));
+        return match ctx.db().get(src).map(|e| &e.value) {
+            Some(Value::Set(s)) => Reply::Integer(i64::from(s.contains(member))),
+            _ => Reply::Integer(0),
+        };
     }
     let removed = match ctx.db().get_mut(src).map(|e| &mut e.value) {
         Some(Value::Set(s)) => s.remove(member),
