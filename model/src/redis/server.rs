@@ -774,6 +774,7 @@ impl Core {
         let Some(name) = effect.first() else { return };
         let keys: &[Vec<u8>] = match name.to_ascii_lowercase().as_slice() {
             b"del" | b"unlink" => &effect[1..],
+            b"lmove" | b"rpoplpush" => &effect[1..3.min(effect.len())],
             b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => &[],
             _ => &effect[1.min(effect.len())..2.min(effect.len())],
         };
