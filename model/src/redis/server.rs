@@ -897,12 +897,14 @@ impl Core {
         }
     }
 
-    /// `unblockClient` with the reply it gets. False if it was not blocked.
+    /// `unblockClient` with the reply it gets (an error one counts in `errorstats`, as
+    /// `afterErrorReply` counts it). False if it was not blocked.
     pub(crate) fn unblock(&mut self, client: ClientId, reply: Reply) -> bool {
         let Some(blocked) = self.clients.get_mut(&client).and_then(|c| c.blocked.take()) else {
             return false;
         };
         self.remove_blocked(client, &blocked);
+        self.count_errors(&reply);
         self.unblocked.push((client, reply));
         true
     }
