@@ -774,6 +774,7 @@ impl Core {
         let Some(name) = effect.first() else { return };
         let keys: &[Vec<u8>] = match name.to_ascii_lowercase().as_slice() {
             b"del" | b"unlink" => &effect[1..],
+            b"lmove" | b"rpoplpush" => &effect[1..3.min(effect.len())],
             b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => &[],
             _ => &effect[1.min(effect.len())..2.min(effect.len())],
         };
@@ -896,12 +897,14 @@ impl Core {
         }
     }
 
-    /// `unblockClient` with the reply it gets. False if it was not blocked.
+    /// `unblockClient` with the reply it gets (an error one counts in `errorstats`, as
+    /// `afterErrorReply` counts it). False if it was not blocked.
     pub(crate) fn unblock(&mut self, client: ClientId, reply: Reply) -> bool {
         let Some(blocked) = self.clients.get_mut(&client).and_then(|c| c.blocked.take()) else {
             return false;
         };
         self.remove_blocked(client, &blocked);
+        self.count_errors(&reply);
         self.unblocked.push((client, reply));
         true
     }

@@ -135,6 +135,36 @@ impl ZSet {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Scored> {
         self.order.iter()
     }
+
+    /// `zsetRank`: the 0-based position of a member, from the lowest score or the highest.
+    pub fn rank(&self, member: &[u8], reverse: bool) -> Option<usize> {
+        let score = self.score(member)?;
+        let below = self
+            .order
+            .range(
+                ..Scored {
+                    score,
+                    member: member.to_vec(),
+                },
+            )
+            .count();
+        Some(if reverse {
+            self.len() - 1 - below
+        } else {
+            below
+        })
+    }
+
+    /// Removes and returns the lowest (or, with `max`, the highest) member.
+    pub fn pop(&mut self, max: bool) -> Option<Scored> {
+        let first = if max {
+            self.order.pop_last()
+        } else {
+            self.order.pop_first()
+        }?;
+        self.scores.remove(&first.member);
+        Some(first)
+    }
 }
 
 /// `set-max-intset-entries` (default 512): an intset longer than this becomes a hash table.
