@@ -26,15 +26,27 @@ pub struct WatchedKey {
     pub expired: bool,
 }
 
-/// A client blocked in BLPOP/BRPOP (`c->bpop`).
+/// A client blocked in BLPOP/BRPOP/BLMOVE/BRPOPLPUSH (`c->bpop`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocked {
     pub db: usize,
     pub keys: Vec<Vec<u8>>,
-    /// Pop from the head (BLPOP) or the tail (BRPOP).
+    /// Pop from the head (BLPOP, BLMOVE LEFT) or the tail (BRPOP, BLMOVE RIGHT).
     pub head: bool,
     /// Absolute wall-clock ms when it times out; `None` waits for ever.
     pub deadline_ms: Option<i64>,
+    /// BLMOVE / BRPOPLPUSH: where the popped element goes.
+    pub target: Option<MoveTarget>,
+}
+
+/// The push side of a blocked BLMOVE / BRPOPLPUSH (`c->bpop.target`, `blockpos.whereto`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveTarget {
+    pub key: Vec<u8>,
+    /// Push at the head (LEFT) or the tail (RIGHT).
+    pub head: bool,
+    /// Blocked in BRPOPLPUSH: served, it propagates as RPOPLPUSH rather than LMOVE.
+    pub rpoplpush: bool,
 }
 
 /// The connection's addresses as `CLIENT LIST` prints them (`ip:port`), set by the host.

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::types::{HashValue, ZSet};
+use super::types::{HashValue, SetValue, ZSet};
 
 /// A Redis value. Strings are binary-safe byte strings.
 #[derive(Clone, Debug, PartialEq)]
@@ -12,6 +12,7 @@ pub enum Value {
     Str(Vec<u8>),
     Hash(HashValue),
     List(VecDeque<Vec<u8>>),
+    Set(SetValue),
     ZSet(ZSet),
 }
 
@@ -22,6 +23,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
+            Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
         }
     }
@@ -32,6 +34,7 @@ impl Value {
             Value::Str(_) => false,
             Value::Hash(h) => h.is_empty(),
             Value::List(l) => l.is_empty(),
+            Value::Set(s) => s.is_empty(),
             Value::ZSet(z) => z.is_empty(),
         }
     }

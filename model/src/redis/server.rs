@@ -808,7 +808,9 @@ impl Core {
         let keys: Vec<&Vec<u8>> = match name.to_ascii_lowercase().as_slice() {
             b"del" | b"unlink" => effect[1..].iter().collect(),
             b"mset" | b"msetnx" => effect[1..].iter().step_by(2).collect(),
-            b"rename" | b"renamenx" => effect[1..].iter().take(2).collect(),
+            b"rename" | b"renamenx" | b"lmove" | b"rpoplpush" => {
+                effect[1..].iter().take(2).collect()
+            }
             b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => Vec::new(),
             _ => effect[1..].iter().take(1).collect(),
         };
@@ -945,12 +947,14 @@ impl Core {
         }
     }
 
-    /// `unblockClient` with the reply it gets. False if it was not blocked.
+    /// `unblockClient` with the reply it gets (an error one counts in `errorstats`, as
+    /// `afterErrorReply` counts it). False if it was not blocked.
     pub(crate) fn unblock(&mut self, client: ClientId, reply: Reply) -> bool {
         let Some(blocked) = self.clients.get_mut(&client).and_then(|c| c.blocked.take()) else {
             return false;
         };
         self.remove_blocked(client, &blocked);
+        self.count_errors(&reply);
         self.unblocked.push((client, reply));
         true
     }

@@ -393,6 +393,170 @@ fn propagation_of_string_and_rename_commands_like_redis_7() {
     );
 }
 
+/// What a real 7.0.15 replica received (MONITOR on it) for the same commands: set writes
+/// propagate verbatim when they changed something, STORE variants also when they only deleted
+/// the destination, and nothing otherwise.
+#[test]
+fn set_commands_propagate_like_redis_7() {
+    let (mut s, c) = new_server();
+    for line in [
+        "sadd s 1 2 3",
+        "sadd s 1",
+        "srem s 9",
+        "srem s 1",
+        "smove s d 2",
+        "smove s d 9",
+        "smove s s 3",
+        "sadd d 7",
+        "sinterstore dst s d",
+        "sinterstore dst s nokey",
+        "sunionstore u s d",
+        "sunionstore u n1 n2",
+        "sdiffstore df d s",
+        "sdiffstore df d d",
+        "sdiffstore df d d",
+        "set str v",
+        "sinterstore str s d",
+        "sunionstore str s",
+        "srem s 3",
+        "sintercard 1 d",
+        "smembers d",
+        "set ex v px 50",
+    ] {
+        exec(&mut s, c, T0, line);
+    }
+    exec(&mut s, c, T0 + 100, "sinterstore e d ex");
+    exec(&mut s, c, T0 + 100, "sadd q 1");
+    exec(&mut s, c, T0 + 100, "set ex2 v px 50");
+    exec(&mut s, c, T0 + 200, "sinterstore ex2 q");
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "sadd s 1 2 3",
+            "srem s 1",
+            "smove s d 2",
+            "sadd d 7",
+            "sunionstore u s d",
+            "sunionstore u n1 n2",
+            "sdiffstore df d s",
+            "sdiffstore df d d",
+            "set str v",
+            "sinterstore str s d",
+            "sunionstore str s",
+            "srem s 3",
+            &format!("SET ex v PXAT {}", T0 + 50),
+            "DEL ex",
+            "sadd q 1",
+            &format!("SET ex2 v PXAT {}", T0 + 150),
+            "MULTI",
+            "DEL ex2",
+            "sinterstore ex2 q",
+            "EXEC",
+        ]
+    );
+}
+
+/// What the sorted set, hash and list writes propagate, as recorded from a replica of
+/// redis-server 7.0.15 (MONITOR on the replica): verbatim when they changed something, nothing
+/// otherwise.
+#[test]
+fn zset_hash_list_writes_propagate_like_redis_7() {
+    let (mut s, c) = new_server();
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "zadd z 1 a 2 b 3 c 4 d 5 e",
+            &["zadd z 1 a 2 b 3 c 4 d 5 e"],
+        ),
+        ("zremrangebyscore z -inf 1", &["zremrangebyscore z -inf 1"]),
+        ("zremrangebyscore z -inf 1", &[]),
+        ("zremrangebyrank z 0 0", &["zremrangebyrank z 0 0"]),
+        ("zremrangebyrank z 10 20", &[]),
+        ("zremrangebylex z [d [d", &["zremrangebylex z [d [d"]),
+        ("zremrangebylex z [zz [zzz", &[]),
+        ("zpopmin z", &["zpopmin z"]),
+        ("zpopmin z 0", &[]),
+        ("zpopmin nokey", &[]),
+        ("zpopmax z 5", &["zpopmax z 5"]),
+        ("zpopmax z 5", &[]),
+        ("zadd l 0 a 0 b", &["zadd l 0 a 0 b"]),
+        ("zrangestore d l 0 -1", &["zrangestore d l 0 -1"]),
+        ("zrangestore d nokey 0 -1", &["zrangestore d nokey 0 -1"]),
+        ("zrangestore d nokey 0 -1", &[]),
+        (
+            "zrangestore d l +inf -inf byscore rev limit 0 1",
+            &["zrangestore d l +inf -inf byscore rev limit 0 1"],
+        ),
+        ("hmset h a 1 b 2", &["hmset h a 1 b 2"]),
+        ("hmset h a 1", &["hmset h a 1"]),
+        ("hsetnx h a 2", &[]),
+        ("hsetnx h c 3", &["hsetnx h c 3"]),
+        ("rpush q a b c a b c", &["rpush q a b c a b c"]),
+        ("ltrim q 0 -1", &[]),
+        ("ltrim q 1 -1", &["ltrim q 1 -1"]),
+        ("ltrim nokey 0 1", &[]),
+        ("lset q 0 X", &["lset q 0 X"]),
+        ("lset q 99 X", &[]),
+        ("linsert q BEFORE c C", &["linsert q BEFORE c C"]),
+        ("linsert q BEFORE zz C", &[]),
+        ("lpushx q p", &["lpushx q p"]),
+        ("lpushx nokey p", &[]),
+        ("rpushx q p", &["rpushx q p"]),
+        ("rpushx nokey p", &[]),
+        ("rpoplpush q l2", &["rpoplpush q l2"]),
+        ("rpoplpush nokey l2", &[]),
+        ("lmove q l2 LEFT right", &["lmove q l2 LEFT right"]),
+        ("lmove nokey l2 LEFT right", &[]),
+        ("blmove q l2 right LEFT 0", &["LMOVE q l2 right LEFT"]),
+        ("brpoplpush q l2 0", &["RPOPLPUSH q l2"]),
+        ("ltrim q 1 0", &["ltrim q 1 0"]),
+    ];
+    for (line, expected) in cases {
+        exec(&mut s, c, T0, line);
+        assert_eq!(props(&mut s), *expected, "{line}");
+    }
+}
+
+/// A served BLMOVE / BRPOPLPUSH propagates as LMOVE (sides in lower case) / RPOPLPUSH, one
+/// effect per served client; a destination of the wrong type answers WRONGTYPE and pops nothing.
+#[test]
+fn served_blocking_moves_propagate_like_redis_7() {
+    let (mut s, c) = new_server();
+    let (b1, b2, b3) = (s.connect(), s.connect(), s.connect());
+    exec(&mut s, c, T0, "set str x");
+    for (client, line) in [
+        (b1, "blmove src dst LEFT RIGHT 0"),
+        (b2, "brpoplpush src dst2 0"),
+        (b3, "blmove src str left left 0"),
+    ] {
+        assert!(matches!(
+            s.execute(client, T0, &argv(line)),
+            Outcome::Blocked
+        ));
+    }
+    props(&mut s);
+    exec(&mut s, c, T0, "rpush src a b c");
+    assert_eq!(
+        s.take_unblocked(),
+        vec![
+            (b1, Reply::Bulk(b"a".to_vec())),
+            (b2, Reply::Bulk(b"c".to_vec())),
+            (
+                b3,
+                Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
+            ),
+        ]
+    );
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "rpush src a b c",
+            "LMOVE src dst left right",
+            "RPOPLPUSH src dst2"
+        ]
+    );
+    assert_eq!(wire(&mut s, c, T0, "lrange src 0 -1"), "*1\r\n$1\r\nb\r\n");
+}
+
 #[test]
 fn lazy_expiry_deletes_are_wrapped_with_the_command() {
     let (mut s, c) = new_server();

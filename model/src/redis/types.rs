@@ -1,7 +1,10 @@
-//! Aggregate value types: hashes (`t_hash.c`) and sorted sets (`t_zset.c`).
+//! Aggregate value types: hashes (`t_hash.c`), sets (`t_set.c`) and sorted sets (`t_zset.c`).
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, btree_set};
+
+use super::number::string2ll;
 
 /// A hash in field insertion order, as a listpack-encoded Redis hash replies to HGETALL.
 /// (Redis switches to a hash table past 128 fields, whose order is unspecified; we keep
@@ -131,5 +134,177 @@ impl ZSet {
     /// Members in ascending (score, member) order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Scored> {
         self.order.iter()
+    }
+
+    /// `zsetRank`: the 0-based position of a member, from the lowest score or the highest.
+    pub fn rank(&self, member: &[u8], reverse: bool) -> Option<usize> {
+        let score = self.score(member)?;
+        let below = self
+            .order
+            .range(
+                ..Scored {
+                    score,
+                    member: member.to_vec(),
+                },
+            )
+            .count();
+        Some(if reverse {
+            self.len() - 1 - below
+        } else {
+            below
+        })
+    }
+
+    /// Removes and returns the lowest (or, with `max`, the highest) member.
+    pub fn pop(&mut self, max: bool) -> Option<Scored> {
+        let first = if max {
+            self.order.pop_last()
+        } else {
+            self.order.pop_first()
+        }?;
+        self.scores.remove(&first.member);
+        Some(first)
+    }
+}
+
+/// `set-max-intset-entries` (default 512): an intset longer than this becomes a hash table.
+pub const SET_MAX_INTSET_ENTRIES: usize = 512;
+
+/// A set as Redis 7.0 encodes it (`t_set.c`), because the encoding decides the order of every
+/// reply that lists members: an intset (members that are all `string2ll`-exact integers, at most
+/// `set-max-intset-entries`) lists them in ascending numeric order; a hash table lists them in
+/// an order that is random per process, for which we keep byte order. The conversion is one-way
+/// (`setTypeConvert`), even when SREM later leaves only integers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetValue {
+    Ints(BTreeSet<i64>),
+    Table(BTreeSet<Vec<u8>>),
+}
+
+/// An empty intset: `createIntsetObject`, where SINTERSTORE, SUNION and SDIFF build results.
+impl Default for SetValue {
+    fn default() -> Self {
+        SetValue::Ints(BTreeSet::new())
+    }
+}
+
+impl SetValue {
+    /// `setTypeCreate`: the encoding a new key gets from its first member.
+    pub fn for_member(member: &[u8]) -> Self {
+        if string2ll(member).is_some() {
+            SetValue::default()
+        } else {
+            SetValue::Table(BTreeSet::new())
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            SetValue::Ints(s) => s.len(),
+            SetValue::Table(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True while the set is an intset (its members list in numeric order).
+    pub fn is_intset(&self) -> bool {
+        matches!(self, SetValue::Ints(_))
+    }
+
+    /// `setTypeIsMember`.
+    pub fn contains(&self, member: &[u8]) -> bool {
+        match self {
+            SetValue::Ints(s) => string2ll(member).is_some_and(|v| s.contains(&v)),
+            SetValue::Table(s) => s.contains(member),
+        }
+    }
+
+    /// `setTypeAdd`: true if the member is new. A non-integer member, or one member too many,
+    /// turns an intset into a hash table for good.
+    pub fn add(&mut self, member: &[u8]) -> bool {
+        match self {
+            SetValue::Ints(s) => match string2ll(member) {
+                Some(v) => {
+                    if !s.insert(v) {
+                        return false;
+                    }
+                    if s.len() > SET_MAX_INTSET_ENTRIES {
+                        self.convert();
+                    }
+                    true
+                }
+                None => {
+                    self.convert();
+                    self.add(member)
+                }
+            },
+            SetValue::Table(s) => s.insert(member.to_vec()),
+        }
+    }
+
+    /// `setTypeRemove`: true if the member was there. Never converts back to an intset.
+    pub fn remove(&mut self, member: &[u8]) -> bool {
+        match self {
+            SetValue::Ints(s) => string2ll(member).is_some_and(|v| s.remove(&v)),
+            SetValue::Table(s) => s.remove(member),
+        }
+    }
+
+    /// `setTypeConvert` to a hash table.
+    fn convert(&mut self) {
+        if let SetValue::Ints(s) = self {
+            let table = s.iter().map(|v| v.to_string().into_bytes()).collect();
+            *self = SetValue::Table(table);
+        }
+    }
+
+    /// The members in iteration order (`setTypeNext`), integers as `sdsfromlonglong` prints them.
+    pub fn iter(&self) -> SetIter<'_> {
+        match self {
+            SetValue::Ints(s) => SetIter::Ints(s.iter()),
+            SetValue::Table(s) => SetIter::Table(s.iter()),
+        }
+    }
+}
+
+/// The iterator of [`SetValue::iter`].
+pub enum SetIter<'a> {
+    Ints(btree_set::Iter<'a, i64>),
+    Table(btree_set::Iter<'a, Vec<u8>>),
+}
+
+impl<'a> Iterator for SetIter<'a> {
+    type Item = Cow<'a, [u8]>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            SetIter::Ints(it) => it.next().map(|v| Cow::Owned(v.to_string().into_bytes())),
+            SetIter::Table(it) => it.next().map(|m| Cow::Borrowed(m.as_slice())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_keep_intset_order_until_converted_for_good() {
+        let mut s = SetValue::for_member(b"10");
+        assert!(s.add(b"10") && s.add(b"-3") && s.add(b"2") && !s.add(b"2"));
+        let members: Vec<_> = s.iter().map(|m| m.into_owned()).collect();
+        assert_eq!(members, [b"-3".to_vec(), b"2".to_vec(), b"10".to_vec()]);
+        assert!(s.is_intset() && !s.contains(b"02") && s.contains(b"-3"));
+        assert!(s.add(b"x") && !s.is_intset());
+        assert!(s.remove(b"x") && !s.is_intset());
+        let mut big = SetValue::default();
+        for i in 0..=SET_MAX_INTSET_ENTRIES {
+            big.add(i.to_string().as_bytes());
+        }
+        assert!(!big.is_intset() && big.len() == SET_MAX_INTSET_ENTRIES + 1);
+        assert!(!SetValue::for_member(b"-0").is_intset());
     }
 }

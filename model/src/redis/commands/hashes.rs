@@ -30,9 +30,13 @@ fn write_hash<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<&'a mut HashValue,
     }
 }
 
-pub fn hset(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+/// `hsetCommand` (HSET and HMSET): always propagated verbatim. HSET answers the number of new
+/// fields, HMSET `+OK`.
+fn hset_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], name: &str) -> Reply {
     if argv.len() % 2 == 1 {
-        return Reply::error("ERR wrong number of arguments for 'hset' command");
+        return Reply::error(format!(
+            "ERR wrong number of arguments for '{name}' command"
+        ));
     }
     let hash = match write_hash(ctx, &argv[1]) {
         Ok(h) => h,
@@ -43,7 +47,79 @@ pub fn hset(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         .filter(|pair| hash.set(&pair[0], pair[1].clone()))
         .count();
     ctx.propagate(argv.to_vec());
-    Reply::Integer(created as i64)
+    if name == "hmset" {
+        Reply::ok()
+    } else {
+        Reply::Integer(created as i64)
+    }
+}
+
+pub fn hset(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    hset_generic(ctx, argv, "hset")
+}
+
+pub fn hmset(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    hset_generic(ctx, argv, "hmset")
+}
+
+/// `hsetnxCommand`: propagated only when the field was set.
+pub fn hsetnx(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let hash = match write_hash(ctx, &argv[1]) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
+    if hash.get(&argv[2]).is_some() {
+        return Reply::Integer(0);
+    }
+    hash.set(&argv[2], argv[3].clone());
+    ctx.propagate(argv.to_vec());
+    Reply::Integer(1)
+}
+
+/// `hmgetCommand`: a missing key is an empty hash, one nil per field.
+pub fn hmget(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let hash = match read_hash(ctx, &argv[1]) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
+    Reply::Array(
+        argv[2..]
+            .iter()
+            .map(|f| hash.and_then(|h| h.get(f)).map_or(Reply::Nil, Reply::bulk))
+            .collect(),
+    )
+}
+
+/// `genericHgetallCommand` for HKEYS / HVALS: a flat array in the order HGETALL uses.
+fn hkeys_or_vals(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], keys: bool) -> Reply {
+    match read_hash(ctx, &argv[1]) {
+        Ok(h) => Reply::Array(
+            h.into_iter()
+                .flat_map(|h| h.iter())
+                .map(|(f, v)| Reply::Bulk(if keys { f.clone() } else { v.clone() }))
+                .collect(),
+        ),
+        Err(e) => e,
+    }
+}
+
+pub fn hkeys(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    hkeys_or_vals(ctx, argv, true)
+}
+
+pub fn hvals(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    hkeys_or_vals(ctx, argv, false)
+}
+
+/// `hstrlenCommand`: 0 for a missing key or field.
+pub fn hstrlen(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_hash(ctx, &argv[1]) {
+        Ok(h) => Reply::Integer(
+            h.and_then(|h| h.get(&argv[2]))
+                .map_or(0, |v| v.len() as i64),
+        ),
+        Err(e) => e,
+    }
 }
 
 pub fn hget(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {

@@ -151,6 +151,8 @@ fn value_size(value: &crate::redis::keyspace::Value) -> u64 {
         Value::Str(s) => s.len() as u64,
         Value::Hash(h) => h.iter().map(|(f, v)| (f.len() + v.len() + 16) as u64).sum(),
         Value::List(l) => l.iter().map(|e| e.len() as u64 + 8).sum(),
+        Value::Set(s) if s.is_intset() => 8 * s.len() as u64,
+        Value::Set(s) => s.iter().map(|m| m.len() as u64 + 24).sum(),
         Value::ZSet(z) => z.iter().map(|e| e.member.len() as u64 + 24).sum(),
     }
 }

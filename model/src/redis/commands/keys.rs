@@ -316,7 +316,7 @@ pub fn scan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 
 /// `parseScanCursorOrReply`: `strtoul` over the whole argument (an optional sign, a negative
 /// number wraps around, no digits at all is 0), no leading space, no overflow.
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
+pub(super) fn parse_cursor(arg: &[u8]) -> Option<u64> {
     let arg = c_str(arg);
     if arg
         .first()

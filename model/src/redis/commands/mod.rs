@@ -12,6 +12,7 @@ mod lists;
 mod pubsub;
 mod scripting;
 mod server_cmds;
+mod sets;
 mod strings;
 mod transactions;
 mod zsets;
@@ -343,6 +344,12 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("hexists", 3, 0, hashes::hexists),
     cmd("hdel", -3, WRITE, hashes::hdel),
     cmd("hlen", 2, 0, hashes::hlen),
+    cmd("hmget", -3, 0, hashes::hmget),
+    cmd("hmset", -4, WRITE, hashes::hmset),
+    cmd("hsetnx", 4, WRITE, hashes::hsetnx),
+    cmd("hkeys", 2, 0, hashes::hkeys),
+    cmd("hvals", 2, 0, hashes::hvals),
+    cmd("hstrlen", 3, 0, hashes::hstrlen),
     // lists (t_list.c)
     cmd("lpush", -3, WRITE, lists::lpush),
     cmd("rpush", -3, WRITE, lists::rpush),
@@ -354,6 +361,32 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("lrange", 4, 0, lists::lrange),
     cmd("lrem", 4, WRITE, lists::lrem),
     cmd("llen", 2, 0, lists::llen),
+    cmd("lpushx", -3, WRITE, lists::lpushx),
+    cmd("rpushx", -3, WRITE, lists::rpushx),
+    cmd("ltrim", 4, WRITE, lists::ltrim),
+    cmd("lset", 4, WRITE, lists::lset),
+    cmd("linsert", 5, WRITE, lists::linsert),
+    cmd("lpos", -3, 0, lists::lpos),
+    cmd("rpoplpush", 3, WRITE, lists::rpoplpush),
+    cmd("lmove", 5, WRITE, lists::lmove),
+    cmd("blmove", 6, WRITE | NOSCRIPT, blocking::blmove),
+    cmd("brpoplpush", 4, WRITE | NOSCRIPT, blocking::brpoplpush),
+    // sets (t_set.c)
+    cmd("sadd", -3, WRITE, sets::sadd),
+    cmd("srem", -3, WRITE, sets::srem),
+    cmd("smembers", 2, 0, sets::smembers),
+    cmd("sismember", 3, 0, sets::sismember),
+    cmd("smismember", -3, 0, sets::smismember),
+    cmd("scard", 2, 0, sets::scard),
+    cmd("smove", 4, WRITE, sets::smove),
+    cmd("sinter", -2, 0, sets::sinter),
+    cmd("sintercard", -3, 0, sets::sintercard),
+    cmd("sinterstore", -3, WRITE, sets::sinterstore),
+    cmd("sunion", -2, 0, sets::sunion),
+    cmd("sunionstore", -3, WRITE, sets::sunionstore),
+    cmd("sdiff", -2, 0, sets::sdiff),
+    cmd("sdiffstore", -3, WRITE, sets::sdiffstore),
+    cmd("sscan", -3, 0, sets::sscan),
     // sorted sets (t_zset.c)
     cmd("zadd", -4, WRITE, zsets::zadd),
     cmd("zscore", 3, 0, zsets::zscore),
@@ -362,6 +395,21 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("zrangebyscore", -4, 0, zsets::zrangebyscore),
     cmd("zcard", 2, 0, zsets::zcard),
     cmd("zincrby", 4, WRITE, zsets::zincrby),
+    cmd("zremrangebyscore", 4, WRITE, zsets::zremrangebyscore),
+    cmd("zremrangebyrank", 4, WRITE, zsets::zremrangebyrank),
+    cmd("zremrangebylex", 4, WRITE, zsets::zremrangebylex),
+    cmd("zrank", 3, 0, zsets::zrank),
+    cmd("zrevrank", 3, 0, zsets::zrevrank),
+    cmd("zcount", 4, 0, zsets::zcount),
+    cmd("zlexcount", 4, 0, zsets::zlexcount),
+    cmd("zrevrange", -4, 0, zsets::zrevrange),
+    cmd("zrevrangebyscore", -4, 0, zsets::zrevrangebyscore),
+    cmd("zrangebylex", -4, 0, zsets::zrangebylex),
+    cmd("zrevrangebylex", -4, 0, zsets::zrevrangebylex),
+    cmd("zrangestore", -5, WRITE, zsets::zrangestore),
+    cmd("zmscore", -3, 0, zsets::zmscore),
+    cmd("zpopmin", -2, WRITE, zsets::zpopmin),
+    cmd("zpopmax", -2, WRITE, zsets::zpopmax),
     // pubsub (pubsub.c)
     cmd("publish", 3, MAY_REPLICATE, pubsub::publish),
     cmd(

@@ -225,6 +225,83 @@ enum RangeType {
     Lex,
 }
 
+/// A parsed range: ranks (`getLongFromObjectOrReply`), scores (`zslParseRange`) or members
+/// (`zslParseLexRange`).
+enum Range {
+    Rank(i64, i64),
+    Score(Bound, Bound),
+    Lex(Lex, Lex),
+}
+
+/// The range of `min` and `max` with each kind's error reply.
+fn parse_range(rangetype: RangeType, min: &[u8], max: &[u8]) -> Result<Range, Reply> {
+    match rangetype {
+        RangeType::Rank | RangeType::Auto => Ok(Range::Rank(parse_i64(min)?, parse_i64(max)?)),
+        RangeType::Score => match (parse_bound(min), parse_bound(max)) {
+            (Some(min), Some(max)) => Ok(Range::Score(min, max)),
+            _ => Err(Reply::error("ERR min or max is not a float")),
+        },
+        RangeType::Lex => match (parse_lex(min), parse_lex(max)) {
+            (Some(min), Some(max)) => Ok(Range::Lex(min, max)),
+            _ => Err(Reply::error("ERR min or max not valid string range item")),
+        },
+    }
+}
+
+/// The members a range selects, in the order `genericZrangebyrankCommand`,
+/// `genericZrangebyscoreCommand` and `genericZrangebylexCommand` walk them: the first member in
+/// range, then `offset` members skipped unchecked, then up to `limit` (negative: all) members
+/// while they stay in range. Ranks ignore `offset` and `limit`.
+fn select<'a>(
+    zset: &'a ZSet,
+    range: &Range,
+    reverse: bool,
+    offset: i64,
+    limit: i64,
+) -> Vec<&'a Scored> {
+    let take = usize::try_from(limit).unwrap_or(usize::MAX);
+    // A negative offset walks off the end (`while (ln && offset--)`).
+    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+    match range {
+        Range::Rank(start, end) => {
+            let len = zset.len() as i64;
+            let start = if *start < 0 { len + start } else { *start }.max(0);
+            let end = if *end < 0 { len + end } else { *end };
+            if start > end || start >= len {
+                return vec![];
+            }
+            let count = (end.min(len - 1) - start + 1) as usize;
+            if reverse {
+                zset.iter().rev().skip(start as usize).take(count).collect()
+            } else {
+                zset.iter().skip(start as usize).take(count).collect()
+            }
+        }
+        Range::Score(min, max) => {
+            if offset >= zset.len() {
+                return vec![];
+            }
+            if reverse {
+                zset.iter()
+                    .rev()
+                    .skip_while(|s| !below_max(s.score, *max))
+                    .skip(offset)
+                    .take_while(|s| above_min(s.score, *min))
+                    .take(take)
+                    .collect()
+            } else {
+                zset.iter()
+                    .skip_while(|s| !above_min(s.score, *min))
+                    .skip(offset)
+                    .take_while(|s| below_max(s.score, *max))
+                    .take(take)
+                    .collect()
+            }
+        }
+        Range::Lex(min, max) => lex_range(zset, min, max, reverse, offset, take),
+    }
+}
+
 /// `zrangeResultEmitCBufferToClient`: with scores, RESP3 nests each [member, score] pair,
 /// RESP2 lists them flat.
 fn emit(items: Vec<&Scored>, withscores: bool, protocol: Protocol) -> Reply {
@@ -245,23 +322,25 @@ fn emit(items: Vec<&Scored>, withscores: bool, protocol: Protocol) -> Reply {
     Reply::Array(out)
 }
 
-/// `zrangeGenericCommand` (ZRANGE with BYSCORE/REV/LIMIT/WITHSCORES, ZRANGEBYSCORE).
-/// BYLEX is parsed but only its error paths are implemented.
+/// `zrangeGenericCommand`: ZRANGE (BYSCORE/BYLEX/REV/LIMIT/WITHSCORES), the deprecated
+/// Z[REV]RANGE[BYSCORE|BYLEX] with their fixed type and direction, and ZRANGESTORE (`store`:
+/// the source is argv[2] and the result goes to argv[1]).
 fn zrange_generic(
     ctx: &mut Ctx<'_>,
     argv: &[Vec<u8>],
+    store: bool,
     mut rangetype: RangeType,
     mut reverse: Option<bool>,
 ) -> Reply {
-    let protocol = ctx.protocol;
+    let src = if store { 2 } else { 1 };
     let mut withscores = false;
     let mut offset: i64 = 0;
     let mut limit: i64 = -1;
-    let mut j = 4;
+    let mut j = src + 3;
     while j < argv.len() {
         let left = argv.len() - j - 1;
         let opt = &argv[j];
-        if is_opt(opt, "withscores") {
+        if !store && is_opt(opt, "withscores") {
             withscores = true;
         } else if is_opt(opt, "limit") && left >= 2 {
             match (parse_i64(&argv[j + 1]), parse_i64(&argv[j + 2])) {
@@ -294,104 +373,51 @@ fn zrange_generic(
             "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
         );
     }
-    let (mut minidx, mut maxidx) = (2, 3);
+    let (mut minidx, mut maxidx) = (src + 1, src + 2);
     if reverse && rangetype != RangeType::Rank {
         std::mem::swap(&mut minidx, &mut maxidx);
     }
-    match rangetype {
-        RangeType::Rank => {
-            let (start, end) = match (parse_i64(&argv[minidx]), parse_i64(&argv[maxidx])) {
-                (Ok(s), Ok(e)) => (s, e),
-                (Err(e), _) | (_, Err(e)) => return e,
-            };
-            let zset = match read_zset(ctx, &argv[1]) {
-                Err(e) => return e,
-                Ok(None) => return Reply::Array(vec![]),
-                Ok(Some(z)) => z,
-            };
-            let len = zset.len() as i64;
-            let mut start = if start < 0 { len + start } else { start };
-            let end = if end < 0 { len + end } else { end };
-            start = start.max(0);
-            if start > end || start >= len {
-                return Reply::Array(vec![]);
+    let range = match parse_range(rangetype, &argv[minidx], &argv[maxidx]) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let protocol = ctx.protocol;
+    let items: Vec<Scored> = match read_zset(ctx, &argv[src]) {
+        Err(e) => return e,
+        Ok(None) if !store => return Reply::Array(vec![]),
+        Ok(None) => vec![],
+        Ok(Some(zset)) => {
+            let items = select(zset, &range, reverse, offset, limit);
+            if !store {
+                return emit(items, withscores, protocol);
             }
-            let end = end.min(len - 1);
-            let count = (end - start + 1) as usize;
-            let items: Vec<&Scored> = if reverse {
-                zset.iter().rev().skip(start as usize).take(count).collect()
-            } else {
-                zset.iter().skip(start as usize).take(count).collect()
-            };
-            emit(items, withscores, protocol)
+            items.into_iter().cloned().collect()
         }
-        RangeType::Score => {
-            let (Some(min), Some(max)) = (parse_bound(&argv[minidx]), parse_bound(&argv[maxidx]))
-            else {
-                return Reply::error("ERR min or max is not a float");
-            };
-            let zset = match read_zset(ctx, &argv[1]) {
-                Err(e) => return e,
-                Ok(None) => return Reply::Array(vec![]),
-                Ok(Some(z)) => z,
-            };
-            if offset > 0 && offset >= zset.len() as i64 {
-                return Reply::Array(vec![]);
-            }
-            if offset < 0 {
-                return Reply::Array(vec![]);
-            }
-            let take = if limit < 0 {
-                usize::MAX
-            } else {
-                limit as usize
-            };
-            let items: Vec<&Scored> = if reverse {
-                zset.iter()
-                    .rev()
-                    .skip_while(|s| !below_max(s.score, max))
-                    .skip(offset as usize)
-                    .take_while(|s| above_min(s.score, min))
-                    .take(take)
-                    .collect()
-            } else {
-                zset.iter()
-                    .skip_while(|s| !above_min(s.score, min))
-                    .skip(offset as usize)
-                    .take_while(|s| below_max(s.score, max))
-                    .take(take)
-                    .collect()
-            };
-            emit(items, withscores, protocol)
-        }
-        RangeType::Lex | RangeType::Auto => {
-            let (Some(min), Some(max)) = (parse_lex(&argv[minidx]), parse_lex(&argv[maxidx]))
-            else {
-                return Reply::error("ERR min or max not valid string range item");
-            };
-            let zset = match read_zset(ctx, &argv[1]) {
-                Err(e) => return e,
-                Ok(None) => return Reply::Array(vec![]),
-                Ok(Some(z)) => z,
-            };
-            if offset < 0 || (offset > 0 && offset >= zset.len() as i64) {
-                return Reply::Array(vec![]);
-            }
-            let take = if limit < 0 {
-                usize::MAX
-            } else {
-                limit as usize
-            };
-            emit(
-                lex_range(zset, &min, &max, reverse, offset as usize, take),
-                false,
-                protocol,
-            )
-        }
-    }
+    };
+    store_range(ctx, argv, items)
 }
 
-/// A bound of `zslParseLexRangeItem`: `-`, `+`, `(member` or `[member`.
+/// `zrangeResultFinalizeStore`: a non-empty result replaces the destination (`setKey`, which
+/// expires it first); an empty one deletes it. Propagated verbatim when something changed.
+fn store_range(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], items: Vec<Scored>) -> Reply {
+    let dst = &argv[1];
+    let count = items.len();
+    if count > 0 {
+        let mut zset = ZSet::default();
+        for item in items {
+            zset.insert(&item.member, item.score);
+        }
+        ctx.lookup(dst);
+        ctx.db().set(dst, Value::ZSet(zset), false);
+        ctx.propagate(argv.to_vec());
+    } else if ctx.db().remove(dst).is_some() {
+        ctx.propagate(argv.to_vec());
+    }
+    Reply::Integer(count as i64)
+}
+
+/// A bound of `zslParseLexRangeItem`: `-`, `+`, `(member` or `[member`. `-` and `+` are tested
+/// as C strings (`c[1] != '\0'`).
 enum Lex {
     Min,
     Max,
@@ -400,9 +426,10 @@ enum Lex {
 }
 
 fn parse_lex(arg: &[u8]) -> Option<Lex> {
+    let alone = arg.get(1).is_none_or(|&b| b == 0);
     match arg.first()? {
-        b'-' if arg.len() == 1 => Some(Lex::Min),
-        b'+' if arg.len() == 1 => Some(Lex::Max),
+        b'-' if alone => Some(Lex::Min),
+        b'+' if alone => Some(Lex::Max),
         b'(' => Some(Lex::Open(arg[1..].to_vec())),
         b'[' => Some(Lex::Closed(arg[1..].to_vec())),
         _ => None,
@@ -506,9 +533,173 @@ fn lex_range<'a>(
 }
 
 pub fn zrange(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    zrange_generic(ctx, argv, RangeType::Auto, None)
+    zrange_generic(ctx, argv, false, RangeType::Auto, None)
+}
+
+pub fn zrangestore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zrange_generic(ctx, argv, true, RangeType::Auto, None)
+}
+
+pub fn zrevrange(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zrange_generic(ctx, argv, false, RangeType::Rank, Some(true))
 }
 
 pub fn zrangebyscore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    zrange_generic(ctx, argv, RangeType::Score, Some(false))
+    zrange_generic(ctx, argv, false, RangeType::Score, Some(false))
+}
+
+pub fn zrevrangebyscore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zrange_generic(ctx, argv, false, RangeType::Score, Some(true))
+}
+
+pub fn zrangebylex(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zrange_generic(ctx, argv, false, RangeType::Lex, Some(false))
+}
+
+pub fn zrevrangebylex(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zrange_generic(ctx, argv, false, RangeType::Lex, Some(true))
+}
+
+/// `zremrangeGenericCommand`: the range is parsed before the key is looked up; the command
+/// propagates verbatim when it removed something, and an emptied set is deleted.
+fn zremrange_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], rangetype: RangeType) -> Reply {
+    let range = match parse_range(rangetype, &argv[2], &argv[3]) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let key = &argv[1];
+    let zset = match ctx.lookup_mut(key).map(|e| &mut e.value) {
+        None => return Reply::Integer(0),
+        Some(Value::ZSet(z)) => z,
+        Some(_) => return wrongtype(),
+    };
+    let members: Vec<Vec<u8>> = select(zset, &range, false, 0, -1)
+        .into_iter()
+        .map(|s| s.member.clone())
+        .collect();
+    for member in &members {
+        zset.remove(member);
+    }
+    if !members.is_empty() {
+        ctx.db().remove_if_empty(key);
+        ctx.propagate(argv.to_vec());
+    }
+    Reply::Integer(members.len() as i64)
+}
+
+pub fn zremrangebyrank(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zremrange_generic(ctx, argv, RangeType::Rank)
+}
+
+pub fn zremrangebyscore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zremrange_generic(ctx, argv, RangeType::Score)
+}
+
+pub fn zremrangebylex(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zremrange_generic(ctx, argv, RangeType::Lex)
+}
+
+/// `zcountCommand` / `zlexcountCommand`: the range is parsed first; a missing key counts 0.
+fn count_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], rangetype: RangeType) -> Reply {
+    let range = match parse_range(rangetype, &argv[2], &argv[3]) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    match read_zset(ctx, &argv[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Integer(0),
+        Ok(Some(zset)) => Reply::Integer(select(zset, &range, false, 0, -1).len() as i64),
+    }
+}
+
+pub fn zcount(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    count_generic(ctx, argv, RangeType::Score)
+}
+
+pub fn zlexcount(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    count_generic(ctx, argv, RangeType::Lex)
+}
+
+/// `zrankGenericCommand`: nil for a missing key or member.
+fn rank_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], reverse: bool) -> Reply {
+    match read_zset(ctx, &argv[1]) {
+        Err(e) => e,
+        Ok(z) => z
+            .and_then(|z| z.rank(&argv[2], reverse))
+            .map_or(Reply::Nil, |r| Reply::Integer(r as i64)),
+    }
+}
+
+pub fn zrank(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    rank_generic(ctx, argv, false)
+}
+
+pub fn zrevrank(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    rank_generic(ctx, argv, true)
+}
+
+/// `zmscoreCommand`: a missing key is an empty set, one nil per member.
+pub fn zmscore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let zset = match read_zset(ctx, &argv[1]) {
+        Err(e) => return e,
+        Ok(z) => z,
+    };
+    Reply::Array(
+        argv[2..]
+            .iter()
+            .map(|m| {
+                zset.and_then(|z| z.score(m))
+                    .map_or(Reply::Nil, double_reply)
+            })
+            .collect(),
+    )
+}
+
+/// `zpopMinMaxCommand` / `genericZpopCommand`: a flat [member, score, ...] array, except with
+/// a count in RESP3, which nests each pair. Propagated verbatim when it popped something.
+fn zpop(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], max: bool) -> Reply {
+    if argv.len() > 3 {
+        return syntax_error();
+    }
+    let count = match argv.get(2) {
+        None => None,
+        Some(arg) => match crate::redis::number::string2ll(arg) {
+            Some(c) if c >= 0 => Some(c),
+            _ => return Reply::error("ERR value is out of range, must be positive"),
+        },
+    };
+    let nested = count.is_some() && ctx.protocol == Protocol::Resp3;
+    let key = &argv[1];
+    let zset = match ctx.lookup_mut(key).map(|e| &mut e.value) {
+        None => return Reply::Array(vec![]),
+        Some(Value::ZSet(z)) => z,
+        Some(_) => return wrongtype(),
+    };
+    let count = match count {
+        Some(0) => return Reply::Array(vec![]),
+        Some(c) => c,
+        None => 1,
+    };
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let Some(item) = zset.pop(max) else { break };
+        let (member, score) = (Reply::Bulk(item.member), double_reply(item.score));
+        if nested {
+            out.push(Reply::Array(vec![member, score]));
+        } else {
+            out.push(member);
+            out.push(score);
+        }
+    }
+    ctx.db().remove_if_empty(key);
+    ctx.propagate(argv.to_vec());
+    Reply::Array(out)
+}
+
+pub fn zpopmin(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zpop(ctx, argv, false)
+}
+
+pub fn zpopmax(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    zpop(ctx, argv, true)
 }

@@ -125,6 +125,11 @@ pub fn snapshot(server: &RedisServer) -> Vec<Vec<Vec<u8>>> {
                 cmd.extend(items.iter().cloned());
                 out.push(cmd);
             }
+            Value::Set(set) => {
+                let mut cmd = vec![b"SADD".to_vec(), k.clone()];
+                cmd.extend(set.iter().map(|m| m.into_owned()));
+                out.push(cmd);
+            }
             Value::ZSet(z) => {
                 let mut cmd = vec![b"ZADD".to_vec(), k.clone()];
                 for s in z.iter() {
@@ -155,6 +160,8 @@ mod tests {
             "HSET h f v",
             "PEXPIRE h 9000",
             "RPUSH l a b",
+            "SADD s 10 2 x",
+            "PEXPIRE s 7000",
         ] {
             let argv: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
             a.execute(c, t0, &argv);
@@ -165,6 +172,7 @@ mod tests {
         }
         assert_eq!(b.db().get(b"lock").unwrap().expire_at, Some(t0 + 5000));
         assert_eq!(b.db().get(b"h").unwrap().expire_at, Some(t0 + 9000));
-        assert_eq!(b.dbsize(), 3);
+        assert_eq!(b.db().get(b"s"), a.db().get(b"s"));
+        assert_eq!(b.dbsize(), 4);
     }
 }

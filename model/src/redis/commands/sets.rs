@@ -1,0 +1,390 @@
+//! Set commands (`t_set.c`). Replies list members in the set's iteration order: ascending for
+//! an intset, byte order for a hash table (random in Redis); see [`SetValue`].
+
+use super::{glob_match, is_opt, syntax_error, wrongtype};
+use crate::redis::keyspace::Value;
+use crate::redis::number::string2ll;
+use crate::redis::reply::Reply;
+use crate::redis::server::Ctx;
+use crate::redis::types::SetValue;
+
+/// `lookupKeyRead` plus `checkType`: `Err` on WRONGTYPE.
+fn read_set<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<Option<&'a SetValue>, Reply> {
+    match ctx.lookup(key).map(|e| &e.value) {
+        None => Ok(None),
+        Some(Value::Set(s)) => Ok(Some(s)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+fn members_reply(set: &SetValue) -> Reply {
+    Reply::Set(set.iter().map(|m| Reply::Bulk(m.into_owned())).collect())
+}
+
+pub fn sadd(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let key = &argv[1];
+    match ctx.lookup(key).map(|e| &e.value) {
+        None => {
+            ctx.db()
+                .insert_new(key, Value::Set(SetValue::for_member(&argv[2])));
+        }
+        Some(Value::Set(_)) => {}
+        Some(_) => return wrongtype(),
+    }
+    let Some(Value::Set(set)) = ctx.db().get_mut(key).map(|e| &mut e.value) else {
+        return wrongtype();
+    };
+    let added = argv[2..].iter().filter(|m| set.add(m)).count();
+    if added > 0 {
+        ctx.propagate(argv.to_vec());
+    }
+    Reply::Integer(added as i64)
+}
+
+pub fn srem(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let key = &argv[1];
+    let deleted = match ctx.lookup_mut(key).map(|e| &mut e.value) {
+        None => return Reply::Integer(0),
+        Some(Value::Set(s)) => argv[2..].iter().filter(|m| s.remove(m)).count(),
+        Some(_) => return wrongtype(),
+    };
+    if deleted > 0 {
+        ctx.db().remove_if_empty(key);
+        ctx.propagate(argv.to_vec());
+    }
+    Reply::Integer(deleted as i64)
+}
+
+/// `smoveCommand`: a missing source answers 0 before any type check of the destination.
+pub fn smove(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let (src, dst, member) = (&argv[1], &argv[2], &argv[3]);
+    let src_type = ctx.lookup(src).map(|e| matches!(e.value, Value::Set(_)));
+    let dst_type = ctx.lookup(dst).map(|e| matches!(e.value, Value::Set(_)));
+    match (src_type, dst_type) {
+        (None, _) => return Reply::Integer(0),
+        (Some(false), _) | (_, Some(false)) => return wrongtype(),
+        _ => {}
+    }
+    if src == dst {
+        return match ctx.db().get(src).map(|e| &e.value) {
+            Some(Value::Set(s)) => Reply::Integer(i64::from(s.contains(member))),
+            _ => Reply::Integer(0),
+        };
+    }
+    let removed = match ctx.db().get_mut(src).map(|e| &mut e.value) {
+        Some(Value::Set(s)) => s.remove(member),
+        _ => false,
+    };
+    if !removed {
+        return Reply::Integer(0);
+    }
+    ctx.db().remove_if_empty(src);
+    if dst_type.is_none() {
+        ctx.db()
+            .insert_new(dst, Value::Set(SetValue::for_member(member)));
+    }
+    let added = match ctx.db().get_mut(dst).map(|e| &mut e.value) {
+        Some(Value::Set(s)) => s.add(member),
+        _ => false,
+    };
+    // The propagated SMOVE touches its first key, the source; the destination only when the
+    // member was new there (`signalModifiedKey`).
+    if added {
+        let db = ctx.db;
+        ctx.core.touch_watched_key(db, dst);
+    }
+    ctx.propagate(argv.to_vec());
+    Reply::Integer(1)
+}
+
+pub fn sismember(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_set(ctx, &argv[1]) {
+        Ok(s) => Reply::Integer(i64::from(s.is_some_and(|s| s.contains(&argv[2])))),
+        Err(e) => e,
+    }
+}
+
+pub fn smismember(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_set(ctx, &argv[1]) {
+        Ok(s) => Reply::Array(
+            argv[2..]
+                .iter()
+                .map(|m| Reply::Integer(i64::from(s.is_some_and(|s| s.contains(m)))))
+                .collect(),
+        ),
+        Err(e) => e,
+    }
+}
+
+pub fn scard(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match read_set(ctx, &argv[1]) {
+        Ok(s) => Reply::Integer(s.map_or(0, |s| s.len() as i64)),
+        Err(e) => e,
+    }
+}
+
+/// The sets at `keys` (`None` for a missing key), or WRONGTYPE at the first key of another type.
+fn lookup_sets(ctx: &mut Ctx<'_>, keys: &[Vec<u8>]) -> Result<Vec<Option<SetValue>>, Reply> {
+    keys.iter()
+        .map(|key| read_set(ctx, key).map(|s| s.cloned()))
+        .collect()
+}
+
+/// `setKey` of a STORE variant's non-empty result (dropping any TTL), or `dbDelete` of the
+/// destination when empty; either change propagates the command verbatim.
+fn store(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], dst: &[u8], result: SetValue) -> Reply {
+    let len = result.len();
+    if len > 0 {
+        ctx.lookup(dst);
+        ctx.db().set(dst, Value::Set(result), false);
+        ctx.propagate(argv.to_vec());
+    } else if ctx.db().remove(dst).is_some() {
+        ctx.propagate(argv.to_vec());
+    }
+    Reply::Integer(len as i64)
+}
+
+/// What `sinterGenericCommand` answers.
+enum InterMode<'a> {
+    Members,
+    Cardinality { limit: u64 },
+    Store { argv: &'a [Vec<u8>], dst: &'a [u8] },
+}
+
+/// `sinterGenericCommand`: iterates the smallest set (ties keep argument order: glibc's qsort is
+/// a merge sort), so an intset smallest set answers in ascending order.
+fn sinter_generic(ctx: &mut Ctx<'_>, keys: &[Vec<u8>], mode: InterMode<'_>) -> Reply {
+    let sets = match lookup_sets(ctx, keys) {
+        Ok(sets) => sets,
+        Err(e) => return e,
+    };
+    let Some(mut sets) = sets.into_iter().collect::<Option<Vec<SetValue>>>() else {
+        return match mode {
+            InterMode::Members => Reply::Set(Vec::new()),
+            InterMode::Cardinality { .. } => Reply::Integer(0),
+            InterMode::Store { argv, dst } => store(ctx, argv, dst, SetValue::default()),
+        };
+    };
+    sets.sort_by_key(SetValue::len);
+    let Some((first, rest)) = sets.split_first() else {
+        return Reply::Set(Vec::new());
+    };
+    let common = first.iter().filter(|m| rest.iter().all(|s| s.contains(m)));
+    match mode {
+        InterMode::Members => Reply::Set(common.map(|m| Reply::Bulk(m.into_owned())).collect()),
+        InterMode::Cardinality { limit } => {
+            let mut count = 0u64;
+            for _ in common {
+                count += 1;
+                if limit > 0 && count >= limit {
+                    break;
+                }
+            }
+            Reply::Integer(count as i64)
+        }
+        InterMode::Store { argv, dst } => {
+            let mut result = SetValue::default();
+            for m in common {
+                result.add(&m);
+            }
+            store(ctx, argv, dst, result)
+        }
+    }
+}
+
+pub fn smembers(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    sinter_generic(ctx, &argv[1..], InterMode::Members)
+}
+
+pub fn sinter(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    sinter_generic(ctx, &argv[1..], InterMode::Members)
+}
+
+pub fn sinterstore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    sinter_generic(
+        ctx,
+        &argv[2..],
+        InterMode::Store {
+            argv,
+            dst: &argv[1],
+        },
+    )
+}
+
+/// `getRangeLongFromObjectOrReply` with a message: a non-number and an out-of-range number get
+/// the same error.
+fn parse_at_least(arg: &[u8], min: i64, message: &str) -> Result<i64, Reply> {
+    string2ll(arg)
+        .filter(|&v| v >= min)
+        .ok_or_else(|| Reply::error(format!("ERR {message}")))
+}
+
+/// SINTERCARD numkeys key [key ...] [LIMIT limit] (`sinterCardCommand`).
+pub fn sintercard(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let numkeys = match parse_at_least(&argv[1], 1, "numkeys should be greater than 0") {
+        Ok(n) => n as u64,
+        Err(e) => return e,
+    };
+    if numkeys > (argv.len() - 2) as u64 {
+        return Reply::error("ERR Number of keys can't be greater than number of args");
+    }
+    let numkeys = numkeys as usize;
+    let mut limit = 0u64;
+    let mut j = 2 + numkeys;
+    while j < argv.len() {
+        if is_opt(&argv[j], "limit") && j + 1 < argv.len() {
+            j += 1;
+            match parse_at_least(&argv[j], 0, "LIMIT can't be negative") {
+                Ok(l) => limit = l as u64,
+                Err(e) => return e,
+            }
+        } else {
+            return syntax_error();
+        }
+        j += 1;
+    }
+    sinter_generic(ctx, &argv[2..2 + numkeys], InterMode::Cardinality { limit })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SetOp {
+    Union,
+    Diff,
+}
+
+/// `sunionDiffGenericCommand`: the result is built in a fresh intset with `setTypeAdd` (and,
+/// for SDIFF's second algorithm, `setTypeRemove`), so its encoding, and with it the reply's
+/// order, follows Redis's: SDIFF's algorithm choice matters when a non-integer member of the
+/// first set is added and then removed.
+fn sunion_diff(
+    ctx: &mut Ctx<'_>,
+    keys: &[Vec<u8>],
+    op: SetOp,
+    dst: Option<(&[Vec<u8>], &[u8])>,
+) -> Reply {
+    let sets = match lookup_sets(ctx, keys) {
+        Ok(sets) => sets,
+        Err(e) => return e,
+    };
+    // `sets[0] == sets[j]`: the same object, or both missing.
+    let same_set = (1..keys.len()).any(|j| {
+        sets[0].is_some() == sets[j].is_some() && (sets[0].is_none() || keys[0] == keys[j])
+    });
+    let mut result = SetValue::default();
+    match (op, &sets[0]) {
+        (SetOp::Union, _) => {
+            for set in sets.iter().flatten() {
+                for m in set.iter() {
+                    result.add(&m);
+                }
+            }
+        }
+        (SetOp::Diff, _) if same_set => {}
+        (SetOp::Diff, None) => {}
+        (SetOp::Diff, Some(first)) => {
+            let others: Vec<&SetValue> = sets[1..].iter().flatten().collect();
+            let algo_one_work = first.len() as u64 * (1 + others.len() as u64) / 2;
+            let algo_two_work =
+                first.len() as u64 + others.iter().map(|s| s.len() as u64).sum::<u64>();
+            if algo_one_work <= algo_two_work {
+                for m in first.iter() {
+                    if !others.iter().any(|s| s.contains(&m)) {
+                        result.add(&m);
+                    }
+                }
+            } else {
+                for m in first.iter() {
+                    result.add(&m);
+                }
+                for set in others {
+                    if result.is_empty() {
+                        break;
+                    }
+                    for m in set.iter() {
+                        result.remove(&m);
+                    }
+                }
+            }
+        }
+    }
+    match dst {
+        None => members_reply(&result),
+        Some((argv, dst)) => store(ctx, argv, dst, result),
+    }
+}
+
+pub fn sunion(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    sunion_diff(ctx, &argv[1..], SetOp::Union, None)
+}
+
+pub fn sunionstore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    sunion_diff(ctx, &argv[2..], SetOp::Union, Some((argv, &argv[1])))
+}
+
+pub fn sdiff(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    sunion_diff(ctx, &argv[1..], SetOp::Diff, None)
+}
+
+pub fn sdiffstore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    sunion_diff(ctx, &argv[2..], SetOp::Diff, Some((argv, &argv[1])))
+}
+
+/// SSCAN key cursor [MATCH pattern] [COUNT count] (`sscanCommand`, `scanGenericCommand`). The
+/// cursor is checked first, then the key (missing: an empty scan), then the options. An intset
+/// is answered whole with cursor 0, whatever the cursor and COUNT, as in Redis. A hash-table set
+/// is walked as SCAN walks the keyspace: the cursor is a position in member order and COUNT
+/// members are visited per call (Redis: a reverse-binary cursor over hash buckets).
+pub fn sscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let Some(cursor) = super::keys::parse_cursor(&argv[2]) else {
+        return Reply::error("ERR invalid cursor");
+    };
+    let set = match read_set(ctx, &argv[1]) {
+        Ok(Some(set)) => set,
+        Ok(None) => return scan_reply(0, Vec::new()),
+        Err(e) => return e,
+    };
+    let mut count: u64 = 10;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < argv.len() {
+        let more = argv.len() - i - 1;
+        if is_opt(&argv[i], "count") && more >= 1 {
+            match string2ll(&argv[i + 1]) {
+                None => return super::not_integer(),
+                Some(n) if n < 1 => return syntax_error(),
+                Some(n) => count = n as u64,
+            }
+        } else if is_opt(&argv[i], "match") && more >= 1 {
+            pattern = Some(argv[i + 1].as_slice()).filter(|p| *p != b"*");
+        } else {
+            return syntax_error();
+        }
+        i += 2;
+    }
+    let (visited, next): (Vec<Vec<u8>>, u64) = if set.is_intset() {
+        (set.iter().map(|m| m.into_owned()).collect(), 0)
+    } else {
+        let start = usize::try_from(cursor).unwrap_or(usize::MAX);
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        let visited: Vec<Vec<u8>> = set
+            .iter()
+            .skip(start)
+            .take(count)
+            .map(|m| m.into_owned())
+            .collect();
+        let end = start.saturating_add(count);
+        (visited, if end >= set.len() { 0 } else { end as u64 })
+    };
+    let found = visited
+        .into_iter()
+        .filter(|m| pattern.is_none_or(|p| glob_match(p, m, false)))
+        .collect();
+    scan_reply(next, found)
+}
+
+fn scan_reply(cursor: u64, members: Vec<Vec<u8>>) -> Reply {
+    Reply::Array(vec![
+        Reply::Bulk(cursor.to_string().into_bytes()),
+        Reply::Array(members.into_iter().map(Reply::Bulk).collect()),
+    ])
+}
