@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Client libraries' own test suites against `locksim serve` (or redis-server, to compare).
 #
-#   bash scripts/client-suites.sh setup              # what CI needs: a venv with redis-py and
-#                                                    # pytest, redis-py's tests from its sdist
+#   bash scripts/client-suites.sh setup              # what CI needs: redis-py and its tests,
+#                                                    # portalocker and its tests, the node checks'
+#                                                    # packages (sim/tests/client_suites.rs)
 #   bash scripts/client-suites.sh redis-py [server]  # redis-py tests/test_lock.py (+ asyncio)
 #   bash scripts/client-suites.sh python-redis-lock [server]
 #   bash scripts/client-suites.sh pottery [server]
-#   bash scripts/client-suites.sh node [server]      # node redlock 5 + ioredis 6, node-redis 6
+#   bash scripts/client-suites.sh portalocker [server]  # portalocker's RedisLock (pub/sub lock)
+#   bash scripts/client-suites.sh node [server]      # node redlock 5 + ioredis 6, node-redis 6,
+#                                                    # redis-semaphore 5
 #
 # `server` is `locksim` (default: target/release/locksim serve) or `redis` (redis-server 7.0).
 # Everything goes under target/client-suites/ (PyPI and npm, no GitHub).
@@ -163,24 +166,61 @@ EOF
     tests/test_aionextid.py -q -p no:cacheprovider -o asyncio_mode=auto
 }
 
-# node-redlock 5 (beta) and node-redis ship no tests in their npm packages:
+# portalocker's RedisLock tests: a lock held by a pub/sub subscription, not by a key (SUBSCRIBE,
+# PUBLISH, PUBSUB NUMSUB, CLIENT LIST TYPE pubsub, CLIENT KILL ID). Each test runs against
+# fakeredis and against the server on REDIS_PORT (`[live]`): only the live half runs here.
+PORTALOCKER=4.4.2
+setup_portalocker() {
+  local env=$dir/venv-portalocker
+  [ -x "$env/bin/python" ] || python3 -m venv "$env"
+  [ -x "$env/bin/pytest" ] || "$env/bin/python" -m pip install -q "portalocker[redis]==$PORTALOCKER" \
+    pytest pytest-timeout pytest-rerunfailures fakeredis typing_extensions
+  if [ ! -d "$dir/portalocker-$PORTALOCKER/portalocker_tests" ]; then
+    # Only portalocker from source: its build dependencies' sdists need another Rust toolchain.
+    "$env/bin/python" -m pip download -q --no-deps --no-binary portalocker \
+      "portalocker==$PORTALOCKER" -d "$dir/sdist"
+    tar -xzf "$dir/sdist/portalocker-$PORTALOCKER.tar.gz" -C "$dir"
+  fi
+}
+
+run_portalocker() {
+  local env=$dir/venv-portalocker
+  setup_portalocker
+  start_server "${1:-locksim}"
+  cd "$dir/portalocker-$PORTALOCKER"
+  # Its pyproject's addopts want coverage at 100 %: not ours to measure.
+  PORTALOCKER_REDIS_TESTS_REQUIRED=1 REDIS_HOST=127.0.0.1 REDIS_PORT=$port \
+    "$env/bin/python" -m pytest portalocker_tests/test_redis.py \
+    portalocker_tests/test_redis_random_sleep.py portalocker_tests/test_redis_reply_deadline.py \
+    -k live -q -p no:cacheprovider -o addopts="--timeout=20"
+}
+
+# node-redlock 5 (beta), redis-semaphore and node-redis ship no tests in their npm packages:
 # scripts/node-client-checks.mjs runs the operations their READMEs show as named checks.
-run_node() {
+# The checks import their packages from target/client-suites/node/node_modules, so they run from
+# a copy there (ES modules resolve imports next to the importing file).
+setup_node() {
   local work=$dir/node
   mkdir -p "$work"
   [ -f "$work/package.json" ] || echo '{"name": "locksim-client-checks", "private": true, "type": "module"}' > "$work/package.json"
-  [ -d "$work/node_modules/redlock" ] || (cd "$work" && npm install --silent --no-audit --no-fund \
-    redlock@5.0.0-beta.2 ioredis@6.0.0 redis@6.3.1)
+  [ -d "$work/node_modules/redis-semaphore" ] || (cd "$work" && npm install --silent --no-audit --no-fund \
+    redlock@5.0.0-beta.2 ioredis@6.0.0 redis@6.3.1 redis-semaphore@5.8.0)
+}
+
+run_node() {
+  local work=$dir/node
+  setup_node
   start_server "${1:-locksim}"
   cp "$root/scripts/node-client-checks.mjs" "$work/checks.mjs"
   (cd "$work" && node checks.mjs "$port")
 }
 
 case "${1:-}" in
-  setup) setup_redis_py ;;
+  setup) setup_redis_py && setup_portalocker && setup_node ;;
   redis-py) run_redis_py "${2:-locksim}" ;;
   python-redis-lock) run_python_redis_lock "${2:-locksim}" ;;
   pottery) run_pottery "${2:-locksim}" ;;
+  portalocker) run_portalocker "${2:-locksim}" ;;
   node) run_node "${2:-locksim}" ;;
-  *) sed -n 2,13p "$0"; exit 2 ;;
+  *) sed -n 2,15p "$0"; exit 2 ;;
 esac
