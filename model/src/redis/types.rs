@@ -9,10 +9,26 @@ use super::number::string2ll;
 /// A hash in field insertion order, as a listpack-encoded Redis hash replies to HGETALL.
 /// (Redis switches to a hash table past 128 fields, whose order is unspecified; we keep
 /// insertion order throughout.)
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct HashValue {
     fields: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Encoded as a hash table rather than a listpack (`hashTypeConvert`, one-way): HSCAN
+    /// answers a listpack whole.
+    table: bool,
 }
+
+/// `hash-max-listpack-entries` and `hash-max-listpack-value` (also the zset ones), defaults.
+pub const MAX_LISTPACK_ENTRIES: usize = 128;
+pub const MAX_LISTPACK_VALUE: usize = 64;
+
+/// Equal contents, whatever the encoding (an AOF reload may encode a value differently).
+impl PartialEq for HashValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields == other.fields
+    }
+}
+
+impl Eq for HashValue {}
 
 impl HashValue {
     pub fn len(&self) -> usize {
@@ -30,8 +46,25 @@ impl HashValue {
             .map(|(_, v)| v.as_slice())
     }
 
-    /// Sets a field in place (or appends it); true if it is new.
+    /// True once the hash is a hash table (see `table`).
+    pub fn is_table(&self) -> bool {
+        self.table
+    }
+
+    /// Sets a field in place (or appends it); true if it is new. A field or value longer than
+    /// 64 bytes, or a 129th field, converts a listpack (`hashTypeTryConversion`, `hashTypeSet`).
     pub fn set(&mut self, field: &[u8], value: Vec<u8>) -> bool {
+        if field.len() > MAX_LISTPACK_VALUE || value.len() > MAX_LISTPACK_VALUE {
+            self.table = true;
+        }
+        let new = self.set_field(field, value);
+        if self.fields.len() > MAX_LISTPACK_ENTRIES {
+            self.table = true;
+        }
+        new
+    }
+
+    fn set_field(&mut self, field: &[u8], value: Vec<u8>) -> bool {
         match self.fields.iter_mut().find(|(f, _)| f == field) {
             Some((_, v)) => {
                 *v = value;
@@ -84,10 +117,20 @@ impl Ord for Scored {
 }
 
 /// A sorted set: member → score plus the (score, member) order.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct ZSet {
     scores: BTreeMap<Vec<u8>, f64>,
     order: BTreeSet<Scored>,
+    /// Encoded as a skiplist rather than a listpack (`zsetConvert`, one-way): ZSCAN answers a
+    /// listpack whole, and only a skiplist keeps a score of -0.
+    table: bool,
+}
+
+/// Equal contents, whatever the encoding.
+impl PartialEq for ZSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.scores == other.scores && self.order == other.order
+    }
 }
 
 impl ZSet {
@@ -103,9 +146,21 @@ impl ZSet {
         self.scores.get(member).copied()
     }
 
-    /// Inserts or re-scores a member. A score of -0 is stored as 0, as Redis replies it.
+    /// True once the sorted set is a skiplist (see `table`).
+    pub fn is_table(&self) -> bool {
+        self.table
+    }
+
+    /// Inserts or re-scores a member. A new member longer than 64 bytes, or a 129th one,
+    /// converts a listpack first (`zsetAdd`). A listpack stores a score of -0 as 0 (as `d2string`
+    /// text), a skiplist keeps it (ZSCORE answers `-0`).
     pub fn insert(&mut self, member: &[u8], score: f64) {
-        let score = score + 0.0;
+        if !self.scores.contains_key(member)
+            && (member.len() > MAX_LISTPACK_VALUE || self.scores.len() >= MAX_LISTPACK_ENTRIES)
+        {
+            self.table = true;
+        }
+        let score = if self.table { score } else { score + 0.0 };
         if let Some(old) = self.scores.insert(member.to_vec(), score) {
             self.order.remove(&Scored {
                 score: old,
@@ -306,5 +361,31 @@ mod tests {
         }
         assert!(!big.is_intset() && big.len() == SET_MAX_INTSET_ENTRIES + 1);
         assert!(!SetValue::for_member(b"-0").is_intset());
+    }
+
+    #[test]
+    fn hashes_and_zsets_leave_the_listpack_for_good() {
+        let mut h = HashValue::default();
+        for i in 0..MAX_LISTPACK_ENTRIES {
+            h.set(format!("f{i}").as_bytes(), vec![b'v'; MAX_LISTPACK_VALUE]);
+        }
+        assert!(!h.is_table());
+        h.set(b"one more", Vec::new());
+        assert!(h.is_table() && h.remove(b"one more") && h.is_table());
+        let mut long = HashValue::default();
+        long.set(b"f", vec![b'v'; MAX_LISTPACK_VALUE + 1]);
+        assert!(long.is_table() && long == long.clone());
+
+        let mut z = ZSet::default();
+        z.insert(b"a", -0.0);
+        assert!(!z.is_table() && z.score(b"a").unwrap().is_sign_positive());
+        for i in 1..MAX_LISTPACK_ENTRIES {
+            z.insert(i.to_string().as_bytes(), 1.0);
+        }
+        z.insert(b"a", 2.0);
+        assert!(!z.is_table());
+        z.insert(&[b'm'; MAX_LISTPACK_VALUE + 1], 1.0);
+        z.insert(b"a", -0.0);
+        assert!(z.is_table() && z.score(b"a").unwrap().is_sign_negative());
     }
 }

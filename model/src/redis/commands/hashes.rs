@@ -1,5 +1,6 @@
 //! Hash commands (`t_hash.c`).
 
+use super::keys::{parse_cursor, scan_options, scan_reply, scan_window};
 use super::{parse_i64, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::reply::Reply;
@@ -224,4 +225,36 @@ pub fn hdel(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         ctx.propagate(argv.to_vec());
     }
     Reply::Integer(deleted as i64)
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT count] (`hscanCommand`, `scanGenericCommand`): field
+/// and value pairs, MATCH testing the field. A listpack answers whole in its order with cursor
+/// 0, whatever the cursor and COUNT, as in Redis; a hash table is walked as SSCAN walks one,
+/// in field byte order (Redis: bucket order, random per process).
+pub fn hscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let Some(cursor) = parse_cursor(&argv[2]) else {
+        return Reply::error("ERR invalid cursor");
+    };
+    let hash = match read_hash(ctx, &argv[1]) {
+        Ok(Some(h)) => h,
+        Ok(None) => return scan_reply(0, Vec::new()),
+        Err(e) => return e,
+    };
+    let opts = match scan_options(argv, 3, false) {
+        Ok(opts) => opts,
+        Err(e) => return e,
+    };
+    let mut pairs: Vec<&(Vec<u8>, Vec<u8>)> = hash.iter().collect();
+    let (window, next) = if hash.is_table() {
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        scan_window(pairs.len(), cursor, opts.count)
+    } else {
+        (0..pairs.len(), 0)
+    };
+    let found = pairs[window]
+        .iter()
+        .filter(|(field, _)| opts.matches(field))
+        .flat_map(|(field, value)| [field.clone(), value.clone()])
+        .collect();
+    scan_reply(next, found)
 }

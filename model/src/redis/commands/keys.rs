@@ -265,52 +265,94 @@ pub fn scan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let Some(cursor) = parse_cursor(&argv[1]) else {
         return Reply::error("ERR invalid cursor");
     };
-    let mut count: u64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut kind: Option<&[u8]> = None;
-    let mut i = 2;
-    while i < argv.len() {
-        let more = argv.len() - i - 1;
-        if is_opt(&argv[i], "count") && more >= 1 {
-            match crate::redis::number::string2ll(&argv[i + 1]) {
-                None => return super::not_integer(),
-                Some(n) if n < 1 => return syntax_error(),
-                Some(n) => count = n as u64,
-            }
-        } else if is_opt(&argv[i], "match") && more >= 1 {
-            pattern = Some(&argv[i + 1]);
-        } else if is_opt(&argv[i], "type") && more >= 1 {
-            kind = Some(&argv[i + 1]);
-        } else {
-            return syntax_error();
-        }
-        i += 2;
-    }
+    let opts = match scan_options(argv, 2, true) {
+        Ok(opts) => opts,
+        Err(e) => return e,
+    };
     let keys: Vec<Vec<u8>> = ctx.db().keys().cloned().collect();
-    let start = usize::try_from(cursor)
-        .unwrap_or(usize::MAX)
-        .min(keys.len());
-    let end = start
-        .saturating_add(usize::try_from(count).unwrap_or(usize::MAX))
-        .min(keys.len());
+    let (window, next) = scan_window(keys.len(), cursor, opts.count);
     let mut found = Vec::new();
-    for key in &keys[start..end] {
-        if pattern.is_some_and(|p| !(p == b"*" || glob_match(p, key, false))) {
+    for key in &keys[window] {
+        if !opts.matches(key) {
             continue;
         }
         let type_name = match ctx.lookup(key) {
             None => continue,
             Some(entry) => entry.value.type_name(),
         };
-        if kind.is_some_and(|k| !type_name.as_bytes().eq_ignore_ascii_case(c_str(k))) {
+        if opts
+            .kind
+            .is_some_and(|k| !type_name.as_bytes().eq_ignore_ascii_case(c_str(k)))
+        {
             continue;
         }
-        found.push(Reply::Bulk(key.clone()));
+        found.push(key.clone());
     }
-    let next = if end >= keys.len() { 0 } else { end as u64 };
+    scan_reply(next, found)
+}
+
+/// The options after the cursor (`scanGenericCommand` step 1), shared by SCAN, SSCAN, HSCAN and
+/// ZSCAN: COUNT (at least 1), MATCH (`*` is dropped as a no-op) and, for SCAN only, TYPE.
+pub(super) struct ScanOptions<'a> {
+    pub count: usize,
+    pub pattern: Option<&'a [u8]>,
+    pub kind: Option<&'a [u8]>,
+}
+
+impl ScanOptions<'_> {
+    /// MATCH filters by the element (a field or member: never by a value or score).
+    pub fn matches(&self, element: &[u8]) -> bool {
+        self.pattern.is_none_or(|p| glob_match(p, element, false))
+    }
+}
+
+/// Parses the options from `argv[first]` on; `keyspace` allows TYPE (SCAN itself).
+pub(super) fn scan_options(
+    argv: &[Vec<u8>],
+    first: usize,
+    keyspace: bool,
+) -> Result<ScanOptions<'_>, Reply> {
+    let mut opts = ScanOptions {
+        count: 10,
+        pattern: None,
+        kind: None,
+    };
+    let mut i = first;
+    while i < argv.len() {
+        let more = argv.len() - i - 1;
+        if is_opt(&argv[i], "count") && more >= 1 {
+            match crate::redis::number::string2ll(&argv[i + 1]) {
+                None => return Err(super::not_integer()),
+                Some(n) if n < 1 => return Err(syntax_error()),
+                Some(n) => opts.count = usize::try_from(n).unwrap_or(usize::MAX),
+            }
+        } else if is_opt(&argv[i], "match") && more >= 1 {
+            opts.pattern = Some(argv[i + 1].as_slice()).filter(|p| *p != b"*");
+        } else if keyspace && is_opt(&argv[i], "type") && more >= 1 {
+            opts.kind = Some(&argv[i + 1]);
+        } else {
+            return Err(syntax_error());
+        }
+        i += 2;
+    }
+    Ok(opts)
+}
+
+/// One call of a hash-table walk (Redis: `dictScan`'s reverse-binary bucket cursor): the
+/// cursor is a position in the collection's stable order, COUNT elements are visited, and the
+/// next cursor is 0 once the walk is complete.
+pub(super) fn scan_window(len: usize, cursor: u64, count: usize) -> (std::ops::Range<usize>, u64) {
+    let start = usize::try_from(cursor).unwrap_or(usize::MAX).min(len);
+    let end = start.saturating_add(count).min(len);
+    let next = if end >= len { 0 } else { end as u64 };
+    (start..end, next)
+}
+
+/// `[cursor, [element, ...]]`, the same in RESP2 and RESP3.
+pub(super) fn scan_reply(cursor: u64, elements: Vec<Vec<u8>>) -> Reply {
     Reply::Array(vec![
-        Reply::Bulk(next.to_string().into_bytes()),
-        Reply::Array(found),
+        Reply::Bulk(cursor.to_string().into_bytes()),
+        Reply::Array(elements.into_iter().map(Reply::Bulk).collect()),
     ])
 }
 

@@ -387,6 +387,8 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("sdiff", -2, 0, sets::sdiff),
     cmd("sdiffstore", -3, WRITE, sets::sdiffstore),
     cmd("sscan", -3, 0, sets::sscan),
+    cmd("hscan", -3, 0, hashes::hscan),
+    cmd("zscan", -3, 0, zsets::zscan),
     // sorted sets (t_zset.c)
     cmd("zadd", -4, WRITE, zsets::zadd),
     cmd("zscore", 3, 0, zsets::zscore),

@@ -1,7 +1,8 @@
 //! Set commands (`t_set.c`). Replies list members in the set's iteration order: ascending for
 //! an intset, byte order for a hash table (random in Redis); see [`SetValue`].
 
-use super::{glob_match, is_opt, syntax_error, wrongtype};
+use super::keys::{parse_cursor, scan_options, scan_reply, scan_window};
+use super::{is_opt, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::number::string2ll;
 use crate::redis::reply::Reply;
@@ -335,7 +336,7 @@ pub fn sdiffstore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 /// is walked as SCAN walks the keyspace: the cursor is a position in member order and COUNT
 /// members are visited per call (Redis: a reverse-binary cursor over hash buckets).
 pub fn sscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    let Some(cursor) = super::keys::parse_cursor(&argv[2]) else {
+    let Some(cursor) = parse_cursor(&argv[2]) else {
         return Reply::error("ERR invalid cursor");
     };
     let set = match read_set(ctx, &argv[1]) {
@@ -343,48 +344,21 @@ pub fn sscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Ok(None) => return scan_reply(0, Vec::new()),
         Err(e) => return e,
     };
-    let mut count: u64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < argv.len() {
-        let more = argv.len() - i - 1;
-        if is_opt(&argv[i], "count") && more >= 1 {
-            match string2ll(&argv[i + 1]) {
-                None => return super::not_integer(),
-                Some(n) if n < 1 => return syntax_error(),
-                Some(n) => count = n as u64,
-            }
-        } else if is_opt(&argv[i], "match") && more >= 1 {
-            pattern = Some(argv[i + 1].as_slice()).filter(|p| *p != b"*");
-        } else {
-            return syntax_error();
-        }
-        i += 2;
-    }
-    let (visited, next): (Vec<Vec<u8>>, u64) = if set.is_intset() {
-        (set.iter().map(|m| m.into_owned()).collect(), 0)
-    } else {
-        let start = usize::try_from(cursor).unwrap_or(usize::MAX);
-        let count = usize::try_from(count).unwrap_or(usize::MAX);
-        let visited: Vec<Vec<u8>> = set
-            .iter()
-            .skip(start)
-            .take(count)
-            .map(|m| m.into_owned())
-            .collect();
-        let end = start.saturating_add(count);
-        (visited, if end >= set.len() { 0 } else { end as u64 })
+    let opts = match scan_options(argv, 3, false) {
+        Ok(opts) => opts,
+        Err(e) => return e,
     };
-    let found = visited
-        .into_iter()
-        .filter(|m| pattern.is_none_or(|p| glob_match(p, m, false)))
+    let (window, next) = if set.is_intset() {
+        (0..set.len(), 0)
+    } else {
+        scan_window(set.len(), cursor, opts.count)
+    };
+    let found = set
+        .iter()
+        .skip(window.start)
+        .take(window.len())
+        .map(|m| m.into_owned())
+        .filter(|m| opts.matches(m))
         .collect();
     scan_reply(next, found)
-}
-
-fn scan_reply(cursor: u64, members: Vec<Vec<u8>>) -> Reply {
-    Reply::Array(vec![
-        Reply::Bulk(cursor.to_string().into_bytes()),
-        Reply::Array(members.into_iter().map(Reply::Bulk).collect()),
-    ])
 }

@@ -1,8 +1,9 @@
 //! Sorted set commands (`t_zset.c`).
 
+use super::keys::{parse_cursor, scan_options, scan_reply, scan_window};
 use super::{double_reply, is_opt, parse_f64, parse_i64, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
-use crate::redis::number::strtod_full;
+use crate::redis::number::{fmt_g17, strtod_full};
 use crate::redis::reply::{Protocol, Reply};
 use crate::redis::server::Ctx;
 use crate::redis::types::{Scored, ZSet};
@@ -702,4 +703,50 @@ pub fn zpopmin(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 
 pub fn zpopmax(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     zpop(ctx, argv, true)
+}
+
+/// ZSCAN key cursor [MATCH pattern] [COUNT count] (`zscanCommand`, `scanGenericCommand`): member
+/// and score pairs, the score as `%.17g` text, MATCH testing the member. A listpack answers whole
+/// in (score, member) order with cursor 0, whatever the cursor and COUNT, as in Redis; a skiplist
+/// is walked as SSCAN walks a hash table, in member byte order (Redis: the dict's bucket order).
+pub fn zscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let Some(cursor) = parse_cursor(&argv[2]) else {
+        return Reply::error("ERR invalid cursor");
+    };
+    let zset = match read_zset(ctx, &argv[1]) {
+        Ok(Some(z)) => z,
+        Ok(None) => return scan_reply(0, Vec::new()),
+        Err(e) => return e,
+    };
+    let opts = match scan_options(argv, 3, false) {
+        Ok(opts) => opts,
+        Err(e) => return e,
+    };
+    let mut pairs: Vec<(&[u8], f64)> = zset
+        .iter()
+        .map(|s| (s.member.as_slice(), s.score))
+        .collect();
+    let (window, next) = if zset.is_table() {
+        pairs.sort_by(|a, b| a.0.cmp(b.0));
+        scan_window(pairs.len(), cursor, opts.count)
+    } else {
+        (0..pairs.len(), 0)
+    };
+    let found = pairs[window]
+        .iter()
+        .filter(|(member, _)| opts.matches(member))
+        .flat_map(|(member, score)| [member.to_vec(), score_text(*score, zset.is_table())])
+        .collect();
+    scan_reply(next, found)
+}
+
+/// A score as ZSCAN reads it back: a skiplist formats it with `ld2string` (`%.17Lg`); a listpack
+/// stored it as an integer when `double2ll` allows (integral, within ±2^62: `zzlInsertAt`),
+/// otherwise as `d2string` text (`%.17g`).
+fn score_text(score: f64, skiplist: bool) -> Vec<u8> {
+    const LIMIT: f64 = 4_611_686_018_427_387_904.0;
+    if !skiplist && score.fract() == 0.0 && (-LIMIT..=LIMIT).contains(&score) {
+        return (score as i64).to_string().into_bytes();
+    }
+    fmt_g17(score).into_bytes()
 }
