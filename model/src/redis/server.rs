@@ -811,6 +811,7 @@ impl Core {
             b"rename" | b"renamenx" | b"lmove" | b"rpoplpush" => {
                 effect[1..].iter().take(2).collect()
             }
+            b"bitop" => effect.get(2).into_iter().collect(),
             b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => Vec::new(),
             _ => effect[1..].iter().take(1).collect(),
         };

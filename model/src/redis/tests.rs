@@ -742,3 +742,50 @@ fn client_list_counts_patterns_and_reset_drops_them() {
     assert_eq!(wire(&mut s, other, T0, "pubsub numpat"), ":0\r\n");
     assert_eq!(wire(&mut s, other, T0, "publish abc m"), ":0\r\n");
 }
+
+/// Bitmap writes as a replica of redis-server 7.0.15 received them (MONITOR on the replica):
+/// SETBIT verbatim when it created, grew or flipped, BITOP verbatim when it stored or deleted
+/// its destination; an expired destination is deleted first (DEL, then BITOP, in MULTI/EXEC).
+#[test]
+fn bitmap_writes_propagate_like_redis_7() {
+    let (mut s, c) = new_server();
+    for line in [
+        "setbit b 0 1",
+        "setbit b 0 1",
+        "setbit b 0 0",
+        "setbit b 20 0",
+        "setbit b 20 0",
+        "setbit b 4294967296 1",
+        "getbit b 20",
+        "bitcount b",
+        "bitpos b 1",
+        "bitop and d nokey nokey2",
+        "bitop or d2 b",
+        "set d3 x",
+        "bitop or d3 nokey",
+        "bitop not d4 b",
+        "bitop xor d4 nokey",
+        "set ex v px 50",
+    ] {
+        exec(&mut s, c, T0, line);
+    }
+    exec(&mut s, c, T0 + 100, "bitop or ex b");
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "setbit b 0 1".to_string(),
+            "setbit b 0 0".to_string(),
+            "setbit b 20 0".to_string(),
+            "bitop or d2 b".to_string(),
+            "set d3 x".to_string(),
+            "bitop or d3 nokey".to_string(),
+            "bitop not d4 b".to_string(),
+            "bitop xor d4 nokey".to_string(),
+            format!("SET ex v PXAT {}", T0 + 50),
+            "MULTI".to_string(),
+            "DEL ex".to_string(),
+            "bitop or ex b".to_string(),
+            "EXEC".to_string(),
+        ]
+    );
+}

@@ -1,6 +1,7 @@
 //! The command table (`commands.def` in Redis 7.0: name, arity, flags) and helpers shared by the
 //! command implementations.
 
+mod bitmaps;
 mod blocking;
 mod config;
 mod connection;
@@ -309,6 +310,11 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("msetnx", -3, WRITE, strings::msetnx),
     cmd("getex", -2, WRITE, strings::getex),
     cmd("getrange", 4, 0, strings::getrange),
+    cmd("setbit", 4, WRITE, bitmaps::setbit),
+    cmd("getbit", 3, 0, bitmaps::getbit),
+    cmd("bitcount", -2, 0, bitmaps::bitcount),
+    cmd("bitpos", -3, 0, bitmaps::bitpos),
+    cmd("bitop", -4, WRITE, bitmaps::bitop),
     cmd("setrange", 4, WRITE, strings::setrange),
     cmd("incrbyfloat", 3, WRITE, strings::incrbyfloat),
     // keys (db.c, expire.c)
