@@ -789,3 +789,41 @@ fn bitmap_writes_propagate_like_redis_7() {
         ]
     );
 }
+
+/// SCAN's guarantee under writes between calls: deleting every key a call returned (the
+/// `scan_iter` + DEL pattern) or adding keys skips none of the keys present throughout.
+#[test]
+fn scan_walks_survive_writes_between_calls() {
+    let (mut s, c) = new_server();
+    for i in 0..300 {
+        exec(&mut s, c, T0, &format!("set k{i} v"));
+        exec(&mut s, c, T0, &format!("hset h f{i} v"));
+    }
+    for (scan, del) in [("scan", "del"), ("hscan h", "hdel h")] {
+        let only = if scan == "scan" { " match k*" } else { "" };
+        let (mut cursor, mut seen) = ("0".to_string(), 0);
+        loop {
+            let Reply::Array(parts) =
+                exec(&mut s, c, T0, &format!("{scan} {cursor} count 7{only}"))
+            else {
+                panic!("not an array");
+            };
+            let (Reply::Bulk(next), Reply::Array(items)) = (&parts[0], &parts[1]) else {
+                panic!("not a scan reply");
+            };
+            let step = if scan == "scan" { 1 } else { 2 };
+            for item in items.iter().step_by(step) {
+                let Reply::Bulk(name) = item else { panic!() };
+                let name = String::from_utf8_lossy(name).to_string();
+                exec(&mut s, c, T0, &format!("{del} {name}"));
+                exec(&mut s, c, T0, &format!("set new{seen} v"));
+                seen += 1;
+            }
+            cursor = String::from_utf8_lossy(next).to_string();
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert!(seen >= 300, "{scan}: {seen} of 300");
+    }
+}

@@ -1,6 +1,6 @@
 //! Hash commands (`t_hash.c`).
 
-use super::keys::{parse_cursor, scan_options, scan_reply, scan_window};
+use super::keys::{parse_cursor, scan_options, scan_reply, scan_slot, scan_walk};
 use super::{parse_i64, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::reply::Reply;
@@ -229,8 +229,8 @@ pub fn hdel(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 
 /// HSCAN key cursor [MATCH pattern] [COUNT count] (`hscanCommand`, `scanGenericCommand`): field
 /// and value pairs, MATCH testing the field. A listpack answers whole in its order with cursor
-/// 0, whatever the cursor and COUNT, as in Redis; a hash table is walked as SSCAN walks one,
-/// in field byte order (Redis: bucket order, random per process).
+/// 0, whatever the cursor and COUNT, as in Redis; a hash table is walked as SCAN walks the
+/// keyspace (`scan_walk`).
 pub fn hscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let Some(cursor) = parse_cursor(&argv[2]) else {
         return Reply::error("ERR invalid cursor");
@@ -244,15 +244,14 @@ pub fn hscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Ok(opts) => opts,
         Err(e) => return e,
     };
-    let mut pairs: Vec<&(Vec<u8>, Vec<u8>)> = hash.iter().collect();
-    let (window, next) = if hash.is_table() {
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        scan_window(pairs.len(), cursor, opts.count)
+    let pairs = hash.iter().map(|pair| (scan_slot(&pair.0), pair));
+    let (visited, next) = if hash.is_table() {
+        scan_walk(pairs, cursor, opts.count)
     } else {
-        (0..pairs.len(), 0)
+        (pairs.map(|(_, pair)| pair).collect(), 0)
     };
-    let found = pairs[window]
-        .iter()
+    let found = visited
+        .into_iter()
         .filter(|(field, _)| opts.matches(field))
         .flat_map(|(field, value)| [field.clone(), value.clone()])
         .collect();

@@ -258,9 +258,8 @@ pub fn keys(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     )
 }
 
-/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] (`scanGenericCommand`). The cursor is
-/// a position in key order (Redis: a reverse-binary hash table cursor); COUNT keys are visited
-/// per call, the cursor is 0 when the scan is complete.
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] (`scanGenericCommand`): a hash-table
+/// walk of the keyspace ([`scan_walk`]; Redis: a reverse-binary cursor over hash buckets).
 pub fn scan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let Some(cursor) = parse_cursor(&argv[1]) else {
         return Reply::error("ERR invalid cursor");
@@ -269,14 +268,14 @@ pub fn scan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Ok(opts) => opts,
         Err(e) => return e,
     };
-    let keys: Vec<Vec<u8>> = ctx.db().keys().cloned().collect();
-    let (window, next) = scan_window(keys.len(), cursor, opts.count);
+    let keys = ctx.db().keys().map(|k| (scan_slot(k), k.clone()));
+    let (visited, next) = scan_walk(keys, cursor, opts.count);
     let mut found = Vec::new();
-    for key in &keys[window] {
-        if !opts.matches(key) {
+    for key in visited {
+        if !opts.matches(&key) {
             continue;
         }
-        let type_name = match ctx.lookup(key) {
+        let type_name = match ctx.lookup(&key) {
             None => continue,
             Some(entry) => entry.value.type_name(),
         };
@@ -286,7 +285,7 @@ pub fn scan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         {
             continue;
         }
-        found.push(key.clone());
+        found.push(key);
     }
     scan_reply(next, found)
 }
@@ -338,14 +337,39 @@ pub(super) fn scan_options(
     Ok(opts)
 }
 
-/// One call of a hash-table walk (Redis: `dictScan`'s reverse-binary bucket cursor): the
-/// cursor is a position in the collection's stable order, COUNT elements are visited, and the
-/// next cursor is 0 once the walk is complete.
-pub(super) fn scan_window(len: usize, cursor: u64, count: usize) -> (std::ops::Range<usize>, u64) {
-    let start = usize::try_from(cursor).unwrap_or(usize::MAX).min(len);
-    let end = start.saturating_add(count).min(len);
-    let next = if end >= len { 0 } else { end as u64 };
-    (start..end, next)
+/// Where an element sits in a hash-table walk: a fixed hash of it, never 0 (the cursor that
+/// starts a walk) and below 2^63 (clients parse cursors as signed integers).
+pub(super) fn scan_slot(element: &[u8]) -> u64 {
+    (crate::redis::keyspace::seeded_hash(0, element) >> 1).max(1)
+}
+
+/// One call of a hash-table walk (`dictScan`'s guarantee, without its buckets): elements are
+/// visited in slot order from the cursor, about COUNT of them (elements sharing a slot are
+/// never split), and the next cursor is the next slot, 0 once the walk is complete. Elements
+/// added or removed meanwhile shift nothing, so every element present for the whole walk is
+/// returned, once.
+pub(super) fn scan_walk<T>(
+    elements: impl Iterator<Item = (u64, T)>,
+    cursor: u64,
+    count: usize,
+) -> (Vec<T>, u64) {
+    let mut pending: Vec<(u64, T)> = elements.filter(|(slot, _)| *slot >= cursor).collect();
+    let mut next = 0;
+    if count < pending.len() {
+        pending.select_nth_unstable_by_key(count, |(slot, _)| *slot);
+        let pivot = pending[count].0;
+        let limit = if pending[..count].iter().any(|(slot, _)| *slot < pivot) {
+            pivot
+        } else {
+            pivot + 1
+        };
+        let (taken, rest): (Vec<_>, Vec<_>) =
+            pending.into_iter().partition(|(slot, _)| *slot < limit);
+        next = rest.iter().map(|(slot, _)| *slot).min().unwrap_or(0);
+        pending = taken;
+    }
+    pending.sort_by_key(|(slot, _)| *slot);
+    (pending.into_iter().map(|(_, e)| e).collect(), next)
 }
 
 /// `[cursor, [element, ...]]`, the same in RESP2 and RESP3.

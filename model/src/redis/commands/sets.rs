@@ -1,7 +1,7 @@
 //! Set commands (`t_set.c`). Replies list members in the set's iteration order: ascending for
 //! an intset, byte order for a hash table (random in Redis); see [`SetValue`].
 
-use super::keys::{parse_cursor, scan_options, scan_reply, scan_window};
+use super::keys::{parse_cursor, scan_options, scan_reply, scan_slot, scan_walk};
 use super::{is_opt, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::number::string2ll;
@@ -333,8 +333,7 @@ pub fn sdiffstore(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 /// SSCAN key cursor [MATCH pattern] [COUNT count] (`sscanCommand`, `scanGenericCommand`). The
 /// cursor is checked first, then the key (missing: an empty scan), then the options. An intset
 /// is answered whole with cursor 0, whatever the cursor and COUNT, as in Redis. A hash-table set
-/// is walked as SCAN walks the keyspace: the cursor is a position in member order and COUNT
-/// members are visited per call (Redis: a reverse-binary cursor over hash buckets).
+/// is walked as SCAN walks the keyspace ([`scan_walk`]).
 pub fn sscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let Some(cursor) = parse_cursor(&argv[2]) else {
         return Reply::error("ERR invalid cursor");
@@ -348,17 +347,12 @@ pub fn sscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Ok(opts) => opts,
         Err(e) => return e,
     };
-    let (window, next) = if set.is_intset() {
-        (0..set.len(), 0)
+    let (visited, next) = if set.is_intset() {
+        (set.iter().map(|m| m.into_owned()).collect(), 0)
     } else {
-        scan_window(set.len(), cursor, opts.count)
+        let members = set.iter().map(|m| (scan_slot(&m), m.into_owned()));
+        scan_walk(members, cursor, opts.count)
     };
-    let found = set
-        .iter()
-        .skip(window.start)
-        .take(window.len())
-        .map(|m| m.into_owned())
-        .filter(|m| opts.matches(m))
-        .collect();
+    let found = visited.into_iter().filter(|m| opts.matches(m)).collect();
     scan_reply(next, found)
 }

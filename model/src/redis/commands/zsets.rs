@@ -1,6 +1,6 @@
 //! Sorted set commands (`t_zset.c`).
 
-use super::keys::{parse_cursor, scan_options, scan_reply, scan_window};
+use super::keys::{parse_cursor, scan_options, scan_reply, scan_slot, scan_walk};
 use super::{double_reply, is_opt, parse_f64, parse_i64, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::number::{fmt_g17, strtod_full};
@@ -708,7 +708,7 @@ pub fn zpopmax(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
 /// ZSCAN key cursor [MATCH pattern] [COUNT count] (`zscanCommand`, `scanGenericCommand`): member
 /// and score pairs, the score as `%.17g` text, MATCH testing the member. A listpack answers whole
 /// in (score, member) order with cursor 0, whatever the cursor and COUNT, as in Redis; a skiplist
-/// is walked as SSCAN walks a hash table, in member byte order (Redis: the dict's bucket order).
+/// is walked as SCAN walks the keyspace (`scan_walk`).
 pub fn zscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     let Some(cursor) = parse_cursor(&argv[2]) else {
         return Reply::error("ERR invalid cursor");
@@ -722,20 +722,18 @@ pub fn zscan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Ok(opts) => opts,
         Err(e) => return e,
     };
-    let mut pairs: Vec<(&[u8], f64)> = zset
+    let pairs = zset
         .iter()
-        .map(|s| (s.member.as_slice(), s.score))
-        .collect();
-    let (window, next) = if zset.is_table() {
-        pairs.sort_by(|a, b| a.0.cmp(b.0));
-        scan_window(pairs.len(), cursor, opts.count)
+        .map(|s| (scan_slot(&s.member), (s.member.as_slice(), s.score)));
+    let (visited, next) = if zset.is_table() {
+        scan_walk(pairs, cursor, opts.count)
     } else {
-        (0..pairs.len(), 0)
+        (pairs.map(|(_, pair)| pair).collect(), 0)
     };
-    let found = pairs[window]
-        .iter()
+    let found = visited
+        .into_iter()
         .filter(|(member, _)| opts.matches(member))
-        .flat_map(|(member, score)| [member.to_vec(), score_text(*score, zset.is_table())])
+        .flat_map(|(member, score)| [member.to_vec(), score_text(score, zset.is_table())])
         .collect();
     scan_reply(next, found)
 }
