@@ -903,21 +903,11 @@ impl Core {
     }
 
     pub(crate) fn unsubscribe_channel(&mut self, client: ClientId, channel: &[u8]) {
-        if let Some(subs) = self.channels.get_mut(channel) {
-            subs.retain(|c| *c != client);
-            if subs.is_empty() {
-                self.channels.remove(channel);
-            }
-        }
+        remove_subscriber(&mut self.channels, client, channel);
     }
 
     pub(crate) fn unsubscribe_pattern(&mut self, client: ClientId, pattern: &[u8]) {
-        if let Some(subs) = self.patterns.get_mut(pattern) {
-            subs.retain(|c| *c != client);
-            if subs.is_empty() {
-                self.patterns.remove(pattern);
-            }
-        }
+        remove_subscriber(&mut self.patterns, client, pattern);
     }
 
     /// `blockForKeys`.
@@ -1035,4 +1025,14 @@ pub(crate) struct ScriptClient {
     pub protocol: Protocol,
     /// `#!lua flags=no-writes` or EVAL_RO: write commands are refused.
     pub read_only: bool,
+}
+
+/// Drops `client` from the subscribers of `name`, and `name` once nobody is left.
+fn remove_subscriber(map: &mut BTreeMap<Vec<u8>, Vec<ClientId>>, client: ClientId, name: &[u8]) {
+    if let Some(subs) = map.get_mut(name) {
+        subs.retain(|c| *c != client);
+        if subs.is_empty() {
+            map.remove(name);
+        }
+    }
 }

@@ -2,6 +2,7 @@
 
 use super::connection::help_reply;
 use super::glob_match;
+use crate::redis::client::ClientState;
 use crate::redis::reply::Reply;
 use crate::redis::server::Ctx;
 
@@ -22,98 +23,100 @@ fn event(kind: &str, channel: Option<&[u8]>, count: i64) -> Reply {
     ])
 }
 
-/// SUBSCRIBE: one `subscribe` reply per channel.
-pub fn subscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    let mut replies = Vec::new();
-    for channel in &argv[1..] {
-        let state = ctx.core.clients.entry(ctx.client).or_default();
-        if !state.channels.contains(channel) {
-            state.channels.push(channel.clone());
-            ctx.core
-                .channels
-                .entry(channel.clone())
-                .or_default()
-                .push(ctx.client);
-        }
-        replies.push(event("subscribe", Some(channel), subscription_count(ctx)));
-    }
-    Reply::Sequence(replies)
+/// Channels and patterns are subscribed to alike (`pubsub.c` keeps a server-wide map and a
+/// per-client list of each); only their names and where they are kept differ.
+#[derive(Clone, Copy)]
+enum Target {
+    Channel,
+    Pattern,
 }
 
-/// UNSUBSCRIBE [channel ...]: no channel means all of them; with none subscribed a single
-/// reply with a nil channel.
-pub fn unsubscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    let channels: Vec<Vec<u8>> = if argv.len() > 1 {
-        argv[1..].to_vec()
-    } else {
-        ctx.core
-            .clients
-            .get(&ctx.client)
-            .map(|c| c.channels.clone())
-            .unwrap_or_default()
-    };
-    if channels.is_empty() {
-        return event("unsubscribe", None, subscription_count(ctx));
-    }
-    let mut replies = Vec::new();
-    for channel in &channels {
-        if let Some(state) = ctx.core.clients.get_mut(&ctx.client) {
-            state.channels.retain(|c| c != channel);
+impl Target {
+    /// The confirmation kinds: (`subscribe`, `unsubscribe`) or (`psubscribe`, `punsubscribe`).
+    fn events(self) -> (&'static str, &'static str) {
+        match self {
+            Target::Channel => ("subscribe", "unsubscribe"),
+            Target::Pattern => ("psubscribe", "punsubscribe"),
         }
-        ctx.core.unsubscribe_channel(ctx.client, channel);
-        replies.push(event("unsubscribe", Some(channel), subscription_count(ctx)));
     }
-    Reply::Sequence(replies)
+
+    /// The client's names of this kind.
+    fn of(self, state: &mut ClientState) -> &mut Vec<Vec<u8>> {
+        match self {
+            Target::Channel => &mut state.channels,
+            Target::Pattern => &mut state.patterns,
+        }
+    }
 }
 
-/// PSUBSCRIBE pattern [pattern ...] (`pubsubSubscribePattern`): one `psubscribe` reply per
-/// pattern; the client's patterns are a list in subscription order.
-pub fn psubscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+/// SUBSCRIBE / PSUBSCRIBE: one confirmation per name; a client's names are a list in
+/// subscription order.
+fn join(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], target: Target) -> Reply {
     let mut replies = Vec::new();
-    for pattern in &argv[1..] {
-        let state = ctx.core.clients.entry(ctx.client).or_default();
-        if !state.patterns.contains(pattern) {
-            state.patterns.push(pattern.clone());
-            ctx.core
-                .patterns
-                .entry(pattern.clone())
-                .or_default()
-                .push(ctx.client);
+    for name in &argv[1..] {
+        let names = target.of(ctx.core.clients.entry(ctx.client).or_default());
+        if !names.contains(name) {
+            names.push(name.clone());
+            let server = match target {
+                Target::Channel => &mut ctx.core.channels,
+                Target::Pattern => &mut ctx.core.patterns,
+            };
+            server.entry(name.clone()).or_default().push(ctx.client);
         }
-        replies.push(event("psubscribe", Some(pattern), subscription_count(ctx)));
-    }
-    Reply::Sequence(replies)
-}
-
-/// PUNSUBSCRIBE [pattern ...]: no pattern means all of them, in subscription order
-/// (`pubsubUnsubscribeAllPatterns` walks the client's list); with none, one reply with a nil
-/// pattern.
-pub fn punsubscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
-    let patterns: Vec<Vec<u8>> = if argv.len() > 1 {
-        argv[1..].to_vec()
-    } else {
-        ctx.core
-            .clients
-            .get(&ctx.client)
-            .map(|c| c.patterns.clone())
-            .unwrap_or_default()
-    };
-    if patterns.is_empty() {
-        return event("punsubscribe", None, subscription_count(ctx));
-    }
-    let mut replies = Vec::new();
-    for pattern in &patterns {
-        if let Some(state) = ctx.core.clients.get_mut(&ctx.client) {
-            state.patterns.retain(|p| p != pattern);
-        }
-        ctx.core.unsubscribe_pattern(ctx.client, pattern);
         replies.push(event(
-            "punsubscribe",
-            Some(pattern),
+            target.events().0,
+            Some(name),
             subscription_count(ctx),
         ));
     }
     Reply::Sequence(replies)
+}
+
+/// UNSUBSCRIBE / PUNSUBSCRIBE [name ...]: no name means all of them, in subscription order
+/// (`pubsubUnsubscribeAllPatterns` walks the client's list); with none subscribed, a single
+/// reply with a nil name.
+fn leave(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], target: Target) -> Reply {
+    let kind = target.events().1;
+    let names: Vec<Vec<u8>> = match ctx.core.clients.get_mut(&ctx.client) {
+        _ if argv.len() > 1 => argv[1..].to_vec(),
+        Some(state) => target.of(state).clone(),
+        None => Vec::new(),
+    };
+    if names.is_empty() {
+        return event(kind, None, subscription_count(ctx));
+    }
+    let mut replies = Vec::new();
+    for name in &names {
+        if let Some(state) = ctx.core.clients.get_mut(&ctx.client) {
+            target.of(state).retain(|n| n != name);
+        }
+        match target {
+            Target::Channel => ctx.core.unsubscribe_channel(ctx.client, name),
+            Target::Pattern => ctx.core.unsubscribe_pattern(ctx.client, name),
+        }
+        replies.push(event(kind, Some(name), subscription_count(ctx)));
+    }
+    Reply::Sequence(replies)
+}
+
+/// SUBSCRIBE channel [channel ...].
+pub fn subscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    join(ctx, argv, Target::Channel)
+}
+
+/// UNSUBSCRIBE [channel ...].
+pub fn unsubscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    leave(ctx, argv, Target::Channel)
+}
+
+/// PSUBSCRIBE pattern [pattern ...] (`pubsubSubscribePattern`).
+pub fn psubscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    join(ctx, argv, Target::Pattern)
+}
+
+/// PUNSUBSCRIBE [pattern ...].
+pub fn punsubscribe(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    leave(ctx, argv, Target::Pattern)
 }
 
 /// PUBLISH (`pubsubPublishMessage`): `message` to the channel's subscribers, then `pmessage` to
