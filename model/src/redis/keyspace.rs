@@ -55,6 +55,11 @@ pub struct Db {
     volatile: BTreeSet<(u64, Vec<u8>)>,
     hash_seed: u64,
     expire_cursor: Option<(u64, Vec<u8>)>,
+    /// Every key by its SCAN slot, built by this database's first SCAN and kept up to date from
+    /// then on, so a SCAN call walks a range of it (O(log n + COUNT)) instead of hashing every
+    /// key (a full SCAN of 100,000 keys took 28 s that way). The simulation never SCANs, so its
+    /// nodes never pay for it.
+    scan_order: Option<BTreeSet<(u64, Vec<u8>)>>,
 }
 
 impl Db {
@@ -104,6 +109,7 @@ impl Db {
                 }
             }
             None => {
+                self.add_to_scan_order(key);
                 self.entries.insert(
                     key.to_vec(),
                     Entry {
@@ -117,6 +123,9 @@ impl Db {
 
     /// Adds a new key (the caller checked it is absent) and returns its value for filling in.
     pub fn insert_new(&mut self, key: &[u8], value: Value) -> &mut Value {
+        if !self.entries.contains_key(key) {
+            self.add_to_scan_order(key);
+        }
         &mut self
             .entries
             .entry(key.to_vec())
@@ -129,6 +138,9 @@ impl Db {
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
+        if let Some(order) = &mut self.scan_order {
+            order.remove(&(scan_slot(key), key.to_vec()));
+        }
         if entry.expire_at.is_some() {
             let slot = self.slot(key);
             self.volatile.remove(&slot);
@@ -184,6 +196,52 @@ impl Db {
         self.entries.clear();
         self.volatile.clear();
         self.expire_cursor = None;
+        self.scan_order = None;
+    }
+
+    fn add_to_scan_order(&mut self, key: &[u8]) {
+        if let Some(order) = &mut self.scan_order {
+            order.insert((scan_slot(key), key.to_vec()));
+        }
+    }
+
+    /// One SCAN call over the keys, the walk `commands::keys::scan_walk` makes over any
+    /// collection (same batches, same cursors), on the kept slot order.
+    pub fn scan_keys(&mut self, cursor: u64, count: usize) -> (Vec<Vec<u8>>, u64) {
+        let entries = &self.entries;
+        let order = self.scan_order.get_or_insert_with(|| {
+            entries
+                .keys()
+                .map(|key| (scan_slot(key), key.clone()))
+                .collect()
+        });
+        let mut from = order.range((cursor, Vec::new())..).peekable();
+        let mut keys: Vec<(u64, &Vec<u8>)> = Vec::new();
+        while keys.len() < count {
+            match from.next() {
+                Some((slot, key)) => keys.push((*slot, key)),
+                None => break,
+            }
+        }
+        let Some(&&(pivot, _)) = from.peek() else {
+            return (keys.into_iter().map(|(_, k)| k.clone()).collect(), 0);
+        };
+        if keys.first().is_some_and(|(slot, _)| *slot < pivot) {
+            // Never split a slot: the keys sharing the next key's slot wait for the next call.
+            keys.retain(|(slot, _)| *slot < pivot);
+            return (keys.into_iter().map(|(_, k)| k.clone()).collect(), pivot);
+        }
+        // COUNT keys, all in one slot: the whole slot goes now.
+        keys.extend(
+            from.by_ref()
+                .take_while(|(slot, _)| *slot == pivot)
+                .map(|(s, k)| (*s, k)),
+        );
+        let next = order
+            .range((pivot + 1, Vec::new())..)
+            .next()
+            .map_or(0, |(slot, _)| *slot);
+        (keys.into_iter().map(|(_, k)| k.clone()).collect(), next)
     }
 
     /// Up to `count` keys with a TTL, continuing a cursor scan of the volatile set (wrapping
@@ -230,6 +288,13 @@ impl Db {
     pub fn keys(&self) -> impl Iterator<Item = &Vec<u8>> {
         self.entries.keys()
     }
+}
+
+/// Where an element sits in a SCAN walk (keys, and the members or fields of a hash-table
+/// collection): a fixed hash of it, never 0 (the cursor that starts and ends a walk) and below
+/// 2^63 (clients parse cursors as signed integers).
+pub fn scan_slot(element: &[u8]) -> u64 {
+    (seeded_hash(0, element) >> 1).max(1)
 }
 
 /// A deterministic 64-bit hash (FNV-1a, then a splitmix64 finaliser keyed by the seed).

@@ -1,6 +1,7 @@
 //! Keyspace commands (`db.c`) and expiry commands (`expire.c`).
 
 use super::{c_str, error_with, glob_match, is_opt, parse_i64, syntax_error};
+pub(super) use crate::redis::keyspace::scan_slot;
 use crate::redis::reply::Reply;
 use crate::redis::server::Ctx;
 
@@ -268,8 +269,7 @@ pub fn scan(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         Ok(opts) => opts,
         Err(e) => return e,
     };
-    let keys = ctx.db().keys().map(|k| (scan_slot(k), k.clone()));
-    let (visited, next) = scan_walk(keys, cursor, opts.count);
+    let (visited, next) = ctx.db().scan_keys(cursor, opts.count);
     let mut found = Vec::new();
     for key in visited {
         if !opts.matches(&key) {
@@ -335,12 +335,6 @@ pub(super) fn scan_options(
         i += 2;
     }
     Ok(opts)
-}
-
-/// Where an element sits in a hash-table walk: a fixed hash of it, never 0 (the cursor that
-/// starts a walk) and below 2^63 (clients parse cursors as signed integers).
-pub(super) fn scan_slot(element: &[u8]) -> u64 {
-    (crate::redis::keyspace::seeded_hash(0, element) >> 1).max(1)
 }
 
 /// One call of a hash-table walk (`dictScan`'s guarantee, without its buckets): elements are
