@@ -14,6 +14,7 @@ mod pubsub;
 mod scripting;
 mod server_cmds;
 mod sets;
+mod sort;
 mod strings;
 mod transactions;
 mod zsets;
@@ -335,6 +336,9 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("renamenx", 3, WRITE, keys::renamenx),
     cmd("touch", -2, 0, keys::touch),
     cmd("copy", -3, WRITE, keys::copy),
+    // sort.c
+    cmd("sort", -2, WRITE, sort::sort),
+    cmd("sort_ro", -2, 0, sort::sort_ro),
     cmd("keys", 2, 0, keys::keys),
     cmd("scan", -2, 0, keys::scan),
     cmd("dbsize", 1, 0, keys::dbsize),
