@@ -815,6 +815,8 @@ impl Core {
                 effect[1..].iter().take(2).collect()
             }
             b"bitop" => effect.get(2).into_iter().collect(),
+            // SORT ... STORE writes only its destination (`setKey` / `dbDelete`).
+            b"sort" => commands::sort_store_key(effect).into_iter().collect(),
             b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => Vec::new(),
             _ => effect[1..].iter().take(1).collect(),
         };

@@ -20,6 +20,7 @@ mod transactions;
 mod zsets;
 
 pub(crate) use blocking::serve_blocked_on_key;
+pub(crate) use sort::store_key as sort_store_key;
 
 use std::collections::BTreeMap;
 

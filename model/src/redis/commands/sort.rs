@@ -14,7 +14,8 @@ struct Options {
     alpha: bool,
     limit_start: i64,
     limit_count: i64,
-    store: Option<Vec<u8>>,
+    /// The index of STORE's destination in argv.
+    store: Option<usize>,
     sort_by: Option<Vec<u8>>,
     dont_sort: bool,
     gets: Vec<Vec<u8>>,
@@ -48,7 +49,7 @@ fn parse(argv: &[Vec<u8>], readonly: bool) -> Result<Options, Reply> {
             o.limit_count = string2ll(&argv[j + 2]).ok_or_else(not_integer)?;
             j += 2;
         } else if !readonly && is_opt(arg, "store") && left >= 1 {
-            o.store = Some(argv[j + 1].clone());
+            o.store = Some(j + 1);
             j += 1;
         } else if is_opt(arg, "by") && left >= 1 {
             // A pattern without `*` (`nosort`) keeps the value's own order, even if a later BY
@@ -67,6 +68,12 @@ fn parse(argv: &[Vec<u8>], readonly: bool) -> Result<Options, Reply> {
         j += 1;
     }
     Ok(o)
+}
+
+/// The destination of a SORT ... STORE that parsed (what it writes, for WATCH and blocked
+/// clients).
+pub(crate) fn store_key(argv: &[Vec<u8>]) -> Option<&Vec<u8>> {
+    parse(argv, false).ok()?.store.map(|i| &argv[i])
 }
 
 /// `lookupKeyByPattern`: `#` is the element itself; otherwise the first `*` (in the C string)
@@ -251,7 +258,7 @@ fn sort_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], readonly: bool) -> Reply {
     } else {
         &[][..]
     };
-    let Some(dst) = o.store else {
+    let Some(dst) = o.store.map(|i| &argv[i]) else {
         let mut out = Vec::new();
         for item in picked {
             if o.gets.is_empty() {
@@ -277,10 +284,10 @@ fn sort_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], readonly: bool) -> Reply {
     }
     let stored = list.len();
     if stored > 0 {
-        ctx.lookup(&dst);
-        ctx.db().set(&dst, Value::List(list), false);
+        ctx.lookup(dst);
+        ctx.db().set(dst, Value::List(list), false);
         ctx.propagate(argv.to_vec());
-    } else if ctx.db().remove(&dst).is_some() {
+    } else if ctx.db().remove(dst).is_some() {
         ctx.propagate(argv.to_vec());
     }
     Reply::Integer(stored as i64)
