@@ -202,6 +202,8 @@ pub(crate) struct Ctx<'a> {
     pub deny_blocking: bool,
     /// Set by a blocking command that found nothing to pop.
     pub block: Option<super::client::Blocked>,
+    /// Run by a script's `redis.call` (`CLIENT_SCRIPT`): SORT then sorts a set it would not.
+    pub in_script: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -219,6 +221,7 @@ impl<'a> Ctx<'a> {
             from_master: false,
             deny_blocking: false,
             block: None,
+            in_script: false,
         }
     }
 
@@ -812,6 +815,8 @@ impl Core {
                 effect[1..].iter().take(2).collect()
             }
             b"bitop" => effect.get(2).into_iter().collect(),
+            // SORT ... STORE writes only its destination (`setKey` / `dbDelete`).
+            b"sort" => commands::sort_store_key(effect).into_iter().collect(),
             b"publish" | b"select" | b"multi" | b"exec" | b"flushdb" | b"flushall" => Vec::new(),
             _ => effect[1..].iter().take(1).collect(),
         };
@@ -1005,6 +1010,7 @@ impl Core {
                 ctx.db = lua.db;
                 ctx.protocol = lua.protocol;
                 ctx.deny_blocking = true;
+                ctx.in_script = true;
                 let reply = one_line_errors(handler(&mut ctx, argv));
                 if spec.name == "select" && !reply.is_error() {
                     lua.db = ctx.db;

@@ -790,6 +790,51 @@ fn bitmap_writes_propagate_like_redis_7() {
     );
 }
 
+/// SORT as a replica of redis-server 7.0.15 received it (MONITOR on the replica): with STORE,
+/// verbatim when it stored or deleted its destination; without STORE, SORT_RO, or on a score
+/// error, nothing. A STORE into an expired key deletes it first.
+#[test]
+fn sort_propagates_like_redis_7() {
+    let (mut s, c) = new_server();
+    for line in [
+        "rpush l 3 1 2",
+        "sort l",
+        "sort l store d",
+        "sort l store d",
+        "sort nokey store d",
+        "sort nokey store d",
+        "sort_ro l",
+        "rpush bad x",
+        "sort bad store d2",
+        "sadd s b a",
+        "sort s by nosort store d3",
+        "eval \"return redis.call('sort','l','store','d4')\" 0",
+        "set ex v px 50",
+    ] {
+        exec(&mut s, c, T0, line);
+    }
+    exec(&mut s, c, T0 + 100, "sort l store ex");
+    exec(&mut s, c, T0 + 100, "sort l limit 0 0 store d");
+    assert_eq!(
+        props(&mut s),
+        vec![
+            "rpush l 3 1 2".to_string(),
+            "sort l store d".to_string(),
+            "sort l store d".to_string(),
+            "sort nokey store d".to_string(),
+            "rpush bad x".to_string(),
+            "sadd s b a".to_string(),
+            "sort s by nosort store d3".to_string(),
+            "sort l store d4".to_string(),
+            format!("SET ex v PXAT {}", T0 + 50),
+            "MULTI".to_string(),
+            "DEL ex".to_string(),
+            "sort l store ex".to_string(),
+            "EXEC".to_string(),
+        ]
+    );
+}
+
 /// SCAN's guarantee under writes between calls: deleting every key a call returned (the
 /// `scan_iter` + DEL pattern) or adding keys skips none of the keys present throughout.
 #[test]

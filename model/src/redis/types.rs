@@ -151,6 +151,11 @@ impl ZSet {
         self.table
     }
 
+    /// `zsetConvert` to a skiplist, as SORT does to any sorted set it reads (`sort.c`).
+    pub fn convert_to_table(&mut self) {
+        self.table = true;
+    }
+
     /// Inserts or re-scores a member. A new member longer than 64 bytes, or a 129th one,
     /// converts a listpack first (`zsetAdd`). A listpack stores a score of -0 as 0 (as `d2string`
     /// text), a skiplist keeps it (ZSCORE answers `-0`).

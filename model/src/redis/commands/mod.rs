@@ -14,11 +14,13 @@ mod pubsub;
 mod scripting;
 mod server_cmds;
 mod sets;
+mod sort;
 mod strings;
 mod transactions;
 mod zsets;
 
 pub(crate) use blocking::serve_blocked_on_key;
+pub(crate) use sort::store_key as sort_store_key;
 
 use std::collections::BTreeMap;
 
@@ -335,6 +337,9 @@ static COMMANDS: &[CommandSpec] = &[
     cmd("renamenx", 3, WRITE, keys::renamenx),
     cmd("touch", -2, 0, keys::touch),
     cmd("copy", -3, WRITE, keys::copy),
+    // sort.c
+    cmd("sort", -2, WRITE, sort::sort),
+    cmd("sort_ro", -2, 0, sort::sort_ro),
     cmd("keys", 2, 0, keys::keys),
     cmd("scan", -2, 0, keys::scan),
     cmd("dbsize", 1, 0, keys::dbsize),
