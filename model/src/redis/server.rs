@@ -359,12 +359,7 @@ impl RedisServer {
     /// Drops the client, its subscriptions, watched keys and blocking state.
     pub fn disconnect(&mut self, client: ClientId) {
         if let Some(state) = self.core.clients.remove(&client) {
-            for channel in state.channels {
-                self.core.unsubscribe_channel(client, &channel);
-            }
-            for pattern in state.patterns {
-                self.core.unsubscribe_pattern(client, &pattern);
-            }
+            self.core.leave_all(client, state.channels, state.patterns);
             for watched in state.watched {
                 self.core.unwatch(client, &watched);
             }
@@ -913,6 +908,21 @@ impl Core {
 
     pub(crate) fn unsubscribe_pattern(&mut self, client: ClientId, pattern: &[u8]) {
         remove_subscriber(&mut self.patterns, client, pattern);
+    }
+
+    /// Drops `client` from every channel and pattern it had (RESET, disconnection).
+    pub(crate) fn leave_all(
+        &mut self,
+        client: ClientId,
+        channels: Vec<Vec<u8>>,
+        patterns: Vec<Vec<u8>>,
+    ) {
+        for channel in channels {
+            remove_subscriber(&mut self.channels, client, &channel);
+        }
+        for pattern in patterns {
+            remove_subscriber(&mut self.patterns, client, &pattern);
+        }
     }
 
     /// `blockForKeys`.

@@ -169,24 +169,18 @@ pub fn reset(server: &mut RedisServer, client: ClientId, _now: i64, _argv: &[Vec
     {
         server.core.remove_blocked(client, &blocked);
     }
-    let channels = server
+    let (channels, patterns) = server
         .core
         .clients
         .get_mut(&client)
-        .map(|c| std::mem::take(&mut c.channels))
+        .map(|c| {
+            (
+                std::mem::take(&mut c.channels),
+                std::mem::take(&mut c.patterns),
+            )
+        })
         .unwrap_or_default();
-    for channel in channels {
-        server.core.unsubscribe_channel(client, &channel);
-    }
-    let patterns = server
-        .core
-        .clients
-        .get_mut(&client)
-        .map(|c| std::mem::take(&mut c.patterns))
-        .unwrap_or_default();
-    for pattern in patterns {
-        server.core.unsubscribe_pattern(client, &pattern);
-    }
+    server.core.leave_all(client, channels, patterns);
     let authenticated = server.core.config.requirepass.is_none();
     if let Some(state) = server.core.clients.get_mut(&client) {
         state.db = 0;
