@@ -626,6 +626,27 @@ pub fn is_opt(arg: &[u8], name: &str) -> bool {
     c_str(arg).eq_ignore_ascii_case(name.as_bytes())
 }
 
+/// The destination of a STORE-style command (SINTERSTORE and friends, ZRANGESTORE, SORT ...
+/// STORE): `setKey` of a non-empty result (the old key expired first, its TTL dropped), or
+/// `dbDelete` when the result is empty; the command propagates verbatim whenever the
+/// destination changed. Answers the result's length.
+fn store_aggregate(
+    ctx: &mut Ctx<'_>,
+    argv: &[Vec<u8>],
+    dst: &[u8],
+    result: super::keyspace::Value,
+    len: usize,
+) -> Reply {
+    if !result.is_empty_aggregate() {
+        ctx.lookup(dst);
+        ctx.db().set(dst, result, false);
+        ctx.propagate(argv.to_vec());
+    } else if ctx.db().remove(dst).is_some() {
+        ctx.propagate(argv.to_vec());
+    }
+    Reply::Integer(len as i64)
+}
+
 pub fn wrongtype() -> Reply {
     Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
 }

@@ -2,7 +2,7 @@
 //! an intset, byte order for a hash table (random in Redis); see [`SetValue`].
 
 use super::keys::{parse_cursor, scan_options, scan_reply, scan_slot, scan_walk};
-use super::{is_opt, syntax_error, wrongtype};
+use super::{is_opt, store_aggregate, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::number::string2ll;
 use crate::redis::reply::Reply;
@@ -131,18 +131,10 @@ fn lookup_sets(ctx: &mut Ctx<'_>, keys: &[Vec<u8>]) -> Result<Vec<Option<SetValu
         .collect()
 }
 
-/// `setKey` of a STORE variant's non-empty result (dropping any TTL), or `dbDelete` of the
-/// destination when empty; either change propagates the command verbatim.
+/// A STORE variant's result into its destination ([`store_aggregate`]).
 fn store(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], dst: &[u8], result: SetValue) -> Reply {
     let len = result.len();
-    if len > 0 {
-        ctx.lookup(dst);
-        ctx.db().set(dst, Value::Set(result), false);
-        ctx.propagate(argv.to_vec());
-    } else if ctx.db().remove(dst).is_some() {
-        ctx.propagate(argv.to_vec());
-    }
-    Reply::Integer(len as i64)
+    store_aggregate(ctx, argv, dst, Value::Set(result), len)
 }
 
 /// What `sinterGenericCommand` answers.

@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use super::{c_str, is_opt, not_integer, syntax_error, wrongtype};
+use super::{c_str, is_opt, not_integer, store_aggregate, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::number::{string2ll, strtod_full};
 use crate::redis::reply::Reply;
@@ -283,14 +283,7 @@ fn sort_generic(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], readonly: bool) -> Reply {
         }
     }
     let stored = list.len();
-    if stored > 0 {
-        ctx.lookup(dst);
-        ctx.db().set(dst, Value::List(list), false);
-        ctx.propagate(argv.to_vec());
-    } else if ctx.db().remove(dst).is_some() {
-        ctx.propagate(argv.to_vec());
-    }
-    Reply::Integer(stored as i64)
+    store_aggregate(ctx, argv, dst, Value::List(list), stored)
 }
 
 /// `pqsort.c` (Bentley & McIlroy's quicksort, as NetBSD's qsort), which skips the partitions

@@ -1,7 +1,7 @@
 //! Sorted set commands (`t_zset.c`).
 
 use super::keys::{parse_cursor, scan_options, scan_reply, scan_slot, scan_walk};
-use super::{double_reply, is_opt, parse_f64, parse_i64, syntax_error, wrongtype};
+use super::{double_reply, is_opt, parse_f64, parse_i64, store_aggregate, syntax_error, wrongtype};
 use crate::redis::keyspace::Value;
 use crate::redis::number::{fmt_g17, strtod_full};
 use crate::redis::reply::{Protocol, Reply};
@@ -398,23 +398,14 @@ fn zrange_generic(
     store_range(ctx, argv, items)
 }
 
-/// `zrangeResultFinalizeStore`: a non-empty result replaces the destination (`setKey`, which
-/// expires it first); an empty one deletes it. Propagated verbatim when something changed.
+/// `zrangeResultFinalizeStore`: the range into ZRANGESTORE's destination ([`store_aggregate`]).
 fn store_range(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], items: Vec<Scored>) -> Reply {
-    let dst = &argv[1];
     let count = items.len();
-    if count > 0 {
-        let mut zset = ZSet::default();
-        for item in items {
-            zset.insert(&item.member, item.score);
-        }
-        ctx.lookup(dst);
-        ctx.db().set(dst, Value::ZSet(zset), false);
-        ctx.propagate(argv.to_vec());
-    } else if ctx.db().remove(dst).is_some() {
-        ctx.propagate(argv.to_vec());
+    let mut zset = ZSet::default();
+    for item in items {
+        zset.insert(&item.member, item.score);
     }
-    Reply::Integer(count as i64)
+    store_aggregate(ctx, argv, &argv[1], Value::ZSet(zset), count)
 }
 
 /// A bound of `zslParseLexRangeItem`: `-`, `+`, `(member` or `[member`. `-` and `+` are tested
