@@ -34,7 +34,8 @@ impl Build {
     /// headers to `$OUT_DIR/include`. Panics (the build fails) with the reason.
     pub fn build(&self, version: Version) -> Artifacts {
         let Lua51 = version;
-        let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
+        let out_dir =
+            PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
         let target = env::var("TARGET").expect("TARGET is set for build scripts");
         let source_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua-5.1.5");
         let lib_dir = out_dir.join("lib");
