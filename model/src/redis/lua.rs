@@ -8,9 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{CString, c_char, c_int, c_void};
 
-use mlua::chunk::ChunkMode;
 use mlua::state::{GcIncParams, GcMode};
 use mlua::{Function, IntoLua, Lua, LuaOptions, MultiValue, StdLib, Table, Value, ffi};
 use sha1::{Digest, Sha1};
@@ -309,10 +308,61 @@ impl Sandbox {
         })
     }
 
-    fn load<'a>(&self, lua: &'a Lua, bytecode: &'a [u8]) -> mlua::chunk::Chunk<'a> {
-        lua.load(bytecode)
-            .set_name(PRELUDE_NAME)
-            .set_mode(ChunkMode::Binary)
+    fn load(&self, lua: &Lua, bytecode: &[u8]) -> mlua::Result<Function> {
+        load_bytecode(lua, bytecode, PRELUDE_NAME, Value::Nil)
+    }
+}
+
+unsafe extern "C-unwind" {
+    /// `lauxlib.c` of `model/vendor/lua`: loads a binary chunk. `lua_load`, and so mlua's
+    /// `Lua::load` and the `load` and `loadstring` of scripts, reads source only, as in Redis
+    /// (`ldo.c` `f_parser` there).
+    fn luaL_loadbytecode(
+        state: *mut ffi::lua_State,
+        buff: *const c_char,
+        size: usize,
+        name: *const c_char,
+    ) -> c_int;
+}
+
+/// The function of bytecode locksim compiled itself (`Sandbox`, `script_bytecode`), with `env`
+/// as its environment unless it is nil.
+fn load_bytecode(lua: &Lua, bytecode: &[u8], name: &str, env: Value) -> mlua::Result<Function> {
+    let name = CString::new(name).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
+    // SAFETY: Lua C API on the state mlua hands us: the environment (argument 1) is replaced by
+    // the function, or by `nil, message, status`; `luaL_loadbytecode` is protected and raises
+    // nothing.
+    let (function, message, status): (Value, Value, Value) = unsafe {
+        lua.exec_raw(env, |state| {
+            let status = luaL_loadbytecode(
+                state,
+                bytecode.as_ptr().cast(),
+                bytecode.len(),
+                name.as_ptr(),
+            );
+            if status == ffi::LUA_OK {
+                if ffi::lua_istable(state, 1) != 0 {
+                    ffi::lua_pushvalue(state, 1);
+                    ffi::lua_setfenv(state, -2);
+                }
+            } else {
+                ffi::lua_pushnil(state);
+                ffi::lua_insert(state, -2);
+                ffi::lua_pushinteger(state, status as ffi::lua_Integer);
+            }
+            ffi::lua_remove(state, 1);
+        })?
+    };
+    let message = match message {
+        Value::String(s) => s.to_string_lossy(),
+        _ => String::new(),
+    };
+    match (function, status) {
+        (Value::Function(f), _) => Ok(f),
+        (_, Value::Integer(status)) if status == ffi::lua_Integer::from(ffi::LUA_ERRMEM) => {
+            Err(mlua::Error::MemoryError(message))
+        }
+        _ => Err(mlua::Error::RuntimeError(message)),
     }
 }
 
@@ -358,10 +408,11 @@ fn script_bytecode(sha: &str, body: &[u8]) -> Result<Arc<[u8]>, String> {
     // A state of its own: the garbage of parsing stays out of the engines.
     let scratch = Lua::new_with(StdLib::NONE, LuaOptions::default())
         .map_err(|e| format!("ERR Error creating the Lua state: {e}"))?;
+    // Whatever the body starts with, Lua parses it as source (`load_bytecode`): a body that
+    // starts like a binary chunk gets Redis's syntax error, not mlua's mode error.
     let bytecode: Arc<[u8]> = scratch
         .load(&code[..])
         .set_name(USER_SCRIPT_NAME)
-        .set_mode(ChunkMode::Text)
         .into_function()
         .map_err(|e| compile_error(&e))?
         .dump(false)
@@ -664,13 +715,13 @@ impl LuaEngine {
         // node per run, issue 15).
         prims.set("open_library", c_closure(&lua, Value::Nil, open_library)?)?;
         let (env, globals): (Table, Table) =
-            sandbox.load(&lua, &sandbox.prelude).call(prims.clone())?;
+            sandbox.load(&lua, &sandbox.prelude)?.call(prims.clone())?;
         let hook_run = run.clone();
         lua.set_global_hook(
             mlua::HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECKPOINT as u32),
             move |_, debug| count_hook(&hook_run, debug),
         )?;
-        let runner: Function = sandbox.load(&lua, &sandbox.runner).into_function()?;
+        let runner = sandbox.load(&lua, &sandbox.runner)?;
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err))?;
         let set_arrays = c_closure(&lua, &globals, set_arrays)?;
         // SAFETY: the state is open and idle; the box lives in the engine, whose Drop uninstalls
@@ -705,13 +756,8 @@ impl LuaEngine {
             return Ok(());
         }
         let bytecode = script_bytecode(sha, body)?;
-        let chunk = self
-            .lua
-            .load(&bytecode[..])
-            .set_name(USER_SCRIPT_NAME)
-            .set_mode(ChunkMode::Binary)
-            .set_environment(self.env.clone());
-        match chunk.into_function() {
+        let env = Value::Table(self.env.clone());
+        match load_bytecode(&self.lua, &bytecode, USER_SCRIPT_NAME, env) {
             Ok(f) if self.functions.len() < FUNCTION_HANDLES_MAX => {
                 self.functions.insert(sha.to_string(), f);
                 Ok(())

@@ -865,16 +865,30 @@ LUA_API int lua_cpcall (lua_State *L, lua_CFunction func, void *ud) {
 }
 
 
-LUA_API int lua_load (lua_State *L, lua_Reader reader, void *data,
-                      const char *chunkname) {
+static int load_chunk (lua_State *L, lua_Reader reader, void *data,
+                       const char *chunkname, int bytecode) {
   ZIO z;
   int status;
   lua_lock(L);
   if (!chunkname) chunkname = "?";
   luaZ_init(L, &z, reader, data);
-  status = luaD_protectedparser(L, &z, chunkname);
+  status = luaD_protectedparser(L, &z, chunkname, bytecode);
   lua_unlock(L);
   return status;
+}
+
+
+/* Source only: a binary chunk is read as source (see `f_parser`). */
+LUA_API int lua_load (lua_State *L, lua_Reader reader, void *data,
+                      const char *chunkname) {
+  return load_chunk(L, reader, data, chunkname, 0);
+}
+
+
+/* A binary chunk (`lua_dump`) the host trusts: never reachable from scripts. */
+LUA_API int lua_loadbytecode (lua_State *L, lua_Reader reader, void *data,
+                              const char *chunkname) {
+  return load_chunk(L, reader, data, chunkname, 1);
 }
 
 

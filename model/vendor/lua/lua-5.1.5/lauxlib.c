@@ -615,6 +615,15 @@ LUALIB_API int luaL_loadbuffer (lua_State *L, const char *buff, size_t size,
 }
 
 
+LUALIB_API int luaL_loadbytecode (lua_State *L, const char *buff, size_t size,
+                                  const char *name) {
+  LoadS ls;
+  ls.s = buff;
+  ls.size = size;
+  return lua_loadbytecode(L, getS, &ls, name);
+}
+
+
 LUALIB_API int (luaL_loadstring) (lua_State *L, const char *s) {
   return luaL_loadbuffer(L, s, strlen(s), s);
 }

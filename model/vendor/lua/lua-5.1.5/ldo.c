@@ -486,17 +486,23 @@ struct SParser {  /* data to `f_parser' */
   ZIO *z;
   Mbuffer buff;  /* buffer to be used by the scanner */
   const char *name;
+  int bytecode;  /* a binary chunk (`lua_loadbytecode`) rather than source */
 };
 
+/*
+** Source is parsed as source even when it starts like a binary chunk: `lua_load` (and so the
+** `load` and `loadstring` of scripts) never undumps, because Lua 5.1 does not verify bytecode
+** and crafted bytecode reads and writes any memory (Redis fdf9d4550, "disable loading lua
+** bytecode", CVE-2015-4335). Only `lua_loadbytecode` undumps, for chunks the host compiled.
+*/
 static void f_parser (lua_State *L, void *ud) {
   int i;
   Proto *tf;
   Closure *cl;
   struct SParser *p = cast(struct SParser *, ud);
-  int c = luaZ_lookahead(p->z);
+  luaZ_lookahead(p->z);
   luaC_checkGC(L);
-  tf = ((c == LUA_SIGNATURE[0]) ? luaU_undump : luaY_parser)(L, p->z,
-                                                             &p->buff, p->name);
+  tf = (p->bytecode ? luaU_undump : luaY_parser)(L, p->z, &p->buff, p->name);
   cl = luaF_newLclosure(L, tf->nups, hvalue(gt(L)));
   cl->l.p = tf;
   for (i = 0; i < tf->nups; i++)  /* initialize eventual upvalues */
@@ -506,10 +512,11 @@ static void f_parser (lua_State *L, void *ud) {
 }
 
 
-int luaD_protectedparser (lua_State *L, ZIO *z, const char *name) {
+int luaD_protectedparser (lua_State *L, ZIO *z, const char *name,
+                          int bytecode) {
   struct SParser p;
   int status;
-  p.z = z; p.name = name;
+  p.z = z; p.name = name; p.bytecode = bytecode;
   luaZ_initbuffer(L, &p.buff);
   status = luaD_pcall(L, f_parser, &p, savestack(L, L->top), L->errfunc);
   luaZ_freebuffer(L, &p.buff);
