@@ -1,7 +1,8 @@
 //! Compiles the C libraries Redis 7.0.15 bundles with its Lua (`deps/lua/src` of Redis, copied
-//! unchanged into `vendor/redis/`): `cjson`, `cmsgpack`, `struct` and `bit`, so scripts see the
-//! same libraries, byte for byte, as in `redis-server`. They are built against the headers of
-//! the Lua that mlua vendors (`DEP_LUA_INCLUDE`, from `mlua-sys`'s `links = "lua"`), with the
+//! into `vendor/redis/` with Redis's later `bit.tohex` fix): `cjson`, `cmsgpack`, `struct` and
+//! `bit`, so scripts see the same libraries as in `redis-server`. They are built against the
+//! headers of the Lua that mlua builds from `vendor/lua` (`DEP_LUA_INCLUDE`, from `mlua-sys`'s
+//! `links = "lua"`), with the
 //! flags Redis's `deps/Makefile` gives Lua (`-DLUA_ANSI -DENABLE_CJSON_GLOBAL`). Also compiles
 //! `src/redis/long_double.c`: INCRBYFLOAT's `long double` arithmetic, which Rust cannot express.
 
