@@ -206,7 +206,12 @@ S.__redis__err__handler = function(err)
 end
 S.coroutine = protect(coroutine)
 S.string = protect(string)
-getmetatable('').__index = S.string
+-- The strings' metatable is shared by every script: a script that changed its `__index` ran its
+-- own code inside the next scripts (CVE-2025-46818, Redis 45eac0262 made it read-only). Scripts
+-- get it read-only, as the other tables they share.
+local string_meta = getmetatable('')
+string_meta.__index = S.string
+S.getmetatable = prims.getmetatable_view(string_meta, protect(string_meta), getmetatable)
 S.table = protect(table)
 S.math = protect(mathlib)
 S.redis = protect(redis)
@@ -710,6 +715,10 @@ impl LuaEngine {
             "readonly_views",
             c_closure(&lua, Value::Nil, readonly_views)?,
         )?;
+        prims.set(
+            "getmetatable_view",
+            c_closure(&lua, Value::Nil, getmetatable_view)?,
+        )?;
         let sandbox = Sandbox::compiled();
         // Redis's C libraries, each built on a script's first use of it (a Lua state per Redis
         // node per run, issue 15).
@@ -995,6 +1004,44 @@ unsafe extern "C-unwind" fn readonly_views(state: *mut ffi::lua_State) -> c_int 
         push_view(state, 6, see_through);
         push_view(state, 7, refuse_readonly);
         5
+    }
+}
+
+/// `prims.getmetatable_view(string_meta, string_meta_view, getmetatable)`: the `getmetatable`
+/// of scripts, a C closure over them (`getmetatable_trampoline`).
+unsafe extern "C-unwind" fn getmetatable_view(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; 3 arguments become upvalues.
+    unsafe {
+        ffi::lua_settop(state, 3);
+        let Some(original) = ffi::lua_tocfunction(state, 3) else {
+            ffi::luaL_argerror(state, 3, c"C function expected".as_ptr());
+            unreachable!("luaL_argerror raises");
+        };
+        ffi::lua_pop(state, 1);
+        ffi::lua_pushlightuserdata(state, original as *mut c_void);
+        ffi::lua_pushcclosure(state, getmetatable_trampoline, 3);
+        1
+    }
+}
+
+/// `luaB_getmetatable` (upvalue 3) run in this frame (its argument error points at the
+/// script's line), then the strings' metatable (upvalue 1) comes back as its read-only view
+/// (upvalue 2).
+unsafe extern "C-unwind" fn getmetatable_trampoline(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua C API on the state Lua called us with; upvalue 3 is a `lua_CFunction`
+    // (`getmetatable_view`) that leaves its result on top; one more slot is pushed, within
+    // LUA_MINSTACK.
+    unsafe {
+        let original = std::mem::transmute::<*mut c_void, ffi::lua_CFunction>(ffi::lua_touserdata(
+            state,
+            ffi::lua_upvalueindex(3),
+        ));
+        original(state);
+        if ffi::lua_rawequal(state, -1, ffi::lua_upvalueindex(1)) != 0 {
+            ffi::lua_pop(state, 1);
+            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
+        }
+        1
     }
 }
 
