@@ -434,6 +434,11 @@ fn script_bytecode(sha: &str, body: &[u8]) -> Result<Arc<[u8]>, String> {
 
 impl Drop for LuaEngine {
     fn drop(&mut self) {
+        // A whole collection before the state closes (SCRIPT FLUSH, the end of a run), so that
+        // `lua_close` does not start in the middle of a cycle a script left behind (its
+        // `collectgarbage` calls): Redis collects before closing since CVE-2024-46981
+        // (`freeLuaScriptsSync`, Redis 7.2.7).
+        let _ = self.lua.gc_collect();
         if let Some(alloc) = &self.alloc {
             // SAFETY: the state is still open (its handles are dropped after this) and no script
             // runs; mlua's allocator frees what it allocated.
