@@ -992,7 +992,9 @@ impl Core {
         argv: &[Vec<u8>],
     ) -> Result<Reply, String> {
         let Some(spec) = commands::lookup(argv) else {
-            return Err("Unknown Redis command called from script".to_string());
+            let refusal = commands::refused_in_scripts(argv)
+                .unwrap_or("Unknown Redis command called from script");
+            return Err(refusal.to_string());
         };
         if !spec.arity_ok(argv.len()) {
             return Err("Wrong number of args calling Redis command from script".to_string());

@@ -69,13 +69,18 @@ pub struct CommandSpec {
 
 impl CommandSpec {
     pub fn arity_ok(&self, argc: usize) -> bool {
-        let argc = argc as i64;
-        let arity = i64::from(self.arity);
-        if arity > 0 {
-            argc == arity
-        } else {
-            argc >= -arity
-        }
+        arity_accepts(self.arity, argc)
+    }
+}
+
+/// Redis's arity rule: exact if positive, a minimum if negative (the name counts).
+fn arity_accepts(arity: i32, argc: usize) -> bool {
+    let argc = argc as i64;
+    let arity = i64::from(arity);
+    if arity > 0 {
+        argc == arity
+    } else {
+        argc >= -arity
     }
 }
 
@@ -548,6 +553,135 @@ pub fn lookup(argv: &[Vec<u8>]) -> Option<&'static CommandSpec> {
         .find(|c| c.name.as_bytes().eq_ignore_ascii_case(&argv[1]))
 }
 
+/// Redis 7.0.15's commands and subcommands flagged `noscript` (`src/commands/*.json`) with their
+/// arity, implemented here or not: a script calling one that is not implemented here (DEBUG,
+/// SHUTDOWN, ACL, FUNCTION, ...) gets Redis's refusal, not the unknown-command error.
+static REDIS_NOSCRIPT: &[(&str, i32)] = &[
+    ("acl|cat", -2),
+    ("acl|deluser", -3),
+    ("acl|dryrun", -4),
+    ("acl|genpass", -2),
+    ("acl|getuser", 3),
+    ("acl|list", 2),
+    ("acl|load", 2),
+    ("acl|log", -2),
+    ("acl|save", 2),
+    ("acl|setuser", -3),
+    ("acl|users", 2),
+    ("acl|whoami", 2),
+    ("auth", -2),
+    ("bgrewriteaof", 1),
+    ("bgsave", -1),
+    ("blmove", 6),
+    ("blpop", -3),
+    ("brpop", -3),
+    ("brpoplpush", 4),
+    ("bzpopmax", -3),
+    ("bzpopmin", -3),
+    ("client|caching", 3),
+    ("client|getname", 2),
+    ("client|getredir", 2),
+    ("client|id", 2),
+    ("client|info", 2),
+    ("client|kill", -3),
+    ("client|list", -2),
+    ("client|no-evict", 3),
+    ("client|pause", -3),
+    ("client|reply", 3),
+    ("client|setname", 3),
+    ("client|tracking", -3),
+    ("client|trackinginfo", 2),
+    ("client|unblock", -3),
+    ("client|unpause", 2),
+    ("cluster|reset", -2),
+    ("config|get", -3),
+    ("config|resetstat", 2),
+    ("config|rewrite", 2),
+    ("config|set", -4),
+    ("debug", -2),
+    ("discard", 1),
+    ("eval", -3),
+    ("eval_ro", -3),
+    ("evalsha", -3),
+    ("evalsha_ro", -3),
+    ("exec", 1),
+    ("failover", -1),
+    ("fcall", -3),
+    ("fcall_ro", -3),
+    ("function|delete", 3),
+    ("function|dump", 2),
+    ("function|flush", -2),
+    ("function|kill", 2),
+    ("function|list", -2),
+    ("function|load", -3),
+    ("function|restore", -3),
+    ("function|stats", 2),
+    ("hello", -1),
+    ("latency|doctor", 2),
+    ("latency|graph", 3),
+    ("latency|histogram", -2),
+    ("latency|history", 3),
+    ("latency|latest", 2),
+    ("latency|reset", -2),
+    ("module|list", 2),
+    ("module|load", -3),
+    ("module|loadex", -3),
+    ("module|unload", 3),
+    ("monitor", 1),
+    ("multi", 1),
+    ("psubscribe", -2),
+    ("psync", -3),
+    ("punsubscribe", -1),
+    ("quit", -1),
+    ("replconf", -1),
+    ("replicaof", 3),
+    ("reset", 1),
+    ("role", 1),
+    ("save", 1),
+    ("script|debug", 3),
+    ("script|exists", -3),
+    ("script|flush", -2),
+    ("script|kill", 2),
+    ("script|load", 3),
+    ("shutdown", -1),
+    ("slaveof", 3),
+    ("ssubscribe", -2),
+    ("subscribe", -2),
+    ("sunsubscribe", -1),
+    ("sync", 1),
+    ("unsubscribe", -1),
+    ("unwatch", 1),
+    ("wait", 3),
+    ("watch", -2),
+];
+
+/// `scriptCall`'s answer to a command this server does not implement but Redis 7.0 refuses in
+/// scripts: its arity check (`scriptVerifyCommandArity`; a container called without a
+/// subcommand has arity -2), then `This Redis command is not allowed from script`. `None` for a
+/// command Redis would run.
+pub fn refused_in_scripts(argv: &[Vec<u8>]) -> Option<&'static str> {
+    const WRONG_ARITY: &str = "Wrong number of args calling Redis command from script";
+    let name = String::from_utf8_lossy(argv.first()?).to_ascii_lowercase();
+    let container = format!("{name}|");
+    let full_name = if REDIS_NOSCRIPT
+        .iter()
+        .any(|(n, _)| n.starts_with(&container))
+    {
+        match argv.get(1) {
+            Some(sub) => container + &String::from_utf8_lossy(sub).to_ascii_lowercase(),
+            None => return Some(WRONG_ARITY),
+        }
+    } else {
+        name
+    };
+    let &(_, arity) = REDIS_NOSCRIPT.iter().find(|(n, _)| *n == full_name)?;
+    Some(if arity_accepts(arity, argv.len()) {
+        "This Redis command is not allowed from script"
+    } else {
+        WRONG_ARITY
+    })
+}
+
 /// `processCommand`'s existence and arity checks, with Redis's error replies.
 pub fn lookup_checked(argv: &[Vec<u8>]) -> Result<&'static CommandSpec, Reply> {
     let Some(spec) = lookup(argv) else {
@@ -784,4 +918,46 @@ fn glob_at(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool) -> 
         }
     }
     p.is_empty() && s.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The commands implemented here that Redis refuses in scripts are refused here too, with
+    /// Redis's arity: `REDIS_NOSCRIPT` and the command table agree.
+    #[test]
+    fn implemented_noscript_commands_carry_the_flag_and_redis_arity() {
+        for &(full_name, arity) in REDIS_NOSCRIPT {
+            let argv: Vec<Vec<u8>> = full_name
+                .split('|')
+                .map(|p| p.as_bytes().to_vec())
+                .collect();
+            let Some(spec) = lookup(&argv) else {
+                continue;
+            };
+            assert_eq!(spec.full_name, full_name);
+            assert_eq!(spec.arity, arity, "{full_name}");
+            let refused = spec.flags & flags::NOSCRIPT != 0 || matches!(spec.kind, Kind::Server(_));
+            assert!(refused, "{full_name} runs in scripts");
+        }
+    }
+
+    #[test]
+    fn unimplemented_noscript_commands_get_redis_refusal() {
+        let refusal = |line: &str| {
+            let argv: Vec<Vec<u8>> = line.split(' ').map(|p| p.as_bytes().to_vec()).collect();
+            refused_in_scripts(&argv)
+        };
+        let not_allowed = Some("This Redis command is not allowed from script");
+        let wrong_arity = Some("Wrong number of args calling Redis command from script");
+        assert_eq!(refusal("DEBUG sleep 0"), not_allowed);
+        assert_eq!(refusal("debug"), wrong_arity);
+        assert_eq!(refusal("SHUTDOWN"), not_allowed);
+        assert_eq!(refusal("acl whoami"), not_allowed);
+        assert_eq!(refusal("acl whoami x"), wrong_arity);
+        assert_eq!(refusal("acl"), wrong_arity);
+        assert_eq!(refusal("acl nosuch"), None);
+        assert_eq!(refusal("pfadd h a"), None);
+    }
 }
