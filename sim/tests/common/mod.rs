@@ -46,6 +46,31 @@ impl Drop for Serve {
 /// Starts `locksim serve --port P ARGS...` and waits until it accepts connections (another
 /// process may take the port between our probe and its bind: then it tries another port).
 pub fn serve(args: &[&str]) -> Serve {
+    let command = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_locksim"));
+        command.arg("serve");
+        command
+    };
+    start_on_free_port(command, args).expect("locksim serve did not start")
+}
+
+/// Starts Debian's `redis-server` (no persistence) like `serve`; `None` if it is not installed
+/// and `LOCKSIM_SKIP_REDIS=1` says the tests may do without it.
+pub fn redis_server(args: &[&str]) -> Option<Serve> {
+    let command = || {
+        let mut command = Command::new("redis-server");
+        command.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]);
+        command
+    };
+    match start_on_free_port(command, args) {
+        Some(server) => Some(server),
+        None if std::env::var("LOCKSIM_SKIP_REDIS").as_deref() == Ok("1") => None,
+        None => panic!("redis-server did not start (LOCKSIM_SKIP_REDIS=1 skips the comparison)"),
+    }
+}
+
+/// Runs `command() --port P ARGS...` on a free loopback port until it accepts connections.
+fn start_on_free_port(command: impl Fn() -> Command, args: &[&str]) -> Option<Serve> {
     use std::net::{TcpListener, TcpStream};
     use std::process::Stdio;
     use std::time::{Duration, Instant};
@@ -55,14 +80,15 @@ pub fn serve(args: &[&str]) -> Serve {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_locksim"))
-            .arg("serve")
+        let Ok(child) = command()
             .args(["--port", &port.to_string()])
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("locksim runs");
+        else {
+            return None;
+        };
         let mut server = Serve { child, port };
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -70,10 +96,10 @@ pub fn serve(args: &[&str]) -> Serve {
                 break;
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
+                return Some(server);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    panic!("locksim serve did not start");
+    None
 }

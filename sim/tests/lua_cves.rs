@@ -1,0 +1,166 @@
+//! The Lua-side security fixes Redis shipped (`model/vendor/lua/README.md`, issue 31), at the
+//! binary's level: each script below crashed `locksim serve` (SIGSEGV) or misbehaved before, and
+//! the same scripts in a scenario's `script` scheme killed `locksim run` with exit 139. Each must
+//! give Redis's answer both ways. The answers are Debian's redis-server 7.0.15 (1~deb12u6 and
+//! later carry every fix), and the serve test checks them against the installed redis-server
+//! when there is one. `model/tests/conformance/21-lua-security.txt` has many more cases of each.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{locksim, redis_server, serve, temp_dir};
+use model::redis::Reply;
+use model::redis::resp::encode_command;
+use serde_json::{Value, json};
+
+/// (what it exercises, a script returning a string, Redis's string)
+const CASES: &[(&str, &str, &str)] = &[
+    (
+        "CVE-2024-31449: bit.tohex with INT_MIN digits",
+        "return bit.tohex(65535, -2147483648)",
+        "0000FFFF",
+    ),
+    (
+        "CVE-2025-46817: unpack's count overflows",
+        "return select(2, pcall(unpack, {}, -2, 2147483647))",
+        "too many results to unpack",
+    ),
+    (
+        "CVE-2025-46817: unpack from INT_MIN",
+        "return select(2, pcall(unpack, {}, -2147483648, 2147483647))",
+        "too many results to unpack",
+    ),
+    (
+        "CVE-2025-49844: a collection in load's reader freed the chunk's name",
+        "local n, keep = 0, {}
+         local f, e = load(function()
+           n = n + 1
+           if n == 1 then return '' end
+           if n == 2 then
+             collectgarbage('collect')
+             for i = 1, 5000 do keep[i] = string.format('%07d', i) end
+             return '$'
+           end
+         end)
+         return e",
+        "(load):1: unexpected symbol near '$'",
+    ),
+    (
+        "CVE-2025-46819: long brackets (a nested [[ is no longer an error)",
+        "return [[a [[b]]",
+        "a [[b",
+    ),
+    (
+        "CVE-2015-4335: bytecode is parsed as source",
+        "return select(2, loadstring(string.dump(function() return 7 end)))",
+        "[string \"\x1bLuaQ\"]:1: unexpected symbol near 'char(27)'",
+    ),
+    (
+        "CVE-2025-46818: the strings' metatable is read-only",
+        "local changed = pcall(function()
+           getmetatable('').__index = {upper = function() return 'pwned' end}
+         end)
+         return tostring(changed) .. ' ' .. ('abc'):upper()",
+        "false ABC",
+    ),
+];
+
+fn connect(port: u16) -> TcpStream {
+    let conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    conn
+}
+
+/// Sends one command and reads its whole reply (empty if the server closed the connection).
+fn call(conn: &mut TcpStream, argv: &[&str]) -> Vec<u8> {
+    conn.write_all(&encode_command(argv)).unwrap();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while !matches!(Reply::decode_resp3(&out), Ok(Some(_))) {
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+        }
+    }
+    out
+}
+
+fn bulk(text: &str) -> Vec<u8> {
+    format!("${}\r\n{text}\r\n", text.len()).into_bytes()
+}
+
+#[test]
+fn locksim_serve_answers_the_cve_scripts_as_redis_and_keeps_serving() {
+    let server = serve(&[]);
+    let redis = redis_server(&[]);
+    let mut conn = connect(server.port);
+    let mut other = connect(server.port);
+    for (what, script, expected) in CASES {
+        if let Some(redis) = &redis {
+            let answer = call(&mut connect(redis.port), &["EVAL", script, "0"]);
+            assert_eq!(
+                String::from_utf8_lossy(&answer),
+                String::from_utf8_lossy(&bulk(expected)),
+                "redis-server: {what}"
+            );
+        }
+        let answer = call(&mut conn, &["EVAL", script, "0"]);
+        assert_eq!(
+            String::from_utf8_lossy(&answer),
+            String::from_utf8_lossy(&bulk(expected)),
+            "locksim serve: {what}"
+        );
+        assert_eq!(call(&mut other, &["PING"]), b"+PONG\r\n", "after {what}");
+    }
+}
+
+/// One client, one acquisition whose acquire script is `script`, successful when it returns
+/// `expected`; the run must end normally (not by a signal) with the lock acquired.
+fn run_script_scheme(name: &str, script: &str, expected: &str) {
+    let dir = temp_dir(name);
+    let scenario = json!({
+        "name": name, "seed": 1, "duration_ms": 5000,
+        "clients": { "count": 1, "acquisitions": 1, "acquire_timeout_ms": 1000 },
+        "scheme": { "name": "script",
+            "acquire": { "script": script, "args": [], "success": { "equals": expected } },
+            "release": { "script": "return 1", "args": [], "success": { "equals": 1 } } }
+    });
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, scenario.to_string()).unwrap();
+    let out = dir.join("out");
+    let output = locksim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{name}: locksim run: {} {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let trace = std::fs::read_to_string(out.join("trace.jsonl")).unwrap();
+    let events: Vec<Value> = trace
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let acquired = events.iter().filter(|e| e["event"] == "acquired").count();
+    assert_eq!(
+        acquired, 1,
+        "{name}: the script did not return {expected:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_cve_scripts_in_a_script_scheme_give_redis_answers_in_the_simulation() {
+    for (i, (what, script, expected)) in CASES.iter().enumerate() {
+        println!("{what}");
+        run_script_scheme(&format!("lua-cve-{i}"), script, expected);
+    }
+}
