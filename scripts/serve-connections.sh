@@ -3,7 +3,8 @@
 # answered a PING first), then 1000 concurrent clients each running a lock cycle
 # (SET NX PX, GET, EVAL compare-and-delete) 20 times while the idle ones stay connected; prints
 # the server's resident memory and thread count at each step. Needs ~11,000 descriptors for
-# each side (raised with ulimit -n up to the hard limit). Not part of CI.
+# each side (raised with ulimit -n up to the hard limit). Not part of CI. SERVER=redis-server
+# measures redis-server the same way; LOCKSIM=path another locksim binary.
 # Usage: bash scripts/serve-connections.sh [IDLE] [CONCURRENT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,20 +12,28 @@ unset RUSTFLAGS
 idle=${1:-10000}
 concurrent=${2:-1000}
 ulimit -n "$(ulimit -Hn)"
-cargo build --release --quiet
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-./target/release/locksim serve --port "$port" --maxclients $((idle + concurrent + 100)) 2>/dev/null &
+maxclients=$((idle + concurrent + 100))
+if [ "${SERVER:-locksim}" = redis-server ]; then
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --maxclients "$maxclients" >/dev/null &
+else
+    locksim=${LOCKSIM:-./target/release/locksim}
+    [ -n "${LOCKSIM:-}" ] || cargo build --release --quiet
+    "$locksim" serve --port "$port" --maxclients "$maxclients" 2>/dev/null &
+fi
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
 
-python3 - "$port" "$pid" "$idle" "$concurrent" <<'EOF'
+python3 - "$port" "$pid" "$idle" "$concurrent" "${SERVER:-locksim serve}" <<'EOF'
 import asyncio, sys, time
 
 sys.path.insert(0, "scripts")
 from resp import command
 
 port, pid, idle, concurrent = (int(a) for a in sys.argv[1:5])
+server = sys.argv[5]
 
 def server_status():
     fields = {}
@@ -44,7 +53,7 @@ async def reply(reader):
     return line[1:].strip()
 
 async def main():
-    print(f"locksim serve, pid {pid}: at start {server_status()}")
+    print(f"{server}, pid {pid}: at start {server_status()}")
     conns = []
     started = time.monotonic()
     for i in range(idle):

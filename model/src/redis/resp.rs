@@ -33,8 +33,15 @@ fn encode_command_into<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
 
 /// `PROTO_INLINE_MAX_SIZE`: the longest inline request or count line.
 pub const PROTO_INLINE_MAX_SIZE: usize = 1024 * 64;
+/// `PROTO_MBULK_BIG_ARG`: a bulk at least this long that fills the input buffer exactly is
+/// taken as it is.
+pub const PROTO_MBULK_BIG_ARG: usize = 32 * 1024;
 /// `proto-max-bulk-len` default (512 MB).
 pub const PROTO_MAX_BULK_LEN: i64 = 512 * 1024 * 1024;
+/// What a client that has yet to AUTH may send (`processMultibulkBuffer` of 7.0.15): at most 10
+/// arguments, none over 16 KB, so that it cannot make the server buffer 512 MB per argument.
+const UNAUTHENTICATED_MULTIBULK_MAX: i64 = 10;
+const UNAUTHENTICATED_BULK_MAX: i64 = 16 * 1024;
 
 /// A protocol error: the connection gets `-ERR <text>\r\n` and is closed. Bytes: the offending
 /// byte is echoed raw, as `addReplyErrorFormat("... got '%c'")` does.
@@ -74,6 +81,9 @@ pub struct RequestParser {
     /// Length of the bulk being read, once its `$n` line was read (`c->bulklen`).
     bulk_len: Option<usize>,
     argv: Vec<Vec<u8>>,
+    /// The client must AUTH before anything else (`authRequired`): the unauthenticated limits
+    /// apply to the next count lines.
+    unauthenticated: bool,
 }
 
 /// `strchr` on the query buffer: the search stops at a NUL byte, as it does on an sds string.
@@ -84,6 +94,18 @@ fn strchr(buf: &[u8], byte: u8) -> Option<usize> {
 impl RequestParser {
     pub fn new() -> Self {
         RequestParser::default()
+    }
+
+    /// Whether the client still has to AUTH, as of the command about to be parsed: set before
+    /// each `parse` (the host runs each command before parsing the next one, as Redis does).
+    pub fn set_unauthenticated(&mut self, unauthenticated: bool) {
+        self.unauthenticated = unauthenticated;
+    }
+
+    /// The length of the bulk being read once its `$n` line is known and more bytes are needed,
+    /// so the host can make room for all of it at once.
+    pub fn pending_bulk_len(&self) -> Option<usize> {
+        self.bulk_len
     }
 
     /// Parses the next command from the front of `buf`, consuming what it used.
@@ -151,6 +173,11 @@ impl RequestParser {
                     ));
                 }
             };
+            if count > UNAUTHENTICATED_MULTIBULK_MAX && self.unauthenticated {
+                return Err(ProtocolError::new(
+                    "Protocol error: unauthenticated multibulk length",
+                ));
+            }
             buf.advance(cr + 2);
             if count <= 0 {
                 return Ok(true);
@@ -180,9 +207,15 @@ impl RequestParser {
                         return Err(ProtocolError(text));
                     }
                     let len = match crate::redis::number::string2ll(&buf[1..cr]) {
-                        Some(n) if (0..=PROTO_MAX_BULK_LEN).contains(&n) => n as usize,
+                        Some(n) if (0..=PROTO_MAX_BULK_LEN).contains(&n) => n,
                         _ => return Err(ProtocolError::new("Protocol error: invalid bulk length")),
                     };
+                    if len > UNAUTHENTICATED_BULK_MAX && self.unauthenticated {
+                        return Err(ProtocolError::new(
+                            "Protocol error: unauthenticated bulk length",
+                        ));
+                    }
+                    let len = len as usize;
                     buf.advance(cr + 2);
                     self.bulk_len = Some(len);
                     len
@@ -191,8 +224,17 @@ impl RequestParser {
             if buf.len() < len + 2 {
                 return Ok(false);
             }
-            self.argv.push(buf[..len].to_vec());
-            buf.advance(len + 2);
+            if len >= PROTO_MBULK_BIG_ARG && buf.len() == len + 2 {
+                // The buffer holds this bulk and nothing else: it becomes the argument, without
+                // a copy of what may be 512 MB (`processMultibulkBuffer` does the same with its
+                // query buffer; the host reads such a bulk into a buffer of its own).
+                let mut whole = std::mem::take(buf);
+                whole.truncate(len);
+                self.argv.push(whole.into());
+            } else {
+                self.argv.push(buf[..len].to_vec());
+                buf.advance(len + 2);
+            }
             self.bulk_len = None;
             self.multibulk_len -= 1;
         }

@@ -377,6 +377,16 @@ impl RedisServer {
             .map_or(Protocol::Resp2, |c| c.protocol)
     }
 
+    /// Whether the client still has to AUTH (`authRequired`): the host's parser then holds it
+    /// to Redis's limits for unauthenticated clients. A connection the model does not know yet
+    /// must if there is a password.
+    pub fn auth_required(&self, client: Option<ClientId>) -> bool {
+        match client.and_then(|client| self.core.clients.get(&client)) {
+            Some(state) => !state.authenticated,
+            None => self.core.config.requirepass.is_some(),
+        }
+    }
+
     /// Runs one command of `client` at `now_ms` (this node's wall clock, Unix ms).
     pub fn execute(&mut self, client: ClientId, now_ms: i64, argv: &[Vec<u8>]) -> Outcome {
         self.core.stats.started_ms.get_or_insert(now_ms);

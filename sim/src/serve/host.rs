@@ -55,6 +55,8 @@ pub struct ConnIo {
     pub closing: bool,
     /// The monitor read the end of the stream.
     pub eof: bool,
+    /// `parse_input` left commands in `input` until the one before has run.
+    pub held_back: bool,
 }
 
 /// One connection.
@@ -66,6 +68,9 @@ pub struct Conn {
     pub io: RefCell<ConnIo>,
     /// Something for this connection's task: commands to run, replies to write, or a close.
     pub wake: Notify,
+    /// The client has yet to AUTH, as of its last command (the busy-script monitor parses while
+    /// the server is busy, so the host keeps it here).
+    pub auth_required: Cell<bool>,
 }
 
 impl Conn {
@@ -75,7 +80,7 @@ impl Conn {
             addr,
             fd,
             io: RefCell::new(ConnIo {
-                input: BytesMut::with_capacity(1024),
+                input: BytesMut::new(),
                 parser: RequestParser::new(),
                 queued: VecDeque::new(),
                 protocol_error: None,
@@ -85,20 +90,32 @@ impl Conn {
                 deferred: false,
                 closing: false,
                 eof: false,
+                held_back: false,
             }),
             wake: Notify::new(),
+            auth_required: Cell::new(false),
         })
     }
 
-    /// Parses what was read; a protocol error ends the input.
+    /// Parses what was read; a protocol error ends the input. A client that has yet to AUTH is
+    /// held to Redis's limits for it (10 arguments, 16 KB each) and gets one command parsed at
+    /// a time, the next after this one ran (`processInputBuffer` runs each command before it
+    /// parses the next, so an AUTH lifts the limits for what follows it).
     pub fn parse_input(&self) {
+        let auth_required = self.auth_required.get();
         let mut io = self.io.borrow_mut();
         let io = &mut *io;
         if io.protocol_error.is_some() {
             io.input.clear();
             return;
         }
+        io.parser.set_unauthenticated(auth_required);
+        io.held_back = false;
         loop {
+            if auth_required && !io.queued.is_empty() {
+                io.held_back = !io.input.is_empty();
+                break;
+            }
             match io.parser.parse(&mut io.input) {
                 Ok(Some(argv)) => io.queued.push_back(argv),
                 Ok(None) => break,
@@ -108,6 +125,11 @@ impl Conn {
                     break;
                 }
             }
+        }
+        if io.input.is_empty() {
+            // Its memory goes back: an idle connection keeps no input buffer, and one that sent
+            // a 512 MB value does not keep 512 MB.
+            io.input = BytesMut::new();
         }
     }
 }
@@ -135,10 +157,13 @@ pub struct Host {
     /// A client blocked with a deadline: the timer task looks again.
     pub timers: Notify,
     lua_time_limit: Duration,
+    /// `requirepass` is set: a connection accepted during a busy script must AUTH.
+    password_required: bool,
 }
 
 impl Host {
     pub fn new(server: RedisServer, maxclients: usize, lua_time_limit: Duration) -> Rc<Host> {
+        let password_required = server.auth_required(None);
         let host = Rc::new(Host {
             server: RefCell::new(server),
             conns: RefCell::new(BTreeMap::new()),
@@ -150,6 +175,7 @@ impl Host {
             touched: RefCell::new(Vec::new()),
             timers: Notify::new(),
             lua_time_limit,
+            password_required,
         });
         host.server
             .borrow_mut()
@@ -167,6 +193,8 @@ impl Host {
             .server
             .borrow_mut()
             .connect_from(conn.addr.clone(), now_ms());
+        conn.auth_required
+            .set(self.server.borrow().auth_required(Some(client)));
         conn.client.set(Some(client));
         self.conns.borrow_mut().insert(client, conn.clone());
     }
@@ -189,6 +217,11 @@ impl Host {
                 }
                 match io.queued.pop_front() {
                     Some(argv) => argv,
+                    None if io.held_back => {
+                        drop(io);
+                        conn.parse_input();
+                        continue;
+                    }
                     None => {
                         if let Some(error) = io.protocol_error.take() {
                             error.encode_with(Protocol::Resp2, &mut io.output);
@@ -207,6 +240,7 @@ impl Host {
             let (protocol, own_pushes) = {
                 let mut server = self.server.borrow_mut();
                 server.take_propagated();
+                conn.auth_required.set(server.auth_required(Some(client)));
                 (server.protocol(client), server.take_pushes_for(client))
             };
             {
@@ -365,10 +399,9 @@ impl BusyMonitor {
                     peer: String::from("?:0"),
                     local: String::from("?:0"),
                 };
-                host.accepted.borrow_mut().push(Accepted {
-                    conn: Conn::new(addr, client),
-                    unix,
-                });
+                let conn = Conn::new(addr, client);
+                conn.auth_required.set(host.password_required);
+                host.accepted.borrow_mut().push(Accepted { conn, unix });
             }
         }
     }
