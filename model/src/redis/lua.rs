@@ -139,14 +139,23 @@ redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REP
 redis.REDIS_VERSION = '7.0.15'
 redis.REDIS_VERSION_NUM = 0x0007000f
 
--- luaL_checkint: (integer) or (message) for the argument error
+-- An integer below 2^63 in magnitude as C's int arithmetic wraps it (its low 32 bits).
+local function int32(x)
+  x = x % 2^32
+  if x >= 2^31 then x = x - 2^32 end
+  return x
+end
+-- luaL_checkint: (integer) or (message) for the argument error. As `(int)lua_tointeger` on
+-- x86-64: truncated toward zero into 64 bits (cvttsd2sq: NaN and numbers beyond 2^63 give
+-- INT64_MIN), then its low 32 bits, so math.random(2^53 + 1) is math.random(1) as in Redis.
 local function checkint(n, v, fname)
   local x = tonumber(v)
   if x == nil then
     local got = v == nil and 'no value' or type(v)
     return nil, "bad argument #" .. n .. " to '" .. fname .. "' (number expected, got " .. got .. ")"
   end
-  return x - x % 1
+  if x ~= x or x >= 2^63 or x < -2^63 then return 0 end
+  return int32(x - x % 1 + (x < 0 and x % 1 ~= 0 and 1 or 0))
 end
 local mathlib = {}
 for k, v in pairs(math) do mathlib[k] = v end
@@ -168,7 +177,8 @@ mathlib.random = raising(function(...)
     local u, e2 = checkint(2, b, 'random')
     if e2 then return e2, 'where' end
     if not (l <= u) then return "bad argument #2 to 'random' (interval is empty)", 'where' end
-    return floor(r * (u - l + 1)) + l
+    -- `u-l+1` is int arithmetic in lmathlib.c: math.random(0, 2147483647) spans INT_MIN.
+    return floor(r * int32(u - l + 1)) + l
   end
   return "wrong number of arguments", 'where'
 end)
