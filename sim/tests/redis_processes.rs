@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use locksim::live::process::{MARKER_ENV, Supervisor};
+use locksim::live::process::Supervisor;
 use locksim::live::redis_server::{Addresses, Binaries, Cluster, call};
 use locksim::scenario::{Scenario, Topology};
 use model::redis::Reply;
@@ -22,47 +22,43 @@ fn topology(json: &str) -> Topology {
         .clone()
 }
 
-/// The processes whose environment carries a marker starting with `prefix`.
-fn marked(prefix: &str) -> Vec<i32> {
-    let needle = format!("{MARKER_ENV}={prefix}");
+/// The processes whose working folder is under `dir` (every real process runs in its node's
+/// folder). Not the supervisor's marker: redis-server rewrites its process title over its
+/// environment (setproctitle), so `/proc/<pid>/environ` loses the marker.
+fn running_in(dir: &std::path::Path) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+        let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
             continue;
         };
         let zombie = std::fs::read_to_string(entry.path().join("stat"))
             .is_ok_and(|s| s.split(' ').nth(2) == Some("Z"));
-        if !zombie
-            && environ
-                .split(|b| *b == 0)
-                .any(|var| var.starts_with(needle.as_bytes()))
-        {
+        if !zombie && cwd.starts_with(dir) {
             pids.push(pid);
         }
     }
     pids
 }
 
-/// Waits (bounded) until no process carries the marker prefix.
-fn none_left(prefix: &str) -> Vec<i32> {
+/// Waits (bounded) until no process runs under `dir`.
+fn none_left(dir: &std::path::Path) -> Vec<i32> {
     for _ in 0..200 {
-        let left = marked(prefix);
+        let left = running_in(dir);
         if left.is_empty() {
             return left;
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    marked(prefix)
+    running_in(dir)
 }
 
 #[test]
 fn a_topology_starts_settles_and_a_kill_9_keeps_the_everysec_aof() {
     let dir = common::temp_dir("redis-processes-cluster");
     let supervisor = Supervisor::new().unwrap();
-    let marker = supervisor.marker().to_string();
     let topology = topology(
         r#"{ "replicas": 1, "sentinels": 3, "sentinel_down_after_ms": 1000, "appendfsync": "everysec" }"#,
     );
@@ -97,9 +93,9 @@ fn a_topology_starts_settles_and_a_kill_9_keeps_the_everysec_aof() {
             .as_integer()
             .unwrap();
         assert!((1..=20_000).contains(&ttl), "PTTL {ttl}");
-        assert_eq!(marked(&marker).len(), 5, "five processes run");
+        assert_eq!(running_in(&dir).len(), 5, "five processes run");
     }
-    assert_eq!(none_left(&marker), Vec::<i32>::new());
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -126,7 +122,7 @@ fn a_missing_binary_names_the_node_and_the_program() {
         "{error}"
     );
     assert!(error.contains("apt-get install redis-server"), "{error}");
-    assert_eq!(none_left(supervisor.marker()), Vec::<i32>::new());
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -146,7 +142,7 @@ fn an_address_in_use_names_the_node_and_stops_the_others() {
         "{error}"
     );
     assert!(error.contains("Address already in use"), "{error}");
-    assert_eq!(none_left(supervisor.marker()), Vec::<i32>::new());
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -163,23 +159,24 @@ fn sigint_and_sigkill_of_locksim_leave_no_redis_process() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let prefix = format!("{}-", child.id());
+        // `locksim fidelity` runs its processes under this folder.
+        let work = std::env::temp_dir().join(format!("locksim-fidelity-{}", child.id()));
         let deadline = Instant::now() + Duration::from_secs(300);
-        while marked(&prefix).is_empty() && Instant::now() < deadline {
+        while running_in(&work).is_empty() && Instant::now() < deadline {
             assert!(
                 child.try_wait().unwrap().is_none(),
                 "locksim fidelity ended before starting a process"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(!marked(&prefix).is_empty(), "no redis process started");
+        assert!(!running_in(&work).is_empty(), "no redis process started");
         // SAFETY: signalling our own child.
         unsafe {
             libc::kill(child.id() as i32, signal);
         }
         let _ = child.wait();
         assert_eq!(
-            none_left(&prefix),
+            none_left(&work),
             Vec::<i32>::new(),
             "after signal {signal}"
         );
@@ -227,6 +224,6 @@ fn the_probes_agree_with_redis() {
             }
         }
     }
-    assert_eq!(none_left(supervisor.marker()), Vec::<i32>::new());
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }
