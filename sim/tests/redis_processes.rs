@@ -175,11 +175,7 @@ fn sigint_and_sigkill_of_locksim_leave_no_redis_process() {
             libc::kill(child.id() as i32, signal);
         }
         let _ = child.wait();
-        assert_eq!(
-            none_left(&work),
-            Vec::<i32>::new(),
-            "after signal {signal}"
-        );
+        assert_eq!(none_left(&work), Vec::<i32>::new(), "after signal {signal}");
         let _ = std::fs::remove_dir_all(&out);
     }
 }

@@ -229,7 +229,7 @@ pub mod crash_aof {
             r#"{{ "name": "probe-crash-aof", "duration_ms": 3000,
                  "topology": {{ "appendfsync": "{appendfsync}" }},
                  "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 20000 }},
-                 "clients": {{ "count": 1, "acquisitions": 1 }},
+                 "clients": {{ "count": 1, "acquisitions": 1, "hold_ms": [1000, 1000] }},
                  "faults": [ {{ "kind": "crash", "node": "redis-1", "restart_after_ms": 100,
                                "on": {{ "event": "acquired", "node": "client-1", "nth": 1 }}, "after_ms": 0 }} ] }}"#
         )
