@@ -66,6 +66,16 @@ const CASES: &[(&str, &str, &str)] = &[
          return tostring(changed) .. ' ' .. ('abc'):upper()",
         "false ABC",
     ),
+    (
+        "noscript: SHUTDOWN is refused, not unknown",
+        "local ok, e = pcall(redis.call, 'shutdown') return type(e) == 'table' and e.err or e",
+        "ERR This Redis command is not allowed from script",
+    ),
+    (
+        "noscript: DEBUG is refused, not unknown",
+        "local ok, e = pcall(redis.call, 'debug', 'sleep', 0) return type(e) == 'table' and e.err or e",
+        "ERR This Redis command is not allowed from script",
+    ),
 ];
 
 fn connect(port: u16) -> TcpStream {
