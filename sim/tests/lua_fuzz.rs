@@ -3,7 +3,8 @@
 //! (0, ±1, ±2^31, 2^32, ±2^53, 2^63, ±inf, nan, huge counts) and the patterns of Redis's Lua
 //! CVEs (issue 31): `locksim serve` must answer every one (a reply or an error) and stay up, and
 //! a sample run through a scenario's `script` scheme must end normally. A crash (SIGSEGV, an
-//! abort) or a panic fails the test.
+//! abort) or a panic fails the test; a script still running after 10 s (as it would in Redis) must
+//! stop on SCRIPT KILL.
 //!
 //! By default a short run (`LOCKSIM_LUA_FUZZ_SCRIPTS`, 1000 scripts; 8 through the scheme);
 //! `LOCKSIM_LUA_FUZZ_SECONDS=600` runs for that long instead and prints the counts;
@@ -296,6 +297,9 @@ fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
+/// A script without a reply after this long is a runaway: SCRIPT KILL must stop it.
+const RUNAWAY_AFTER: Duration = Duration::from_secs(10);
+
 #[test]
 fn locksim_serve_answers_every_fuzzed_script_and_stays_up() {
     let seconds = env_number("LOCKSIM_LUA_FUZZ_SECONDS");
@@ -304,12 +308,13 @@ fn locksim_serve_answers_every_fuzzed_script_and_stays_up() {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut server = serve(&[]);
     let mut conn = connect(server.port);
+    conn.set_read_timeout(Some(RUNAWAY_AFTER)).unwrap();
     let redis = (std::env::var("LOCKSIM_LUA_FUZZ_COMPARE").as_deref() == Ok("1"))
         .then(|| redis_server(&[]))
         .flatten();
     let mut redis_conn = redis.as_ref().map(|redis| connect(redis.port));
     let started = Instant::now();
-    let (mut sent, mut answered, mut errors) = (0u64, 0u64, 0u64);
+    let (mut sent, mut answered, mut errors, mut runaways) = (0u64, 0u64, 0u64, 0u64);
     let mut differences = Vec::new();
     loop {
         let done = match seconds {
@@ -323,7 +328,27 @@ fn locksim_serve_answers_every_fuzzed_script_and_stays_up() {
         let request = encode_command(&["EVAL", &body, "0"]);
         conn.write_all(&request).unwrap();
         sent += 1;
-        match read_reply(&mut conn) {
+        let mut reply = read_reply(&mut conn);
+        if reply.is_none() && server.child.try_wait().unwrap().is_none() {
+            // Still running: a script can loop for minutes in Redis too (table.insert(t, 2^31,
+            // v) moves elements down to INT_MIN), and it is killed as there.
+            let mut killer = connect(server.port);
+            killer.write_all(b"SCRIPT KILL\r\n").unwrap();
+            let killed = read_reply(&mut killer);
+            assert!(
+                matches!(killed, Some(Reply::Status(_))),
+                "script {sent} gave no reply in {RUNAWAY_AFTER:?} and SCRIPT KILL answered {killed:?}:\n{body}"
+            );
+            runaways += 1;
+            reply = read_reply(&mut conn);
+            assert!(
+                matches!(&reply, Some(reply) if reply.is_error()),
+                "script {sent} after SCRIPT KILL: {reply:?}"
+            );
+            answered += 1;
+            continue;
+        }
+        match reply {
             Some(reply) => {
                 answered += 1;
                 errors += u64::from(reply.is_error());
@@ -354,7 +379,7 @@ fn locksim_serve_answers_every_fuzzed_script_and_stays_up() {
     conn.write_all(b"PING\r\n").unwrap();
     assert!(matches!(read_reply(&mut conn), Some(Reply::Status(_))));
     println!(
-        "lua fuzz (seed {seed}): {sent} scripts in {:.0} s, {answered} answered ({errors} error replies), 0 crashes{}",
+        "lua fuzz (seed {seed}): {sent} scripts in {:.0} s, {answered} answered ({errors} error replies, {runaways} runaways killed), 0 crashes{}",
         started.elapsed().as_secs_f64(),
         match redis {
             Some(_) => format!(", {} replies unlike redis-server's", differences.len()),
