@@ -81,7 +81,7 @@ fn on_own_thread<T: Send + 'static>(
     budget: Budget,
     finish: impl FnOnce(RunOutput) -> T + Send + 'static,
 ) -> Result<T, String> {
-    let name = scenario.name.clone();
+    let (path, name) = (scenario.path.clone(), scenario.name.clone());
     let scenario = scenario.clone();
     std::thread::Builder::new()
         .name(format!("seed-{seed}"))
@@ -94,7 +94,7 @@ fn on_own_thread<T: Send + 'static>(
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            format!("the simulation of {name} seed {seed} panicked: {message}")
+            format!("{path}: the simulation of {name} seed {seed} panicked: {message}")
         })?
 }
 
