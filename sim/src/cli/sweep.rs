@@ -21,6 +21,7 @@ use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
 use crate::cli::results::{Line, MANIFEST, Manifest};
 use crate::cli::shard::Shard;
 use crate::cli::{interrupt, shrink};
+use crate::runner::jobs_for;
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -34,7 +35,7 @@ pub struct Args {
     /// Only this scheme, for a scenario with a `schemes` list.
     #[arg(long)]
     scheme: Option<String>,
-    /// Parallel jobs (default: every core).
+    /// Parallel jobs (default and most: every core).
     #[arg(long)]
     jobs: Option<usize>,
     /// Where results.jsonl goes (default: sweeps/<scenario>/).
@@ -59,7 +60,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     let opts = SweepOptions {
         seeds,
         schemes: select_schemes(&scenario, &args.file, args.scheme.as_deref())?,
-        jobs: super::jobs_or_default(args.jobs),
+        jobs: jobs_for(args.jobs),
         dir: args.out.unwrap_or_else(|| default_dir(&scenario)),
         shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
@@ -263,36 +264,43 @@ pub fn sweep(
     let mut violating = 0;
     let mut errors = Vec::new();
     let mut write_error = None;
-    run_jobs(work, opts.jobs, stop, Job::run_summary, |job, output| {
-        bar.inc(1);
-        match output {
-            Ok(output) => {
-                let line = Line {
-                    result: &output.result,
-                    scheme_spec: scheme_spec_json(scenario, job.scheme),
-                    scenario_file: &scenario.path,
-                };
-                let mut text = serde_json::to_string(&line).expect("results serialise");
-                text.push('\n');
-                if let Err(e) = file.write_all(text.as_bytes()) {
-                    write_error.get_or_insert(format!("{}: cannot write: {e}", path.display()));
+    let should_stop = || stop.load(std::sync::atomic::Ordering::SeqCst);
+    run_jobs(
+        work,
+        opts.jobs,
+        should_stop,
+        Job::run_summary,
+        |job, output| {
+            bar.inc(1);
+            match output {
+                Ok(output) => {
+                    let line = Line {
+                        result: &output.result,
+                        scheme_spec: scheme_spec_json(scenario, job.scheme),
+                        scenario_file: &scenario.path,
+                    };
+                    let mut text = serde_json::to_string(&line).expect("results serialise");
+                    text.push('\n');
+                    if let Err(e) = file.write_all(text.as_bytes()) {
+                        write_error.get_or_insert(format!("{}: cannot write: {e}", path.display()));
+                    }
+                    if reports::summary::is_violating(&output.result) {
+                        violating += 1;
+                        bar.set_message(format!("{violating} violating"));
+                    }
+                    new_runs += 1;
+                    runs += 1;
+                    let k = opts
+                        .schemes
+                        .iter()
+                        .position(|&i| i == job.scheme)
+                        .expect("every job is of a requested scheme");
+                    cells[k].add(&output.result);
                 }
-                if reports::summary::is_violating(&output.result) {
-                    violating += 1;
-                    bar.set_message(format!("{violating} violating"));
-                }
-                new_runs += 1;
-                runs += 1;
-                let k = opts
-                    .schemes
-                    .iter()
-                    .position(|&i| i == job.scheme)
-                    .expect("every job is of a requested scheme");
-                cells[k].add(&output.result);
+                Err(e) => errors.push(e),
             }
-            Err(e) => errors.push(e),
-        }
-    });
+        },
+    );
     bar.finish_and_clear();
     if let Some(e) = write_error {
         return Err(e);
