@@ -39,6 +39,53 @@ fn refused(file: &Path, what: &str) {
     );
 }
 
+/// Two concatenated scenarios, or one with a word after it, are errors: before, the first value
+/// ran and every size limit was skipped (a `u64::MAX` lease then wrapped the liveness window).
+#[test]
+fn bytes_after_the_object_are_an_error_and_the_limits_still_hold() {
+    let dir = temp_dir("trailing");
+    let one = gc_pause(|_| {});
+    refused(
+        &write(&dir, "two.json", &format!("{one}\n{one}")),
+        "trailing characters at line",
+    );
+    refused(
+        &write(&dir, "word.json", &format!("{one} x")),
+        "trailing characters",
+    );
+    let huge_lease = gc_pause(|d| d["lease_ms"] = json!(u64::MAX));
+    refused(
+        &write(&dir, "lease.json", &format!("{huge_lease} x")),
+        "trailing characters",
+    );
+    refused(
+        &write(&dir, "lease-alone.json", &huge_lease),
+        "lease_ms: 18446744073709551615 ms is more than a year",
+    );
+}
+
+/// A key given twice is an error wherever it is, `scheme` and `nemesis` included (before, those
+/// two free-form objects kept the last one silently).
+#[test]
+fn keys_given_twice_are_errors_naming_the_field() {
+    let dir = temp_dir("twice");
+    let scheme =
+        r#"{ "name": "s", "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000, "ttl_ms": 5 } }"#;
+    refused(
+        &write(&dir, "scheme.json", scheme),
+        "scheme.ttl_ms: given twice in one object",
+    );
+    let nemesis = r#"{ "name": "n", "scheme": "set-nx-px-lua",
+        "nemesis": { "pause": { "every_ms": [100, 200], "duration_ms": [1, 2] },
+                     "pause": { "every_ms": [10, 20], "duration_ms": [1, 2] } } }"#;
+    refused(
+        &write(&dir, "nemesis.json", nemesis),
+        "nemesis.pause: given twice in one object",
+    );
+    let top = r#"{ "name": "a", "name": "b", "scheme": "set-nx-px-lua" }"#;
+    refused(&write(&dir, "top.json", top), "name: given twice");
+}
+
 /// `--jobs` beyond the machine's cores runs on its cores (never more threads than runs):
 /// before, a million jobs spawned threads until the system refused and `batch.rs` panicked.
 #[test]
