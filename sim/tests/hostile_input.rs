@@ -122,3 +122,40 @@ fn a_million_jobs_run_on_the_machines_cores() {
         }
     }
 }
+
+/// `shrink`'s default output is `shrunk/<name>.json` with the name made one path component,
+/// as `sweep` and `replay` make their folders: a name that climbs (`../../x`) or is absolute
+/// stays inside `shrunk/`.
+#[test]
+fn a_shrunk_scenario_stays_inside_shrunk_whatever_its_name() {
+    let dir = temp_dir("shrink-name");
+    let cwd = dir.join("a/b");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let absolute = dir.join("escaped-abs");
+    for (name, file) in [
+        ("../../escaped", "shrunk/.._.._escaped-seed1-shrunk.json"),
+        (
+            absolute.to_str().unwrap(),
+            &format!(
+                "shrunk/{}-seed1-shrunk.json",
+                absolute.to_str().unwrap().replace('/', "_")
+            ),
+        ),
+    ] {
+        let scenario = write(&dir, "named.json", &gc_pause(|d| d["name"] = json!(name)));
+        let out = Command::new(env!("CARGO_BIN_EXE_locksim"))
+            .args(["shrink", scenario.to_str().unwrap(), "--seed", "1"])
+            .current_dir(&cwd)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(cwd.join(file).is_file(), "{name}: no {file}");
+    }
+    let escaped: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("escaped"))
+        .collect();
+    assert!(escaped.is_empty(), "written outside shrunk/: {escaped:?}");
+}

@@ -179,7 +179,10 @@ pub fn shrink(
     } else {
         format!("{}-seed{seed}-shrunk", scenario.name)
     };
-    let out = out.unwrap_or_else(|| Path::new("shrunk").join(format!("{name}.json")));
+    // The name is the file's own text: as a path it could climb out of `shrunk/` (`../x`) or
+    // be absolute; `sweep` and `replay` make their folders of it the same way.
+    let out =
+        out.unwrap_or_else(|| Path::new("shrunk").join(format!("{}.json", path_component(&name))));
     let file = read_object(&scenario.path)?;
     let scripted: Vec<Value> = match file.get("faults") {
         Some(Value::Array(faults)) => faults.clone(),
