@@ -86,6 +86,27 @@ fn keys_given_twice_are_errors_naming_the_field() {
     refused(&write(&dir, "top.json", top), "name: given twice");
 }
 
+/// A device is read no further than the file limit (`/dev/zero` reads 0 bytes long and had been
+/// read until the memory ran out); a FIFO without a writer is refused at once instead of
+/// blocking for ever; a directory is refused too.
+#[test]
+fn devices_fifos_and_folders_are_not_scenario_files() {
+    let dir = temp_dir("special");
+    refused(Path::new("/dev/zero"), "a device, not a scenario file");
+    refused(Path::new("/dev/null"), "a device, not a scenario file");
+    let fifo = dir.join("fifo.json");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    refused(&fifo, "a FIFO, not a scenario file");
+    refused(&dir, "a directory, not a scenario file");
+    refused(&dir.join("missing.json"), "cannot read: No such file");
+    std::fs::write(dir.join("bytes.json"), b"{ \"name\": \"\xe9\" }").unwrap();
+    refused(
+        &dir.join("bytes.json"),
+        "not UTF-8 text (an invalid byte at offset 11)",
+    );
+}
+
 /// `--jobs` beyond the machine's cores runs on its cores (never more threads than runs):
 /// before, a million jobs spawned threads until the system refused and `batch.rs` panicked.
 #[test]
@@ -158,4 +179,81 @@ fn a_shrunk_scenario_stays_inside_shrunk_whatever_its_name() {
         .filter(|n| n.contains("escaped"))
         .collect();
     assert!(escaped.is_empty(), "written outside shrunk/: {escaped:?}");
+}
+
+/// A disk that fills stops a sweep at the first line it cannot append: the runs not yet started
+/// never start, and `run.json` keeps what the last finished sweep wrote (before, every
+/// remaining seed ran after the first failed write). The disk is a file size limit
+/// (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored so the write fails with EFBIG as on a full disk).
+#[test]
+fn a_sweep_stops_at_the_first_line_it_cannot_write() {
+    let dir = temp_dir("full-disk");
+    let file = catalog("kleppmann-gc-pause.json");
+    let out_dir = dir.join("sweep");
+    let sweep = |seeds: &str, limit_bytes: Option<u64>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_locksim"));
+        command.args([
+            "sweep",
+            file.to_str().unwrap(),
+            "--seeds",
+            seeds,
+            "--jobs",
+            "1",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        if let Some(limit) = limit_bytes {
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                    let rlimit = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        command.output().unwrap()
+    };
+    let first = sweep("0..1", None);
+    assert!(first.status.success());
+    let manifest = std::fs::read_to_string(out_dir.join("run.json")).unwrap();
+    let results = std::fs::read(out_dir.join("results.jsonl")).unwrap();
+    let out = sweep("0..99", Some(results.len() as u64 + 10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let prefix = format!(
+        "locksim: error: {}: cannot write: ",
+        out_dir.join("results.jsonl").display()
+    );
+    assert!(stderr.starts_with(&prefix), "{stderr}");
+    assert!(
+        stderr.contains("the sweep stopped there: 0 new run(s) written, "),
+        "{stderr}"
+    );
+    // One worker: the run whose line failed and at most the one it had taken meanwhile.
+    let not_run: u64 = stderr
+        .split("written, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(not_run >= 96, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("run.json")).unwrap(),
+        manifest
+    );
+    // With room again the same command resumes: the torn line's seed runs again.
+    let resumed = sweep("0..3", None);
+    let stdout = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("4 run(s) — 2 new, 2 already in"),
+        "{stdout}"
+    );
 }

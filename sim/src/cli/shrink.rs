@@ -35,6 +35,8 @@ use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
 use crate::scenario::expect::{Expect, broken_verdicts};
 use crate::scenario::faults::{Fault, FaultKind, FaultSpec, When};
+use crate::scenario::json::parse_strict;
+use crate::scenario::limits::read_file;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -347,8 +349,8 @@ pub fn shrink(
 }
 
 fn read_object(path: &str) -> Result<Map<String, Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read: {e}"))?;
-    match serde_json::from_str(&text) {
+    let text = read_file(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
+    match parse_strict(&text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(format!("{path}: expected a JSON object")),
         Err(e) => Err(format!("{path}: {e}")),

@@ -9,7 +9,7 @@ use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use model::result::RunResult;
 use reports::accumulate::CellAccumulator;
@@ -261,10 +261,13 @@ pub fn sweep(
 
     let bar = progress_bar(planned - already_done, opts.progress);
     let mut new_runs = 0;
+    let mut written = 0;
     let mut violating = 0;
     let mut errors = Vec::new();
     let mut write_error = None;
-    let should_stop = || stop.load(std::sync::atomic::Ordering::SeqCst);
+    // The first append that fails (a full disk) stops the sweep: no run starts after it.
+    let write_failed = AtomicBool::new(false);
+    let should_stop = || stop.load(Ordering::SeqCst) || write_failed.load(Ordering::SeqCst);
     run_jobs(
         work,
         opts.jobs,
@@ -281,8 +284,14 @@ pub fn sweep(
                     };
                     let mut text = serde_json::to_string(&line).expect("results serialise");
                     text.push('\n');
-                    if let Err(e) = file.write_all(text.as_bytes()) {
-                        write_error.get_or_insert(format!("{}: cannot write: {e}", path.display()));
+                    if write_error.is_none()
+                        && let Err(e) = file.write_all(text.as_bytes())
+                    {
+                        write_failed.store(true, Ordering::SeqCst);
+                        write_error = Some(e);
+                    }
+                    if write_error.is_none() {
+                        written += 1;
                     }
                     if reports::summary::is_violating(&output.result) {
                         violating += 1;
@@ -303,9 +312,14 @@ pub fn sweep(
     );
     bar.finish_and_clear();
     if let Some(e) = write_error {
-        return Err(e);
+        // `run.json` is left as it was: it describes the last sweep that finished writing.
+        return Err(format!(
+            "{}: cannot write: {e}; the sweep stopped there: {written} new run(s) written, {} not run (make room and run the same command again to resume)",
+            path.display(),
+            planned - already_done - new_runs - errors.len() as u64
+        ));
     }
-    let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
+    let interrupted = stop.load(Ordering::SeqCst);
     // What this invocation asked, for `locksim report` (which shards are there).
     let manifest = Manifest {
         command: "sweep".into(),
@@ -461,7 +475,6 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering;
 
     fn scenario() -> Arc<Scenario> {
         let path = concat!(

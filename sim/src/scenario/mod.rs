@@ -317,17 +317,7 @@ impl Scenario {
     /// Loads and validates a scenario file. Errors read `FILE: FIELD: PROBLEM`.
     pub fn load(path: &Path) -> Result<Scenario, String> {
         let shown = path.display().to_string();
-        let bytes = std::fs::metadata(path)
-            .map_err(|e| format!("{shown}: cannot read: {e}"))?
-            .len();
-        if bytes > limits::MAX_FILE_BYTES {
-            return Err(format!(
-                "{shown}: {bytes} bytes is too large for a scenario file (limit {} bytes)",
-                limits::MAX_FILE_BYTES
-            ));
-        }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        let text = limits::read_file(path).map_err(|e| format!("{shown}: {e}"))?;
         Scenario::parse(&text, &shown)
     }
 
