@@ -308,6 +308,15 @@ async fn simulate(
     for id in world.procs.ids() {
         handle.kill(id);
     }
+    if let Some(work) = world.history.script_work_spent() {
+        return Err(format!(
+            "{}: {} seed {seed}: stopped at {:.3} s of simulated time: its Lua scripts did {work} units of work (limit {} for a run, about 10 s of one core); make the script end sooner, or lower topology.lua_time_limit_work, clients.acquisitions, clients.count or clients.threads",
+            scenario.path,
+            scenario.schemes[scheme_index].label(),
+            end_us as f64 / 1e6,
+            budget.script_work
+        ));
+    }
     if world.history.full() {
         let (events, bytes) = world.history.size();
         return Err(format!(

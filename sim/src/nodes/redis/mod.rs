@@ -25,7 +25,10 @@ use madsim::task::JoinHandle;
 use madsim::time::sleep;
 use model::history::{EventKind, owner_node, render_command, render_reply};
 use model::redis::keyspace::Value;
-use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
+use model::redis::{
+    ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ScriptBudget, ScriptMonitor,
+    ScriptProgress, ScriptVerdict, ServerConfig,
+};
 use tokio::sync::oneshot;
 
 use crate::nodes::REDIS_PORT;
@@ -66,6 +69,37 @@ enum Response {
     Close(Reply),
 }
 
+/// The simulated `lua-time-limit` of one script ([`ScriptBudget`]), and each script's work
+/// counted into the run's budget (`Budget::script_work`) at its checkpoints: once the run's
+/// scripts together spent it, the running script is stopped and the run ends with an error
+/// (issue 31: each runaway attempt cost 0.5 s of CPU while simulated time stood still, so a
+/// thousand clients retrying would have run for hours).
+struct RunScriptWork {
+    per_script: ScriptBudget,
+    world: Arc<World>,
+    /// The running script's work already counted.
+    counted: u64,
+}
+
+impl ScriptMonitor for RunScriptWork {
+    fn start(&mut self) {
+        self.counted = 0;
+    }
+
+    fn check(&mut self, progress: &ScriptProgress) -> ScriptVerdict {
+        let work = progress.work();
+        let spent = self
+            .world
+            .history
+            .add_script_work(work.saturating_sub(self.counted));
+        self.counted = work;
+        if spent {
+            return ScriptVerdict::Kill;
+        }
+        self.per_script.check(progress)
+    }
+}
+
 pub async fn redis_node(world: Arc<World>, name: String) {
     let start = world.procs.started(&name);
     if start > 1 && world.scenario.topology.restart_delay_ms > 0 {
@@ -84,9 +118,17 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         lua_memory_limit_bytes: (world.scenario.topology.lua_memory_limit_mb << 20) as usize,
         ..ServerConfig::default()
     };
+    let mut server = RedisServer::new(config);
+    server.set_script_monitor(Box::new(RunScriptWork {
+        per_script: ScriptBudget {
+            work: world.scenario.topology.lua_time_limit_work,
+        },
+        world: world.clone(),
+        counted: 0,
+    }));
     let node = Rc::new(Node {
         lock_key: world.scheme.key().into_bytes(),
-        server: RefCell::new(RedisServer::new(config)),
+        server: RefCell::new(server),
         repl: RefCell::new(Repl::new(world.seed, &format!("{name}/{start}"))),
         fsync,
         replica_task: RefCell::new(None),
