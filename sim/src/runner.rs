@@ -310,7 +310,7 @@ async fn simulate(
     }
     if let Some(work) = world.history.script_work_spent() {
         return Err(format!(
-            "{}: {} seed {seed}: stopped at {:.3} s of simulated time: its Lua scripts did {work} units of work (limit {} for a run, about 10 s of one core); make the script end sooner, or lower topology.lua_time_limit_work, clients.acquisitions, clients.count or clients.threads",
+            "{}: {} seed {seed}: stopped at {:.3} s of simulated time: its Lua scripts and their large replies did {work} units of work (limit {} for a run, about 10 s of one core); make the script end sooner or return less, or lower topology.lua_time_limit_work, clients.acquisitions, clients.count or clients.threads",
             scenario.path,
             scenario.schemes[scheme_index].label(),
             end_us as f64 / 1e6,

@@ -223,9 +223,40 @@ fn runaway_scripts_stop_at_the_runs_script_work_budget() {
         "{err}"
     );
     assert!(
-        err.contains("its Lua scripts did ")
+        err.contains("its Lua scripts and their large replies did ")
             && err.contains("units of work (limit 10000000 for a run")
             && err.contains("lower topology.lua_time_limit_work, clients.acquisitions"),
+        "{err}"
+    );
+}
+
+/// A script that returns a large reply at every attempt is stopped by the same budget: its
+/// replies count. Here 100 KB from one `string.rep`, a few instructions and never a checkpoint
+/// of the script's own work, so only the replies can spend the budget.
+#[test]
+fn large_replies_count_into_the_runs_work_budget() {
+    let scenario = Scenario::parse(
+        r#"{ "name": "large", "duration_ms": 600000,
+             "scheme": { "name": "script",
+                         "acquire": { "script": "return string.rep('x', 100000)",
+                                      "keys": ["{key}"], "success": { "status": "OK" } },
+                         "release": { "script": "return 1", "keys": ["{key}"],
+                                      "success": { "equals": 1 } } },
+             "clients": { "count": 10, "acquisitions": 1000 } }"#,
+        "large.json",
+    )
+    .unwrap();
+    let budget = Budget {
+        script_work: 20_000_000,
+        ..Budget::DEFAULT
+    };
+    let err = match run_within(&Arc::new(scenario), 0, 1, budget) {
+        Ok(out) => panic!("the run should stop: {:?}", out.result),
+        Err(e) => e,
+    };
+    assert!(
+        err.starts_with("large.json: script seed 1: stopped at ")
+            && err.contains("units of work (limit 20000000 for a run"),
         "{err}"
     );
 }

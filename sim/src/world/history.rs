@@ -48,9 +48,10 @@ pub struct Budget {
     /// As `Event::size_bytes` counts them.
     pub bytes: usize,
     /// The work of every Lua script of the run together, in the units of the simulated
-    /// `lua-time-limit` (`model::redis::script_limits::ScriptProgress::work`): a script that
-    /// runs away records few events however long it runs, and simulated time stands still
-    /// while it does (issue 31).
+    /// `lua-time-limit` (`model::redis::script_limits::ScriptProgress::work`), and of the large
+    /// replies (see `nodes::redis`): a script that runs away, or returns millions of elements
+    /// at every attempt, records few events however long it runs, and simulated time stands
+    /// still while it does (issue 31).
     pub script_work: u64,
 }
 

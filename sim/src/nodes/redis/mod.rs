@@ -211,6 +211,16 @@ async fn active_expiry(node: Rc<Node>) {
     }
 }
 
+/// Replies of at least this many bytes count into the run's work budget (`Budget::script_work`):
+/// a script can return millions of elements at every attempt (a 2,000,000-element reply costs
+/// about 0.3 s to build, send and read), few events record them and simulated time barely
+/// moves. Smaller replies are what every scheme exchanges, bounded by the event budget.
+const LARGE_REPLY_BYTES: usize = 64 << 10;
+
+/// Work units per byte of a large reply: about its cost next to the script's own units (a unit
+/// is about 2.5 ns, a reply byte encoded, carried and parsed about 15 ns).
+const WORK_PER_REPLY_BYTE: u64 = 6;
+
 /// One client connection: parses and executes requests in order; replies, pub/sub messages
 /// and (for a replica's connection) the replication stream all go through its one writer.
 async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
@@ -252,6 +262,11 @@ async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
                     break 'connection;
                 }
             }
+        }
+        if out.len() >= LARGE_REPLY_BYTES {
+            node.world
+                .history
+                .add_script_work(out.len() as u64 * WORK_PER_REPLY_BYTE);
         }
         if !out.is_empty() && writer.send(out).is_err() {
             break;
