@@ -47,15 +47,15 @@ chrome() {
 chrome --window-size=1280,1000 --screenshot="$out/first-screen.png" "file://$report/index.html"
 chrome --window-size=1280,16000 --screenshot="$out/page.png" "file://$report/index.html"
 for svg in "$report"/charts/*.svg; do
-  width=$(grep -o 'width="[0-9]*"' "$svg" | head -1 | tr -dc 0-9)
-  tall=$(grep -o 'height="[0-9]*"' "$svg" | head -1 | tr -dc 0-9)
+  width=$(grep -m1 -o 'width="[0-9]*"' "$svg" | tr -dc 0-9)
+  tall=$(grep -m1 -o 'height="[0-9]*"' "$svg" | tr -dc 0-9)
   name="$(basename "$svg" .svg)"
   chrome --window-size="$width,$((tall > 16000 ? 16000 : tall))" --screenshot="$out/chart-$name.png" "file://$svg"
 done
-faults=$(grep -l 'faults' "$report"/runs/*/*/seed-*/timeline.svg 2>/dev/null | head -1 || true)
+faults=$(ls "$report"/runs/nemesis-*/*/seed-*/timeline.svg 2>/dev/null | head -1 || true)
 sentinels=$(grep -l '+switch-master' "$report"/runs/*/*/seed-*/timeline.svg 2>/dev/null | head -1 || true)
 for t in $faults $sentinels; do
-  tall=$(grep -o 'height="[0-9]*"' "$t" | head -1 | tr -dc 0-9)
+  tall=$(grep -m1 -o 'height="[0-9]*"' "$t" | tr -dc 0-9)
   name="$(echo "${t#"$report"/runs/}" | tr / _ )"
   chrome --window-size="1200,$tall" --screenshot="$out/timeline-${name%.svg}.png" "file://$t"
 done
@@ -106,7 +106,8 @@ script = r"""
   });
   const pre = document.createElement("pre");
   pre.id = "audit";
-  pre.textContent = "AUDIT-BEGIN\n" + problems.join("\n") + "\nAUDIT-END";
+  // The markers are built here so that the script's own text never matches them.
+  pre.textContent = ["AUDIT", "BEGIN"].join("-") + "\n" + problems.join("\n") + "\n" + ["AUDIT", "END"].join("-");
   document.body.appendChild(pre);
 })();
 </script>

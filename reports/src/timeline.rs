@@ -55,14 +55,20 @@ const MUTED: RGBColor = RGBColor(110, 110, 110);
 
 const WIDTH: i32 = 1200;
 const MARGIN: i32 = 12;
-const LANE_H: i32 = 40;
+const LANE_H: i32 = 48;
 /// A row of labels (fault band, Sentinel lane, the marks in a lane).
 const ROW_H: i32 = 15;
 const LABEL_SIZE: f64 = 11.0;
 
-/// A fault's span in true time (ms), the node it strikes and its label.
+/// The faults that stop a node or cut it off (`scenario::FaultKind::name`): they shade the
+/// node's lane; the others (delays, partitions, dropped connections, clocks) are bars in the
+/// band only, so a delay that lasts the whole run hides nothing.
+const SHADES_LANE: &[&str] = &["pause", "crash", "power_loss", "isolate"];
+
+/// A fault's span in true time (ms), the node it strikes, its kind and its label.
 struct FaultSpan {
     node: String,
+    kind: String,
     from_ms: f64,
     to_ms: f64,
     label: String,
@@ -87,6 +93,7 @@ fn fault_spans(events: &[Event], end_ms: f64) -> Vec<FaultSpan> {
                     if let Some((from_ms, label)) = open.remove(&key) {
                         spans.push(FaultSpan {
                             node: key.0,
+                            kind: key.1,
                             from_ms,
                             to_ms: e.t_ms(),
                             label,
@@ -98,8 +105,9 @@ fn fault_spans(events: &[Event], end_ms: f64) -> Vec<FaultSpan> {
     }
     spans.extend(
         open.into_iter()
-            .map(|((node, _), (from_ms, label))| FaultSpan {
+            .map(|((node, kind), (from_ms, label))| FaultSpan {
                 node,
+                kind,
                 from_ms,
                 to_ms: end_ms,
                 label,
@@ -154,9 +162,23 @@ impl Rows {
     }
 }
 
-/// A label's left edge: at `x`, or pulled left to end inside `right`.
-fn label_x(x: i32, width: i32, right: i32) -> i32 {
-    x.min(right - width).max(MARGIN)
+/// A label that starts at `x` if it can, within `[left, right]`: shortened with "…" when it is
+/// wider than that, pulled left when it would end past `right`. Its left edge, width and text.
+fn fit_label(x: i32, label: &str, left: i32, right: i32) -> (i32, i32, String) {
+    let room = (right - left).max(0);
+    let mut text = label.to_string();
+    if text_width(&text, LABEL_SIZE) as i32 > room {
+        let mut chars: Vec<char> = label.chars().collect();
+        while !chars.is_empty() {
+            chars.pop();
+            text = chars.iter().collect::<String>() + "…";
+            if text_width(&text, LABEL_SIZE) as i32 <= room {
+                break;
+            }
+        }
+    }
+    let width = text_width(&text, LABEL_SIZE) as i32;
+    (x.min(right - width).max(left), width, text)
 }
 
 /// A Sentinel decision in words, addresses replaced by node names (`+switch-master redis-1 →
@@ -286,16 +308,15 @@ impl Timeline {
         // The fault band: a row per set of faults whose bars and labels do not meet.
         let faults = fault_spans(events, end_ms);
         let mut band = Rows::default();
-        let fault_rows: Vec<(usize, i32)> = faults
+        let fault_rows: Vec<(usize, i32, String)> = faults
             .iter()
             .map(|f| {
-                let w = text_width(&f.label, LABEL_SIZE) as i32;
                 let (fx0, fx1) = (x_of(f.from_ms), x_of(f.to_ms).max(x_of(f.from_ms) + 2));
-                let lx = label_x(fx0 + 3, w, label_right);
+                let (lx, w, label) = fit_label(fx0 + 3, &f.label, x0, label_right);
                 let row = band
                     .place(fx0.min(lx), fx1.max(lx + w), usize::MAX)
                     .unwrap_or(0);
-                (row, lx)
+                (row, lx, label)
             })
             .collect();
         let band_top = 40;
@@ -317,8 +338,7 @@ impl Timeline {
                 continue;
             }
             let x = x_of(e.t_ms());
-            let w = text_width(&label, LABEL_SIZE) as i32;
-            let lx = label_x(x + 6, w, label_right);
+            let (lx, w, label) = fit_label(x + 6, &label, x0, label_right);
             let row = sentinel_rows
                 .place(x.min(lx) - 5, lx + w, usize::MAX)
                 .unwrap_or(0);
@@ -397,7 +417,7 @@ impl Timeline {
 
         // Faults: a bar and its label in the band, shading on the struck node's lane (or on
         // every lane for a fault of the network or of a node without a lane).
-        for (f, (row, lx)) in faults.iter().zip(&fault_rows) {
+        for (f, (row, lx, label)) in faults.iter().zip(&fault_rows) {
             let (fx0, fx1) = (x_of(f.from_ms), x_of(f.to_ms).max(x_of(f.from_ms) + 2));
             let by = band_top + *row as i32 * (ROW_H + 3);
             rect(
@@ -408,29 +428,23 @@ impl Timeline {
             )?;
             text(
                 area,
-                &f.label,
+                label,
                 (*lx, by + (ROW_H - 4) / 2),
                 LABEL_SIZE,
                 &INK,
                 left(),
             )?;
-            match lane(&f.node) {
-                Some(l) => rect(
+            if let Some(l) = lane(&f.node).filter(|_| SHADES_LANE.contains(&f.kind.as_str())) {
+                rect(
                     area,
                     (fx0, l.top),
                     (fx1, l.top + l.height),
                     FAULT.mix(0.3).filled(),
-                )?,
-                None => rect(
-                    area,
-                    (fx0, lanes.first().map_or(plot_bottom, |l| l.top)),
-                    (fx1, plot_bottom),
-                    FAULT.mix(0.12).filled(),
-                )?,
+                )?;
             }
         }
 
-        let bar = |l: &Lane| (l.top + 12, l.top + l.height - 6);
+        let bar = |l: &Lane| (l.top + 13, l.top + l.height - 16);
         let holds = holds(events, self.end_us);
         for hold in &holds {
             let Some(l) = lane(&hold.owner) else { continue };
@@ -516,15 +530,15 @@ impl Timeline {
             } else {
                 area.draw(&Cross::new((x, (ya + yb) / 2), 5, color.stroke_width(2)))?;
             }
-            let w = text_width(&label, LABEL_SIZE) as i32;
-            let lx = label_x(x + 4, w, label_right);
-            if strips
+            let (lx, w, label) = fit_label(x + 4, &label, x0, label_right);
+            // Above the bar, or below it when that is taken; else the mark alone.
+            if let Some(row) = strips
                 .entry(lane_name.clone())
                 .or_default()
-                .place(lx, lx + w, 1)
-                .is_some()
+                .place(lx, lx + w, 2)
             {
-                text(area, &label, (lx, l.top + 6), LABEL_SIZE, &color, left())?;
+                let ly = if row == 0 { l.top + 6 } else { yb + 8 };
+                text(area, &label, (lx, ly), LABEL_SIZE, &color, left())?;
             }
         }
 
@@ -609,7 +623,7 @@ impl Timeline {
             },
             LegendItem {
                 swatch: Swatch::Fill(FAULT, 0.3),
-                text: "grey: a fault on that node (its bar and label in the band on top)".into(),
+                text: "grey: the node is paused, crashed or cut off (every fault: a bar in the band on top)".into(),
             },
             LegendItem {
                 swatch: Swatch::Cross(OVERLAP),
@@ -684,6 +698,19 @@ mod tests {
         assert_eq!(
             sentinel_label("+odown", "10.1.0.1 6379 #quorum 2/2", "sentinel-1", &names),
             "+odown redis-1 #quorum 2/2"
+        );
+    }
+
+    #[test]
+    fn long_labels_are_shortened_to_the_room_there_is() {
+        let (x, w, text) = fit_label(500, &"partition ".repeat(40), 100, 600);
+        assert!(
+            text.ends_with('…') && w <= 500 && x >= 100 && x + w <= 600,
+            "{x} {w} {text}"
+        );
+        assert_eq!(
+            fit_label(590, "short", 100, 600).0,
+            600 - text_width("short", LABEL_SIZE) as i32
         );
     }
 

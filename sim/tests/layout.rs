@@ -60,9 +60,17 @@ fn reports_src() -> std::path::PathBuf {
 }
 
 /// The source without comments, string and character literals, and its unit tests (a
-/// `#[cfg(test)] mod tests` at the end of the file).
+/// `#[cfg(test)] mod tests`, or `pub(crate) mod tests` that other tests share, at the end of
+/// the file).
 fn code_only(source: &str) -> String {
-    let source = match source.find("#[cfg(test)]\nmod tests") {
+    let tests = [
+        "#[cfg(test)]\nmod tests",
+        "#[cfg(test)]\npub(crate) mod tests",
+    ]
+    .iter()
+    .filter_map(|t| source.find(t))
+    .min();
+    let source = match tests {
         Some(at) => &source[..at],
         None => source,
     };

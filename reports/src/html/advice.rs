@@ -22,6 +22,25 @@ fn holder(s: &Summary, row: &MatrixRow) -> Markup {
     }
 }
 
+/// Groups of broken schemes shown before the rest folds away (the closest first).
+const SHOWN: usize = 3;
+
+fn broken(groups: &[(String, Vec<&MatrixRow>)]) -> Markup {
+    html! {
+        ul.broken {
+            @for (sentence, rows) in groups {
+                li {
+                    @for (i, row) in rows.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        b { (row.scheme) }
+                    }
+                    ": " (sentence)
+                }
+            }
+        }
+    }
+}
+
 fn block(s: &Summary, answer: &Answer) -> Markup {
     html! {
         div.use id=(answer.what.anchor) {
@@ -39,15 +58,12 @@ fn block(s: &Summary, answer: &Answer) -> Markup {
                 }
                 p.needs { "What breaks the others:" }
             }
-            ul.broken {
-                @for (sentence, rows) in &answer.broken {
-                    li {
-                        @for (i, row) in rows.iter().enumerate() {
-                            @if i > 0 { ", " }
-                            b { (row.scheme) }
-                        }
-                        ": " (sentence)
-                    }
+            @let (first, rest) = answer.broken.split_at(answer.broken.len().min(SHOWN));
+            (broken(first))
+            @if !rest.is_empty() {
+                details {
+                    summary { (rest.iter().map(|(_, rows)| rows.len()).sum::<usize>()) " more schemes, broken by more columns" }
+                    (broken(rest))
                 }
             }
             p.judged { "Judged on the matrix columns " (judged_on(answer)) "." }

@@ -44,6 +44,7 @@ div.use p.hold.none { background: #ffebee; border-left: 4px solid #c62828; }
 div.use ul.broken { margin: 6px 0 0; padding-left: 18px; font-size: 12.5px; }
 div.use ul.broken li { margin: 3px 0; }
 div.use p.judged { font-size: 11.5px; color: #666; margin-top: 8px; }
+div.use details summary { font-size: 12.5px; color: #1565c0; cursor: pointer; margin-top: 4px; }
 
 /* The fault matrix. */
 table.fm { border-collapse: separate; border-spacing: 2px; table-layout: fixed; width: 100%; margin: 8px 0 4px; font-size: 12px; }

@@ -22,9 +22,11 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Runs the `locksim` binary with `args`.
+/// Runs the `locksim` binary with `args`, by its path (as a user runs `./target/release/locksim`:
+/// the commands it prints start with that path; `CARGO` unset, else they would say `cargo run`).
 pub fn locksim(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .env_remove("CARGO")
         .args(args)
         .output()
         .expect("the locksim binary runs")
