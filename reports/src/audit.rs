@@ -107,7 +107,7 @@ fn rotation(transform: &str) -> Option<(f64, f64, f64)> {
         .strip_prefix("rotate(")?
         .strip_suffix(')')?;
     let v: Vec<f64> = inner
-        .split(|c| c == ',' || c == ' ')
+        .split([',', ' '])
         .filter(|s| !s.is_empty())
         .filter_map(|s| s.parse().ok())
         .collect();

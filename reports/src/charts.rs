@@ -66,13 +66,15 @@ const INK: RGBColor = RGBColor(33, 33, 33);
 const MUTED: RGBColor = RGBColor(110, 110, 110);
 const EMPTY: RGBColor = RGBColor(246, 246, 246);
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
+/// A plotters SVG drawing area, in pixels.
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+pub(crate) type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
 /// plotters' SVG backend writes font sizes divided by 1.24: this undoes it, so `size` is px.
 pub const FONT_SCALE: f64 = 1.24;
 
-fn text(
+/// Text of `size` px at (x, y), anchored as `pos` says.
+pub(crate) fn text(
     area: &Area,
     s: &str,
     (x, y): (i32, i32),
@@ -101,7 +103,13 @@ fn upright(area: &Area, s: &str, (x, y): (i32, i32), size: f64, color: &RGBColor
     Ok(())
 }
 
-fn rect(area: &Area, (x0, y0): (i32, i32), (x1, y1): (i32, i32), style: ShapeStyle) -> DrawResult {
+/// A rectangle from one corner to the other.
+pub(crate) fn rect(
+    area: &Area,
+    (x0, y0): (i32, i32),
+    (x1, y1): (i32, i32),
+    style: ShapeStyle,
+) -> DrawResult {
     area.draw(&Rectangle::new([(x0, y0), (x1, y1)], style))
         .map_err(|e| e.to_string())?;
     Ok(())
@@ -178,8 +186,11 @@ struct HeatMap<'a> {
     /// (label, family, scenario) per column.
     columns: Vec<(String, String, &'a ScenarioInfo)>,
     /// The cell of a row (by index) and a column's scenario, and its figure.
-    cell: &'a dyn Fn(usize, &ScenarioInfo) -> Option<(&'a Cell, String)>,
+    cell: &'a CellOf<'a>,
 }
+
+/// Finds the cell of a heat-map row (by index) in a column's scenario, with its figure.
+type CellOf<'a> = dyn Fn(usize, &ScenarioInfo) -> Option<(&'a Cell, String)> + 'a;
 
 const TITLE_H: u32 = 40;
 const CELL_H: u32 = 22;

@@ -21,6 +21,11 @@ pub fn cell_id(scenario: &str, scheme: &str) -> String {
     format!("cell-{}--{}", clean(scenario), clean(scheme))
 }
 
+/// A share as the report writes it, in whole percent (`35%`).
+pub fn percent(share: f64) -> String {
+    format!("{}%", (share * 100.0).round() as u64)
+}
+
 /// A cell's figure: `7/10`, or for a random-rate column `35%` with its interval.
 pub fn figure(cell: &Cell, random: bool) -> (String, Option<String>) {
     let s = &cell.stats;
@@ -30,7 +35,7 @@ pub fn figure(cell: &Cell, random: bool) -> (String, Option<String>) {
     if random {
         let pct = |x: f64| (x * 100.0).round() as u64;
         (
-            format!("{}%", pct(s.violating_share())),
+            percent(s.violating_share()),
             Some(format!(
                 "{}–{}",
                 pct(s.violating_ci95[0]),
@@ -189,7 +194,7 @@ pub fn breaks_among(
         .filter_map(|c| {
             let cell = s.cell(&c.name, scheme)?;
             (cell.stats.seeds_violating > 0)
-                .then(|| format!("{} {:.0}%", short(c), cell.stats.violating_share() * 100.0))
+                .then(|| format!("{} {}", short(c), percent(cell.stats.violating_share())))
         })
         .collect();
     if !random.is_empty() {

@@ -14,7 +14,7 @@ use model::result::Violation;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::charts::{FONT_SCALE, text_width};
+use crate::charts::{DrawResult, rect, text, text_width};
 
 /// What to draw besides the events.
 pub struct Timeline {
@@ -211,32 +211,6 @@ fn sentinel_label(
             out.join(" ")
         }
     }
-}
-
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
-
-fn text(
-    area: &Area,
-    s: &str,
-    (x, y): (i32, i32),
-    size: f64,
-    color: &RGBColor,
-    pos: Pos,
-) -> DrawResult {
-    let style = ("sans-serif", size * FONT_SCALE)
-        .into_font()
-        .color(color)
-        .pos(pos);
-    area.draw(&Text::new(s.to_string(), (x, y), style))
-        .map_err(|e| e.to_string())?;
-    Ok(())
-}
-
-fn rect(area: &Area, from: (i32, i32), to: (i32, i32), style: ShapeStyle) -> DrawResult {
-    area.draw(&Rectangle::new([from, to], style))
-        .map_err(|e| e.to_string())?;
-    Ok(())
 }
 
 fn left() -> Pos {

@@ -80,7 +80,7 @@ pub fn section(s: &Summary) -> Markup {
     }
     html! {
         h2 #catalog { "The catalog" }
-        p { "Every other scenario: each scheme under the one case its source (or the literature) says breaks it, and the fault-free baselines. A row per scenario, a chip per scheme it runs: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); which verdicts failed and how often. Hover a chip for every count." }
+        p { "Every other scenario: each scheme under the one case its source (or the literature) says breaks it, and the fault-free baselines. A row per scenario (hover its name for the whole description), a chip per scheme it runs: seeds that broke something out of seeds run; the first failing seed, linked to its timeline; acquire latency (each seed's p50 and p99, median over the seeds); which verdicts failed and how often. Hover a chip for every count." }
         (legend())
         @if scenarios.is_empty() {
             p { "No catalog scenarios in this report." }

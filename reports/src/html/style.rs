@@ -50,7 +50,7 @@ div.use details summary { font-size: 12.5px; color: #1565c0; cursor: pointer; ma
 table.fm { border-collapse: separate; border-spacing: 2px; table-layout: fixed; width: 100%; margin: 8px 0 4px; font-size: 12px; }
 table.fm col.rowhead { width: 188px; }
 table.fm th.fam { font-size: 11px; font-weight: 600; color: #444; border-bottom: 2px solid #90a4ae; padding: 0 2px 2px; text-align: center; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
-table.fm th.col { height: 128px; vertical-align: bottom; padding: 0 0 4px; font-weight: 600; font-size: 11.5px; }
+table.fm th.col { height: 156px; vertical-align: bottom; padding: 0 0 4px; font-weight: 600; font-size: 11.5px; }
 table.fm th.col span { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowrap; display: inline-block; }
 table.fm th.col.random span { font-style: italic; color: #37474f; }
 table.fm th.cost span { color: #555; }
@@ -86,7 +86,7 @@ table.catalog { border-collapse: collapse; width: 100%; margin: 8px 0; font-size
 table.catalog col.sc { width: 300px; }
 table.catalog th, table.catalog td { border-bottom: 1px solid #e0e0e0; padding: 5px 6px; text-align: left; vertical-align: top; }
 table.catalog td.sc b { display: block; }
-table.catalog td.sc span.meta { font-size: 11.5px; }
+table.catalog td.sc span.meta { font-size: 11.5px; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; }
 span.chip { display: inline-block; margin: 2px 4px 2px 0; padding: 2px 6px; border-radius: 4px; border-left: 4px solid; line-height: 1.3; }
 span.chip b { font-weight: 700; }
 span.chip a { color: inherit; }
