@@ -176,7 +176,8 @@ fn named_paths(code: &str) -> Vec<String> {
     while let Some(at) = rest.find("use ") {
         let word_start = at == 0 || {
             let before = rest[..at].chars().last().expect("not at the start");
-            !(before.is_alphanumeric() || before == '_')
+            // `.use` is a field or, in a maud template, a CSS class (`div.use`): not a `use`.
+            !(before.is_alphanumeric() || before == '_' || before == '.')
         };
         let after = &rest[at + 4..];
         rest = after;
