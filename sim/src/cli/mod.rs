@@ -5,7 +5,8 @@
 //! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `fidelity`. Their helpers: `batch`
 //! (many runs on worker threads with a stop flag), `catalog` (which scenario files and
 //! schemes), `shard` (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what
-//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`).
+//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`), `invocation` (the printed
+//! commands start the way locksim was run).
 
 pub mod artifacts;
 pub mod batch;
@@ -16,6 +17,7 @@ pub mod compare;
 pub mod fidelity;
 pub mod floor;
 pub mod interrupt;
+pub mod invocation;
 pub mod record;
 pub mod replay;
 pub mod report;
@@ -32,7 +34,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::runner::default_jobs;
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -45,13 +46,6 @@ fn load(file: &Path) -> Result<Arc<Scenario>, String> {
 
 fn seed_range(text: &str) -> Result<SeedRange, String> {
     SeedRange::parse(text).map_err(|e| format!("--seeds: {e}"))
-}
-
-fn jobs_or_default(jobs: Option<usize>) -> usize {
-    match jobs {
-        None | Some(0) => default_jobs(),
-        Some(n) => n,
-    }
 }
 
 /// The exit code of a multi-run command: interrupted, failed, or success.
