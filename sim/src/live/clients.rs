@@ -222,13 +222,21 @@ impl Clients {
 
     /// How `client`'s process ended, if it did, and the end of its log.
     pub fn exit_report(&self, client: &str) -> String {
-        let status = self
-            .procs
-            .lock()
-            .expect("never poisoned")
-            .get_mut(client)
-            .and_then(Process::exited)
-            .unwrap_or_else(|| "still running".into());
+        // Its stdout closed: it is exiting, give it a moment to be reaped.
+        let mut status = None;
+        for _ in 0..100 {
+            status = self
+                .procs
+                .lock()
+                .expect("never poisoned")
+                .get_mut(client)
+                .and_then(Process::exited);
+            if status.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let status = status.unwrap_or_else(|| "still running".into());
         let log = self.log_path(client);
         let mut text = String::new();
         let _ = std::fs::File::open(&log).and_then(|mut f| f.read_to_string(&mut text));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::BytesMut;
-use model::redis::{Reply, RequestParser};
+use model::redis::{Protocol, Reply, RequestParser};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::nodes::resource::RESOURCE_PORT;
@@ -36,6 +36,7 @@ pub async fn relay(
     };
     let mut parser = RequestParser::new();
     let mut buf = BytesMut::new();
+    let mut protocol = Protocol::Resp2;
     while let Some(bytes) = from_real.recv().await {
         buf.extend_from_slice(&bytes);
         loop {
@@ -50,7 +51,12 @@ pub async fn relay(
             let Some(reply) = answer(&mut conn, &client, &last_version, &argv).await else {
                 return;
             };
-            if to_real.send(reply.encode()).is_err() {
+            if argv[0].eq_ignore_ascii_case(b"HELLO")
+                && argv.get(1).map(Vec::as_slice) == Some(b"3")
+            {
+                protocol = Protocol::Resp3;
+            }
+            if to_real.send(reply.encode_for(protocol)).is_err() {
                 return;
             }
         }
@@ -104,7 +110,9 @@ async fn answer(
             "ERR wrong number of arguments for '{}' command",
             name.to_ascii_lowercase()
         ))),
-        // What client libraries send on connecting or to check a connection.
+        // What client libraries send on connecting or to check a connection (redis-py 8 opens
+        // with HELLO 3).
+        ("HELLO", _) => Some(hello(arg(1).as_deref())),
         ("PING", _) => Some(Reply::Status("PONG".into())),
         ("CLIENT" | "SELECT" | "AUTH", _) => Some(Reply::ok()),
         // ioredis's ready check reads `loading:0` from INFO.
@@ -114,6 +122,28 @@ async fn answer(
             String::from_utf8_lossy(&argv[0])
         ))),
     }
+}
+
+/// `HELLO [protover]` as Redis 7.0 answers it (`helloCommand`): the server's fields as a map,
+/// which the caller encodes in the protocol asked for. The resource's own replies (integers,
+/// status, errors, bulk strings) are the same in RESP2 and RESP3.
+fn hello(protover: Option<&str>) -> Reply {
+    let proto = match protover {
+        None => 2,
+        Some("2") => 2,
+        Some("3") => 3,
+        Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
+    };
+    let field = |k: &str, v: Reply| (Reply::bulk(k), v);
+    Reply::Map(vec![
+        field("server", Reply::bulk("locksim-resource")),
+        field("version", Reply::bulk("7.0.15")),
+        field("proto", Reply::Integer(proto)),
+        field("id", Reply::Integer(1)),
+        field("mode", Reply::bulk("standalone")),
+        field("role", Reply::bulk("master")),
+        field("modules", Reply::Array(Vec::new())),
+    ])
 }
 
 async fn call(conn: &mut RespConn, words: &[String]) -> Option<Reply> {
