@@ -11,6 +11,7 @@ import sys
 import time
 
 import redis
+from redis.sentinel import Sentinel
 from redis.exceptions import LockError, LockNotOwnedError, TimeoutError, ConnectionError
 
 
@@ -34,7 +35,13 @@ for line in sys.stdin:
     try:
         if op == "init":
             timeout = request["command_timeout_ms"] / 1000
-            r = connect(request["redis"][0], timeout)
+            if request["sentinels"]:
+                sentinels = [(a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1]))
+                             for a in request["sentinels"]]
+                sentinel = Sentinel(sentinels, socket_timeout=timeout)
+                r = sentinel.master_for(request["masters"][0], socket_timeout=timeout)
+            else:
+                r = connect(request["redis"][0], timeout)
             resource = connect(request["resource"], timeout)
             fencing = request["fencing"]
             answer(request, "ok")

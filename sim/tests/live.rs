@@ -373,12 +373,27 @@ fn redis_py_lock_under_a_pause_longer_than_its_lease() {
     let adapter = root().join("examples/live/redis_py_lock.py");
     let adapter = [python.as_str(), adapter.to_str().unwrap()];
     let paused = repeat_adapter("redis-py-pause", "gc-pause.json", 10, &adapter);
-    assert!(violations(&paused, "mutual_exclusion violated") >= 9, "{paused}");
+    assert!(
+        violations(&paused, "mutual_exclusion violated") >= 9,
+        "{paused}"
+    );
     let control = repeat_adapter("redis-py-control", "no-faults.json", 10, &adapter);
-    assert_eq!(violations(&control, "mutual_exclusion violated"), 0, "{control}");
+    assert_eq!(
+        violations(&control, "mutual_exclusion violated"),
+        0,
+        "{control}"
+    );
     let fenced = repeat_adapter("redis-py-fenced", "gc-pause-fenced.json", 3, &adapter);
-    assert_eq!(violations(&fenced, "resource_safety violated"), 0, "{fenced}");
-    assert_eq!(violations(&fenced, "mutual_exclusion violated"), 3, "{fenced}");
+    assert_eq!(
+        violations(&fenced, "resource_safety violated"),
+        0,
+        "{fenced}"
+    );
+    assert_eq!(
+        violations(&fenced, "mutual_exclusion violated"),
+        3,
+        "{fenced}"
+    );
 }
 
 /// node-redlock v5 (examples/live/node_redlock.mjs) under the same pause: violated, as the
@@ -413,5 +428,8 @@ fn node_redlock_under_a_pause_longer_than_its_lease() {
     assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
     let rates: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("rates.json")).unwrap()).unwrap();
-    assert!(violations(&rates, "mutual_exclusion violated") >= 2, "{rates}");
+    assert!(
+        violations(&rates, "mutual_exclusion violated") >= 2,
+        "{rates}"
+    );
 }

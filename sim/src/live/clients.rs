@@ -5,9 +5,9 @@
 //!
 //! | fault | on the real process |
 //! |---|---|
-//! | `pause` | `killpg(SIGSTOP)`, healed by `killpg(SIGCONT)` (Jepsen's hammer-time): every thread stops, watchdogs included |
+//! | `pause` | `killpg(SIGSTOP)`, healed by `killpg(SIGCONT)` (Jepsen's hammer-time): every thread stops, watchdogs included. The simulated node is not paused: its bridged sockets are the kernel's side, which keeps receiving for a stopped process |
 //! | `crash` | `killpg(SIGKILL)`; the simulated node's restart starts a new process (a new logical process) |
-//! | `clock_jump`, `clock_drift` | the client's libfaketime timestamp file (`+<offset>s x<rate>`), re-read at every call (`FAKETIME_NO_CACHE=1`); not applied when libfaketime is missing or the program bypasses libc's clock (static or Go binaries) |
+//! | `clock_jump`, `clock_drift` | the client's libfaketime timestamp file (`+<offset>s [x<rate>]`), re-read at every call (`FAKETIME_NO_CACHE=1`); not applied when libfaketime is missing or the program bypasses libc's clock (static or Go binaries) |
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -315,7 +315,12 @@ impl Clients {
         if !node.starts_with("client-") {
             return;
         }
-        let setting = format!("{:+}s x{rate}", offset_ms as f64 / 1000.0);
+        // libfaketime's relative format (README "Advanced time specification options"):
+        // `+60s`, with ` x<rate>` only when the clock runs at another speed.
+        let mut setting = format!("{:+}s", offset_ms as f64 / 1000.0);
+        if rate != 1.0 {
+            setting.push_str(&format!(" x{rate}"));
+        }
         match &self.faketime {
             Err(why) => self.note(node, format!("clock {setting}"), Some(why.clone())),
             Ok(_) => {
@@ -334,16 +339,20 @@ impl Clients {
 }
 
 impl ExternalProcesses for Clients {
-    fn pause(&self, node: &str) {
-        if node.starts_with("client-") {
-            self.signal(node, libc::SIGSTOP, "SIGSTOP");
+    fn pause(&self, node: &str) -> bool {
+        if !node.starts_with("client-") {
+            return false;
         }
+        self.signal(node, libc::SIGSTOP, "SIGSTOP");
+        true
     }
 
-    fn resume(&self, node: &str) {
-        if node.starts_with("client-") {
-            self.signal(node, libc::SIGCONT, "SIGCONT");
+    fn resume(&self, node: &str) -> bool {
+        if !node.starts_with("client-") {
+            return false;
         }
+        self.signal(node, libc::SIGCONT, "SIGCONT");
+        true
     }
 
     fn crash(&self, node: &str) {

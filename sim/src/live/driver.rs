@@ -145,7 +145,12 @@ impl Session {
                         .await;
                 }
                 // A paused client cannot answer; its waiting starts again after the pause.
-                Err(_) if self.world.procs.resumes(&self.name) != resumes => continue,
+                Err(_)
+                    if self.world.procs.is_paused(&self.name)
+                        || self.world.procs.resumes(&self.name) != resumes =>
+                {
+                    continue;
+                }
                 Err(_) => {
                     let message = format!("no answer within {} ms", budget.as_millis());
                     self.fail(op, id, &message).await;

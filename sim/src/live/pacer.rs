@@ -20,6 +20,16 @@ use std::time::Duration;
 
 /// The real monotonic clock in µs, whatever madsim does to `clock_gettime`.
 pub fn real_now_us() -> u64 {
+    raw_clock_us(libc::CLOCK_MONOTONIC)
+}
+
+/// The real wall clock (Unix µs), for the schedule-as-applied's wall times.
+pub fn real_unix_us() -> u64 {
+    raw_clock_us(libc::CLOCK_REALTIME)
+}
+
+/// A clock read by the raw syscall (madsim overrides the libc function).
+fn raw_clock_us(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -28,24 +38,7 @@ pub fn real_now_us() -> u64 {
     unsafe {
         libc::syscall(
             libc::SYS_clock_gettime,
-            libc::CLOCK_MONOTONIC,
-            &mut ts as *mut libc::timespec,
-        );
-    }
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
-}
-
-/// The real wall clock (Unix µs), for the schedule-as-applied's wall times.
-pub fn real_unix_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: as `real_now_us`.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clock_gettime,
-            libc::CLOCK_REALTIME,
+            clock,
             &mut ts as *mut libc::timespec,
         );
     }

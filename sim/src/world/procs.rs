@@ -59,8 +59,12 @@ pub struct Procs {
 /// place where that fault is realised on the real process, for a node it owns (it ignores the
 /// others).
 pub trait ExternalProcesses: Send + Sync {
-    fn pause(&self, node: &str);
-    fn resume(&self, node: &str);
+    /// Pauses the real process behind `node`; true when there is one. Then the simulated node
+    /// is not paused: its tasks are the kernel's side of the process (its bridged sockets),
+    /// and a kernel keeps receiving bytes for a stopped process.
+    fn pause(&self, node: &str) -> bool;
+    /// Resumes it; true when `node` has a real process (see `pause`).
+    fn resume(&self, node: &str) -> bool;
     fn crash(&self, node: &str);
 }
 
@@ -136,6 +140,13 @@ impl Procs {
         self.state().resumes.get(node).copied().unwrap_or(0)
     }
 
+    /// Whether a fault holds `node` paused now.
+    pub fn is_paused(&self, node: &str) -> bool {
+        self.state()
+            .holds
+            .contains_key(&("pause".to_string(), node.to_string()))
+    }
+
     /// Whether `node`'s process is down (crashed, not yet restarted): it observes nothing.
     pub fn is_crashed(&self, node: &str) -> bool {
         self.state()
@@ -178,9 +189,9 @@ impl Procs {
     /// Stop-the-world pause: every task of the node stops; timers keep running.
     pub fn pause(&self, node: &str) {
         self.hold("pause", node);
-        Handle::current().pause(self.id(node));
-        if let Some(external) = self.external.get() {
-            external.pause(node);
+        let external = self.external.get().is_some_and(|e| e.pause(node));
+        if !external {
+            Handle::current().pause(self.id(node));
         }
     }
 
@@ -188,9 +199,9 @@ impl Procs {
     pub fn resume(&self, node: &str) {
         if self.release("pause", node) {
             *self.state().resumes.entry(node.to_string()).or_default() += 1;
-            Handle::current().resume(self.id(node));
-            if let Some(external) = self.external.get() {
-                external.resume(node);
+            let external = self.external.get().is_some_and(|e| e.resume(node));
+            if !external {
+                Handle::current().resume(self.id(node));
             }
         }
     }
