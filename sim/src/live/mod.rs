@@ -144,6 +144,8 @@ pub struct LiveOutput {
 pub fn run(options: Options) -> Result<LiveOutput, String> {
     let scenario = Arc::new(options.scenario.for_scheme(options.scheme_index));
     refuse_unsupported(&scenario)?;
+    // The drivers write to the clients' stdin from this thread.
+    process::block_sigpipe_on_this_thread();
     let runtime = RealRuntime::start()?;
     let inbox = Arc::new(Inbox::new().map_err(|e| format!("cannot create an eventfd: {e}"))?);
     let mut nodes = scenario.redis_names();

@@ -453,6 +453,20 @@ pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
 }
 
+/// Blocks SIGPIPE on the calling thread: a write to the stdin of a client that died then fails
+/// with EPIPE (reported with the client's exit status) instead of killing locksim (`main`
+/// restores SIGPIPE's default). SIGPIPE is sent to the writing thread, so the rest of the
+/// process keeps the default.
+pub fn block_sigpipe_on_this_thread() {
+    // SAFETY: a signal set on the stack, then this thread's own mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Writes a line to a child's stdin; a broken pipe is the child's death, reported by the
 /// caller from its exit status.
 pub fn write_line(stdin: &mut ChildStdin, line: &str) -> io::Result<()> {
