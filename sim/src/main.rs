@@ -60,6 +60,9 @@ enum Command {
     /// A built-in scheme as a live client process (started by `locksim live`).
     #[command(hide = true)]
     LiveAdapter(cli::live::AdapterArgs),
+    /// Measure the simulated world against real redis-server and redis-sentinel processes
+    /// (probes on both sides) and write docs/fidelity.md.
+    Fidelity(cli::fidelity::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::execute(args),
         Command::Live(args) => cli::live::execute(args),
         Command::LiveAdapter(args) => cli::live::execute_adapter(args),
+        Command::Fidelity(args) => cli::fidelity::execute(args),
     };
     result.unwrap_or_else(|message| {
         eprintln!("locksim: error: {message}");

@@ -11,6 +11,9 @@
 //! (`adapter`), so a built-in scheme and a user's lock take exactly the same path.
 //!
 //! Live runs are not replayable: real threads and real time can be repeated, not replayed.
+//!
+//! `redis_server` (issue 26, helper H9): real redis-server and redis-sentinel processes for a
+//! topology, on `process`'s hygiene.
 
 pub mod adapter;
 pub mod bridge;
@@ -19,6 +22,7 @@ pub mod driver;
 pub mod history;
 pub mod pacer;
 pub mod process;
+pub mod redis_server;
 pub mod resource;
 
 use std::collections::{BTreeMap, HashMap};
