@@ -205,25 +205,31 @@ pub async fn relay(
     }
 }
 
-/// Decodes the complete replies in `buf`, rewrites the node addresses in them to `client`'s
-/// real ports, and encodes them again.
+/// Rewrites the node addresses in the complete Sentinel replies in `buf` to `client`'s real
+/// ports.
 fn rewrite_replies(
     world: &World,
     ports: &Ports,
     client: &str,
     buf: &mut BytesMut,
 ) -> Result<Vec<u8>, String> {
+    let real = |ip: &[u8], port: &[u8]| -> Option<(String, u16)> {
+        let ip: IpAddr = std::str::from_utf8(ip).ok()?.parse().ok()?;
+        let port: u16 = std::str::from_utf8(port).ok()?.parse().ok()?;
+        let node = world.procs.name_of(ip);
+        (node_port(&node) == port).then_some(())?;
+        Some((LOOPBACK.to_string(), ports.port(client, &node)?))
+    };
+    reencode(buf, &real)
+}
+
+/// Decodes the complete replies in `buf` (RESP3 or RESP2: a client that sent `HELLO 3` gets
+/// maps), rewrites the addresses in them, and encodes them again in the protocol they came in.
+fn reencode(buf: &mut BytesMut, real: &RealAddr<'_>) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    while let Some((mut reply, used)) = Reply::decode(buf)? {
+    while let Some((mut reply, used)) = Reply::decode_resp3(buf)? {
         let _ = buf.split_to(used);
-        let real = |ip: &[u8], port: &[u8]| -> Option<(String, u16)> {
-            let ip: IpAddr = std::str::from_utf8(ip).ok()?.parse().ok()?;
-            let port: u16 = std::str::from_utf8(port).ok()?.parse().ok()?;
-            let node = world.procs.name_of(ip);
-            (node_port(&node) == port).then_some(())?;
-            Some((LOOPBACK.to_string(), ports.port(client, &node)?))
-        };
-        rewrite(&mut reply, &real);
+        rewrite(&mut reply, real);
         let protocol = if uses_resp3(&reply) {
             Protocol::Resp3
         } else {
@@ -403,5 +409,32 @@ mod tests {
         let mut other = Reply::Array(vec![bulk("10.9.9.9"), bulk("6379")]);
         rewrite(&mut other, &real);
         assert_eq!(other, Reply::Array(vec![bulk("10.9.9.9"), bulk("6379")]));
+    }
+
+    /// What redis-py 6+ gets from a Sentinel after `HELLO 3`: maps (`%`), rewritten and sent
+    /// on in RESP3; a RESP2 reply stays RESP2, RESP2's `$-1` null included.
+    #[test]
+    fn resp3_maps_are_decoded_rewritten_and_sent_back_as_resp3() {
+        let masters = Reply::Array(vec![Reply::Map(vec![
+            (bulk("name"), bulk("redis-1")),
+            (bulk("ip"), bulk("10.1.0.1")),
+            (bulk("port"), bulk("6379")),
+        ])]);
+        let mut buf = BytesMut::from(&masters.encode_for(Protocol::Resp3)[..]);
+        buf.extend_from_slice(b"$-1\r\n");
+        let out = reencode(&mut buf, &real).unwrap();
+        assert!(buf.is_empty());
+        assert!(out.starts_with(b"*1\r\n%3\r\n"), "{out:?}");
+        assert!(out.ends_with(b"$-1\r\n"), "{out:?}");
+        let Ok(Some((Reply::Array(items), _))) = Reply::decode_resp3(&out) else {
+            panic!("{out:?}")
+        };
+        let Reply::Map(pairs) = &items[0] else {
+            panic!("{items:?}")
+        };
+        let field = |name: &str| pairs.iter().find(|(k, _)| *k == bulk(name)).map(|(_, v)| v);
+        assert_eq!(field("name"), Some(&bulk("redis-1")));
+        assert_eq!(field("ip"), Some(&bulk("127.0.0.1")));
+        assert_eq!(field("port"), Some(&bulk("40001")));
     }
 }
