@@ -242,7 +242,8 @@ impl Conn {
     }
 
     /// One command and its reply within `timeout` (a timed-out connection is out of step with
-    /// its replies: the caller drops it, as Jedis and redis-py do).
+    /// its replies: the caller drops it, as Jedis and redis-py do). When the timer has fired,
+    /// a reply already in the socket's receive buffer still wins: see [`Conn::received`].
     async fn call(&mut self, argv: &[Vec<u8>], timeout: Duration) -> Result<Reply, CallError> {
         match tokio::time::timeout(timeout, async {
             self.send(argv).await?;
@@ -251,7 +252,45 @@ impl Conn {
         .await
         {
             Ok(result) => result,
-            Err(_) => Err(CallError::Timeout),
+            Err(_) => self.received().unwrap_or(Err(CallError::Timeout)),
+        }
+    }
+
+    /// A reply the kernel already holds for this connection, read without waiting.
+    ///
+    /// After a stop-the-world pause (SIGSTOP, a GC) longer than the command timeout, the reply
+    /// that arrived during the pause and the expired timer are both ready at wake-up. A
+    /// blocked reader — the simulated client, a JVM thread in `SocketInputStream.read` with
+    /// `SO_TIMEOUT`, redis-py's `recv` — returns the bytes in the buffer; tokio instead sees
+    /// the timer first, because `epoll_wait` returns `EINTR` after SIGCONT (signal(7), "never
+    /// restarted after being interrupted by a stop signal") and the socket's readiness is only
+    /// recorded at the next poll. So read the buffer with a real non-blocking `recv` (tokio's
+    /// `try_read` trusts the stale readiness) before calling it a timeout.
+    fn received(&mut self) -> Option<Result<Reply, CallError>> {
+        use std::os::fd::AsRawFd;
+        loop {
+            match Reply::decode(&self.buf) {
+                Ok(Some((reply, used))) => {
+                    let _ = self.buf.split_to(used);
+                    return Some(Ok(reply));
+                }
+                Ok(None) => {}
+                Err(e) => return Some(Err(CallError::Disconnected(e))),
+            }
+            let mut chunk = [0u8; 4096];
+            // SAFETY: a valid open socket of ours and a buffer of `chunk.len()` bytes.
+            let n = unsafe {
+                libc::recv(
+                    self.stream.as_raw_fd(),
+                    chunk.as_mut_ptr().cast(),
+                    chunk.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n <= 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n as usize]);
         }
     }
 
