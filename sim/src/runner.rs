@@ -138,6 +138,9 @@ fn remember_events(scenario: &Scenario, scheme_index: usize, events: usize) {
     *most = (*most).max(events);
 }
 
+/// Called once with the world, before any client runs.
+pub type StartHook = Box<dyn FnOnce(&Arc<World>) + Send>;
+
 /// What runs on the client nodes of a run, and what else the run does: the simulation's own
 /// clients ([`Executor::simulated`]), or the drivers of real client processes paced to the
 /// real clock (`live`).
@@ -145,7 +148,7 @@ pub struct Executor {
     /// Makes the task a client node runs (at each start of the node).
     pub client: Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>,
     /// Called once the world's nodes exist, before any client runs (the live pacer starts here).
-    pub start: Box<dyn FnOnce(&Arc<World>) + Send>,
+    pub start: StartHook,
     /// Why the run must stop now (a live client broke the protocol, Ctrl-C), if it must.
     pub stop: Arc<dyn Fn() -> Option<String> + Send + Sync>,
 }

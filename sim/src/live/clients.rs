@@ -61,10 +61,13 @@ pub struct Clients {
     /// applied; else why not.
     faketime: Result<PathBuf, String>,
     procs: Mutex<BTreeMap<String, Process>>,
-    /// Where each client's stdout lines go: (incarnation, the driver's channel; `None` = EOF).
-    routes: Mutex<BTreeMap<String, (u32, UnboundedSender<Option<String>>)>>,
+    /// Where each client's stdout lines go.
+    routes: Mutex<BTreeMap<String, Route>>,
     applied: Mutex<Vec<Applied>>,
 }
+
+/// Where one client's stdout lines go: its incarnation, and the driver's channel (`None` = EOF).
+type Route = (u32, UnboundedSender<Option<String>>);
 
 /// What `Clients::new` needs to know of the run.
 pub struct Setup {

@@ -123,7 +123,10 @@ impl Session {
             value_without_protocol(&value),
         ));
         if let Err(e) = self.live.clients.send(&self.name, &line) {
-            self.fail(op, id, &format!("cannot send it: {e}")).await;
+            // Its stdin's reader is gone (EPIPE): say how the process ended, not just the errno.
+            let report = self.live.clients.exit_report(&self.name);
+            let message = format!("the process ended before reading it ({report}; {e})");
+            self.fail(op, id, &message).await;
         }
         let budget = Duration::from_millis(self.live.op_timeout_ms + op_time_ms(&value));
         let answer = loop {
