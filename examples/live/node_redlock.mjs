@@ -37,7 +37,10 @@ for await (const line of lines) {
         resource = new Redis({ ...parse(request.resource), ...options });
         resource.on("error", (e) => console.error(`resource: ${e.message}`));
         fencing = request.fencing;
-        await Promise.all([...clients, resource].map((c) => c.status === "ready" ? null : new Promise((ok) => c.once("ready", ok))));
+        // Ready or refused: a master that crashed before this client started must not hang init
+        // (ioredis keeps reconnecting; later commands fail until it is back).
+        await Promise.all([...clients, resource].map((c) => c.status === "ready" ? null
+          : new Promise((ok) => ["ready", "error", "close"].forEach((event) => c.once(event, ok)))));
         answer(request, "ok");
         break;
       }

@@ -7,12 +7,24 @@ With the scenario's resource fenced, the critical section passes a fencing token
 `<lock>:fence` right after acquiring (Kleppmann 2016, "Making the lock safe with fencing").
 """
 import json
+import os
+import select
 import sys
 import time
 
-import redis
-from redis.sentinel import Sentinel
-from redis.exceptions import LockError, LockNotOwnedError, TimeoutError, ConnectionError
+# Under a client clock fault locksim preloads libfaketime with FAKETIME_DONT_FAKE_MONOTONIC=1.
+# libfaketime 0.9.10 (Debian 12's) then breaks clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME),
+# which time.sleep uses from Python 3.11 on: EINVAL (wolfcw/libfaketime#426, fixed after
+# 0.9.10). Sleep on a relative timeout instead, before redis-py binds time.sleep (redis/retry.py).
+if "FAKETIME_TIMESTAMP_FILE" in os.environ:
+    def relative_sleep(seconds):
+        select.select([], [], [], seconds)
+
+    time.sleep = relative_sleep
+
+import redis  # noqa: E402
+from redis.sentinel import Sentinel  # noqa: E402
+from redis.exceptions import LockError, LockNotOwnedError, TimeoutError, ConnectionError  # noqa: E402
 
 
 def answer(request, kind, **fields):
@@ -67,7 +79,8 @@ for line in sys.stdin:
         else:
             answer(request, "fail", error=f"unknown op {op}")
     except (TimeoutError, ConnectionError) as e:
-        # The command may have run: the outcome is unknown.
+        # The command may have run: the outcome is unknown. (Even MasterNotFoundError: redis-py
+        # retries a command whose connection broke, and raises the last attempt's error.)
         print(f"{op}: {e!r}", file=sys.stderr)
         answer(request, "info", error=str(e))
     except (LockError, LockNotOwnedError, redis.ResponseError) as e:

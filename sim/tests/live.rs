@@ -138,6 +138,23 @@ fn a_built_in_scheme_under_a_pause_longer_than_its_lease_violates_mutual_exclusi
     assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
 }
 
+/// The built-in scheme's paused holder had sent its `LOCKSIM.READ` when it was stopped; the
+/// reply arrives during the pause, and on SIGCONT the adapter reads it (not "timeout", although
+/// its 500 ms command timer expired too) and writes back a value computed before the other
+/// client's updates: a lost update, resource safety violated — as in the simulation, where
+/// set-nx-px-lua violates both on every seed of this scenario and of
+/// scenarios/matrix/02-gc-pause.json. (A run whose holder is stopped before it sends the read
+/// reads afresh and loses nothing: hence 2 of 3, not 3 of 3.)
+#[test]
+fn a_built_in_scheme_reads_the_reply_that_arrived_during_its_pause() {
+    let (dir, rates) = repeat_runs("builtin-pause-resource", "gc-pause.json", 3, &[], &[]);
+    assert!(
+        violations(&rates, "resource_safety violated") >= 2,
+        "{rates} ({})",
+        dir.display()
+    );
+}
+
 #[test]
 fn the_same_workload_without_the_pause_holds_and_two_runs_share_the_machine() {
     let dirs = [out_dir("control-1"), out_dir("control-2")];
@@ -323,17 +340,28 @@ fn suite(what: &str, path: PathBuf) -> Option<PathBuf> {
     None
 }
 
-/// `--repeat` runs of an adapter; returns how many runs violated each verdict.
-fn repeat_adapter(test: &str, file: &str, repeat: u32, adapter: &[&str]) -> serde_json::Value {
+/// `--repeat` runs of an adapter (the built-in scheme when `adapter` is empty), with `env` set
+/// for locksim and its clients; returns the output folder and `rates.json`, how many runs
+/// violated each verdict.
+fn repeat_runs(
+    test: &str,
+    file: &str,
+    repeat: u32,
+    adapter: &[&str],
+    env: &[(&str, &Path)],
+) -> (PathBuf, serde_json::Value) {
     let dir = out_dir(test);
     let mut command = locksim();
+    command.envs(env.iter().copied());
     command
         .arg("live")
         .arg(scenario(file))
         .arg("--out")
         .arg(&dir)
-        .args(["--repeat", &repeat.to_string(), "--jobs", "2", "--"])
-        .args(adapter);
+        .args(["--repeat", &repeat.to_string(), "--jobs", "2"]);
+    if !adapter.is_empty() {
+        command.arg("--").args(adapter);
+    }
     let (output, pid) = run(command);
     assert!(
         output.status.success(),
@@ -343,7 +371,7 @@ fn repeat_adapter(test: &str, file: &str, repeat: u32, adapter: &[&str]) -> serd
     );
     assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
     let text = std::fs::read_to_string(dir.join("rates.json")).expect("rates.json");
-    serde_json::from_str(&text).unwrap()
+    (dir, serde_json::from_str(&text).unwrap())
 }
 
 fn violations(rates: &serde_json::Value, verdict: &str) -> u64 {
@@ -356,6 +384,66 @@ fn violations(rates: &serde_json::Value, verdict: &str) -> u64 {
         .unwrap()
 }
 
+/// The live clock-jump scenario (examples/live/scenarios/client-clock-jump.json) for an
+/// adapter: the simulation's verdict for a lock whose lease is the server's TTL (set-nx-px-lua
+/// and redlock in scenarios/matrix/20-client-clock-jump.json: holds), with the jump really
+/// applied (libfaketime) and every acquisition made after it — a client broken by the jump
+/// would hold mutual exclusion trivially.
+fn assert_a_clock_jump_changes_nothing(test: &str, adapter: &[&str], env: &[(&str, &Path)]) {
+    let (dir, rates) = repeat_runs(test, "client-clock-jump.json", 2, adapter, env);
+    assert_eq!(
+        violations(&rates, "mutual_exclusion violated"),
+        0,
+        "{rates}"
+    );
+    for k in 1..=2 {
+        let run = dir.join(format!("run-{k}"));
+        let applied = std::fs::read_to_string(run.join("faults-applied.json")).unwrap();
+        assert!(applied.contains("libfaketime"), "{applied}");
+        assert!(!applied.contains("not applied"), "{applied}");
+        let result = result_json(&run);
+        assert_eq!(result["counts"]["acquisitions"], 6, "run {k}: {result}");
+    }
+}
+
+/// redis-py through redis-py's own `Sentinel` and node-redlock (plain ioredis, no Sentinel)
+/// under the live failover to a lagging replica
+/// (examples/live/scenarios/failover-lagging-replica.json).
+fn failover(test: &str, adapter: &[&str], env: &[(&str, &Path)]) -> serde_json::Value {
+    repeat_runs(test, "failover-lagging-replica.json", 3, adapter, env).1
+}
+
+fn redis_py_adapter() -> Option<[String; 2]> {
+    let python = suite(
+        "redis-py (target/client-suites/venv)",
+        root().join("target/client-suites/venv/bin/python"),
+    )?;
+    let adapter = root().join("examples/live/redis_py_lock.py");
+    Some([
+        python.to_string_lossy().into_owned(),
+        adapter.to_string_lossy().into_owned(),
+    ])
+}
+
+/// node and the adapter, and `LOCKSIM_NODE_MODULES` (where the adapter finds node-redlock).
+fn node_redlock_adapter() -> Option<([String; 2], PathBuf)> {
+    let modules = suite(
+        "node-redlock (target/client-suites/node)",
+        root().join("target/client-suites/node/node_modules/redlock"),
+    )?;
+    let require_from = modules
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("package.json");
+    let adapter = root().join("examples/live/node_redlock.mjs");
+    Some((
+        ["node".into(), adapter.to_string_lossy().into_owned()],
+        require_from,
+    ))
+}
+
 /// redis-py's `Lock` (examples/live/redis_py_lock.py) gets the simulation's verdicts for the
 /// matching built-in scheme, set-nx-px-lua (`SET NX PX` + a Lua compare-and-delete, redis-py's
 /// own): mutual exclusion violated under a pause longer than the lease (scenarios/matrix/
@@ -363,27 +451,22 @@ fn violations(rates: &serde_json::Value, verdict: &str) -> u64 {
 /// kept by a fenced resource.
 #[test]
 fn redis_py_lock_under_a_pause_longer_than_its_lease() {
-    let Some(python) = suite(
-        "redis-py (target/client-suites/venv)",
-        root().join("target/client-suites/venv/bin/python"),
-    ) else {
+    let Some(adapter) = redis_py_adapter() else {
         return;
     };
-    let python = python.to_string_lossy().into_owned();
-    let adapter = root().join("examples/live/redis_py_lock.py");
-    let adapter = [python.as_str(), adapter.to_str().unwrap()];
-    let paused = repeat_adapter("redis-py-pause", "gc-pause.json", 10, &adapter);
+    let adapter = adapter.each_ref().map(String::as_str);
+    let (_, paused) = repeat_runs("redis-py-pause", "gc-pause.json", 10, &adapter, &[]);
     assert!(
         violations(&paused, "mutual_exclusion violated") >= 9,
         "{paused}"
     );
-    let control = repeat_adapter("redis-py-control", "no-faults.json", 10, &adapter);
+    let (_, control) = repeat_runs("redis-py-control", "no-faults.json", 10, &adapter, &[]);
     assert_eq!(
         violations(&control, "mutual_exclusion violated"),
         0,
         "{control}"
     );
-    let fenced = repeat_adapter("redis-py-fenced", "gc-pause-fenced.json", 3, &adapter);
+    let (_, fenced) = repeat_runs("redis-py-fenced", "gc-pause-fenced.json", 3, &adapter, &[]);
     assert_eq!(
         violations(&fenced, "resource_safety violated"),
         0,
@@ -396,40 +479,86 @@ fn redis_py_lock_under_a_pause_longer_than_its_lease() {
     );
 }
 
+/// redis-py's `Lock` through its `Sentinel` client (`HELLO 3`, `SENTINEL masters`): violated,
+/// as set-nx-px-lua:redis-py is in scenarios/matrix/16-failover-lagging-replica.json. Live, the
+/// second client's acquire usually ends `info` (its connection to the crashed master closed, or
+/// no master during the failover: redis-py raises the last retry's error, so the outcome is
+/// unknown) while the first holds the lock — a possible overlap — where the simulated client
+/// gets a definite grant from the promoted replica.
+#[test]
+fn redis_py_lock_under_a_failover_to_a_lagging_replica() {
+    let Some(adapter) = redis_py_adapter() else {
+        return;
+    };
+    let rates = failover(
+        "redis-py-failover",
+        &adapter.each_ref().map(String::as_str),
+        &[],
+    );
+    assert!(
+        violations(&rates, "mutual_exclusion violated") >= 2,
+        "{rates}"
+    );
+}
+
+#[test]
+fn redis_py_lock_under_a_client_clock_jump() {
+    let Some(adapter) = redis_py_adapter() else {
+        return;
+    };
+    assert_a_clock_jump_changes_nothing(
+        "redis-py-clock",
+        &adapter.each_ref().map(String::as_str),
+        &[],
+    );
+}
+
 /// node-redlock v5 (examples/live/node_redlock.mjs) under the same pause: violated, as the
 /// simulation's redlock:node-redlock rows are in scenarios/matrix/02-gc-pause.json.
 #[test]
 fn node_redlock_under_a_pause_longer_than_its_lease() {
-    let Some(modules) = suite(
-        "node-redlock (target/client-suites/node)",
-        root().join("target/client-suites/node/node_modules/redlock"),
-    ) else {
+    let Some((adapter, modules)) = node_redlock_adapter() else {
         return;
     };
-    let require_from = modules.parent().unwrap().join("package.json");
-    let adapter = root().join("examples/live/node_redlock.mjs");
-    let dir = out_dir("node-redlock");
-    let mut command = locksim();
-    command
-        .env("LOCKSIM_NODE_MODULES", &require_from)
-        .arg("live")
-        .arg(scenario("gc-pause.json"))
-        .arg("--out")
-        .arg(&dir)
-        .args(["--repeat", "3", "--jobs", "2", "--", "node"])
-        .arg(adapter);
-    let (output, pid) = run(command);
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
-    let rates: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("rates.json")).unwrap()).unwrap();
+    let env = [("LOCKSIM_NODE_MODULES", modules.as_path())];
+    let adapter = adapter.each_ref().map(String::as_str);
+    let (_, rates) = repeat_runs("node-redlock", "gc-pause.json", 3, &adapter, &env);
     assert!(
         violations(&rates, "mutual_exclusion violated") >= 2,
         "{rates}"
+    );
+}
+
+/// node-redlock with its one instance: the crashed master refuses every later acquisition, so
+/// nobody takes the lock twice — holds, as redlock:node-redlock@4.2.0 does in
+/// scenarios/matrix/16-failover-lagging-replica.json.
+#[test]
+fn node_redlock_under_a_failover_to_a_lagging_replica() {
+    let Some((adapter, modules)) = node_redlock_adapter() else {
+        return;
+    };
+    let env = [("LOCKSIM_NODE_MODULES", modules.as_path())];
+    let rates = failover(
+        "node-redlock-failover",
+        &adapter.each_ref().map(String::as_str),
+        &env,
+    );
+    assert_eq!(
+        violations(&rates, "mutual_exclusion violated"),
+        0,
+        "{rates}"
+    );
+}
+
+#[test]
+fn node_redlock_under_a_client_clock_jump() {
+    let Some((adapter, modules)) = node_redlock_adapter() else {
+        return;
+    };
+    let env = [("LOCKSIM_NODE_MODULES", modules.as_path())];
+    assert_a_clock_jump_changes_nothing(
+        "node-redlock-clock",
+        &adapter.each_ref().map(String::as_str),
+        &env,
     );
 }
