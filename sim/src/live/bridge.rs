@@ -411,7 +411,7 @@ mod tests {
         assert_eq!(other, Reply::Array(vec![bulk("10.9.9.9"), bulk("6379")]));
     }
 
-    /// What redis-py 6+ gets from a Sentinel after `HELLO 3`: maps (`%`), rewritten and sent
+    /// What redis-py 8.1 gets from a Sentinel after `HELLO 3`: maps (`%`), rewritten and sent
     /// on in RESP3; a RESP2 reply stays RESP2, RESP2's `$-1` null included.
     #[test]
     fn resp3_maps_are_decoded_rewritten_and_sent_back_as_resp3() {

@@ -4,11 +4,12 @@
 //! src/sentinel.c 3290-3480; `sentinelCommand` 3806-3835; `sentinelRoleCommand` 4213-4228):
 //! a field/value map per instance (`addReplyMapLen`: a flat array in RESP2, a map in RESP3),
 //! numbers as bulk strings, `flags` a comma list; and `HELLO`, which switches a connection to
-//! RESP3 (`helloCommand`, src/networking.c; redis-py 6+ sends `HELLO 3` first by default).
+//! RESP3 (`helloCommand`, src/networking.c; redis-py 8.1 sends `HELLO 3` first by default:
+//! `DEFAULT_RESP_VERSION = 3`, redis/utils.py).
 //!
 //! Clients discover masters with these: redis-py's `Sentinel.discover_master` asks `SENTINEL
 //! MASTERS` and takes the group's `ip`/`port` only when its flags say `master` and neither
-//! `s_down` nor `o_down` (redis-py 6 `redis/sentinel.py` `check_master_state`).
+//! `s_down` nor `o_down` (redis-py 8.1 `redis/sentinel.py` `check_master_state`, `discover_master`).
 //!
 //! Fields the model does not keep are left out rather than invented: `runid` is empty (no run
 //! ids), `o-down-time` (no ODOWN start time) and a Sentinel's `last-hello-message`.
