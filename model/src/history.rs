@@ -37,6 +37,10 @@ pub enum EventKind {
     },
     /// The client gave up this attempt (timeout or an error it does not retry).
     AcquireFailed { reason: String },
+    /// The attempt's outcome is unknown (a live client answered `info`, e.g. a timeout after
+    /// the command was sent): the lock may be held from the attempt's start until `lease_ms`
+    /// after it, or until the client's next release (jepsen.history's indefinite `info`).
+    AcquireUnknown { reason: String, lease_ms: u64 },
     /// The client stops using the protected resource and sends its first release command.
     ReleaseStarted,
     /// The release finished; `ok` is the scheme's own view of success.
@@ -182,6 +186,7 @@ impl Event {
             EventKind::AcquireStarted { .. } => "acquire_started",
             EventKind::Acquired { .. } => "acquired",
             EventKind::AcquireFailed { .. } => "acquire_failed",
+            EventKind::AcquireUnknown { .. } => "acquire_unknown",
             EventKind::ReleaseStarted => "release_started",
             EventKind::Released { .. } => "released",
             EventKind::ExtendStarted => "extend_started",
@@ -211,7 +216,9 @@ impl Event {
             | EventKind::ExtendStarted
             | EventKind::ClientDone => 0,
             EventKind::Acquired { token, .. } => token.len(),
-            EventKind::AcquireFailed { reason } => reason.len(),
+            EventKind::AcquireFailed { reason } | EventKind::AcquireUnknown { reason, .. } => {
+                reason.len()
+            }
             EventKind::Released { detail, .. } | EventKind::Extended { detail, .. } => detail.len(),
             EventKind::CommandSent { server, command } => server.len() + command.len(),
             EventKind::CommandReply { server, reply } => server.len() + reply.len(),

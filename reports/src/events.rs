@@ -16,6 +16,9 @@ pub fn describe(event: &Event) -> String {
             None => format!("acquired token={token}"),
         },
         EventKind::AcquireFailed { reason } => format!("acquire_failed: {reason}"),
+        EventKind::AcquireUnknown { reason, lease_ms } => {
+            format!("acquire_unknown (may hold it for {lease_ms} ms): {reason}")
+        }
         EventKind::Released { ok, detail } => format!(
             "released {}{}",
             if *ok { "ok" } else { "FAILED" },

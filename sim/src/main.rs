@@ -54,6 +54,12 @@ enum Command {
     Serve(cli::serve::Args),
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench(cli::bench::Args),
+    /// Run a scenario on the real clock with real client processes: the built-in scheme, or
+    /// your own lock after `--` (driver protocol: docs/live.md). Not replayable.
+    Live(cli::live::Args),
+    /// A built-in scheme as a live client process (started by `locksim live`).
+    #[command(hide = true)]
+    LiveAdapter(cli::live::AdapterArgs),
     /// Measure the simulated world against real redis-server and redis-sentinel processes
     /// (probes on both sides) and write docs/fidelity.md.
     Fidelity(cli::fidelity::Args),
@@ -74,6 +80,8 @@ fn main() -> ExitCode {
         Command::Schema(args) => cli::schema::execute(args),
         Command::Serve(args) => cli::serve::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
+        Command::Live(args) => cli::live::execute(args),
+        Command::LiveAdapter(args) => cli::live::execute_adapter(args),
         Command::Fidelity(args) => cli::fidelity::execute(args),
     };
     result.unwrap_or_else(|message| {

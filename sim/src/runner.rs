@@ -138,11 +138,51 @@ fn remember_events(scenario: &Scenario, scheme_index: usize, events: usize) {
     *most = (*most).max(events);
 }
 
+/// Called once with the world, before any client runs.
+pub type StartHook = Box<dyn FnOnce(&Arc<World>) + Send>;
+
+/// What runs on the client nodes of a run, and what else the run does: the simulation's own
+/// clients ([`Executor::simulated`]), or the drivers of real client processes paced to the
+/// real clock (`live`).
+pub struct Executor {
+    /// Makes the task a client node runs (at each start of the node).
+    pub client: Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>,
+    /// Called once the world's nodes exist, before any client runs (the live pacer starts here).
+    pub start: StartHook,
+    /// Why the run must stop now (a live client broke the protocol, Ctrl-C), if it must.
+    pub stop: Arc<dyn Fn() -> Option<String> + Send + Sync>,
+}
+
+/// The task of one client node.
+pub type ClientTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+impl Executor {
+    /// The simulation's own clients: the workload through the scheme on simulated time.
+    pub fn simulated() -> Executor {
+        Executor {
+            client: Arc::new(|world, name| Box::pin(client_node(world, name))),
+            start: Box::new(|_| {}),
+            stop: Arc::new(|| None),
+        }
+    }
+}
+
 fn run_on_this_thread(
     scenario: &Arc<Scenario>,
     scheme_index: usize,
     seed: u64,
     budget: Budget,
+) -> Result<RunOutput, String> {
+    run_with_executor(scenario, scheme_index, seed, budget, Executor::simulated())
+}
+
+/// One run on this thread with the given executor (a fresh thread per seed: see [`run`]).
+pub fn run_with_executor(
+    scenario: &Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+    budget: Budget,
+    executor: Executor,
 ) -> Result<RunOutput, String> {
     let wall_start = std::time::Instant::now();
     // The row's own world: its masters, faults and expectations.
@@ -161,6 +201,7 @@ fn run_on_this_thread(
         seed,
         budget,
         log.clone(),
+        executor,
     ))?;
     drop(runtime);
     remember_events(scenario, scheme_index, events.len());
@@ -231,6 +272,7 @@ async fn simulate(
     seed: u64,
     budget: Budget,
     nemesis_log: NemesisLog,
+    executor: Executor,
 ) -> Result<(Vec<Event>, u64, u64), String> {
     let handle = Handle::current();
     let world = World::new(
@@ -288,8 +330,12 @@ async fn simulate(
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme_index]);
         nemesis_node.spawn(random_nemesis(world.clone(), spec, heal_at_ms, nemesis_log));
     }
+    (executor.start)(&world);
     for name in scenario.client_names() {
-        add_node(&handle, &world, &name, client_node);
+        let client = executor.client.clone();
+        add_node(&handle, &world, &name, move |world, name| {
+            client(world, name)
+        });
     }
     for healer in start_initial(&world) {
         nemesis_node.spawn(healer);
@@ -297,16 +343,24 @@ async fn simulate(
 
     let duration_us = scenario.duration_ms * 1000;
     let clients = scenario.clients.count;
+    let mut stopped = None;
     while world.procs.clients_done() < clients
         && world.time.now_us() < duration_us
         && !world.history.full()
     {
         madsim::time::sleep(Duration::from_millis(10)).await;
+        stopped = (executor.stop)();
+        if stopped.is_some() {
+            break;
+        }
     }
     let end_us = world.time.now_us().min(duration_us);
     // madsim leaks the tasks of live nodes when the runtime drops: kill every node first.
     for id in world.procs.ids() {
         handle.kill(id);
+    }
+    if let Some(why) = stopped {
+        return Err(why);
     }
     if let Some(work) = world.history.script_work_spent() {
         return Err(format!(

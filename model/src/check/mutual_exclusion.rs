@@ -4,6 +4,11 @@
 //! release command (`release_started`), its crash, or the end of the run (DESIGN.md, checker
 //! definitions). Only true simulated time counts: every node's own clock may be wrong.
 //!
+//! An acquire whose outcome is unknown (`acquire_unknown`: a live client answered `info`)
+//! counts as possibly held, from the attempt's start until its lease ends or the owner's next
+//! release starts (jepsen.history: an `info` operation may have taken effect); the violation
+//! it takes part in says so.
+//!
 //! Holds are keyed by owner: the client node, or `client-1/t2` for one worker thread of a
 //! client running several (`clients.threads`), so two threads of one process are two owners. A
 //! crash of the node ends the holds of all its threads.
@@ -19,27 +24,46 @@ pub struct Hold {
     pub start_us: u64,
     pub end_us: u64,
     pub fence: Option<u64>,
+    /// From an acquire whose outcome is unknown: the lock may or may not have been held.
+    pub possible: bool,
 }
 
 /// Every holding interval in the history, by start time.
 pub fn holds(events: &[Event], end_us: u64) -> Vec<Hold> {
     let mut open: Vec<Hold> = Vec::new();
     let mut done = Vec::new();
+    // Each owner's latest attempt start: where an unknown acquire may have taken the lock.
+    let mut attempts: std::collections::BTreeMap<String, u64> = Default::default();
     for event in events {
         match &event.kind {
+            EventKind::AcquireStarted { .. } => {
+                attempts.insert(event.owner(), event.t_us);
+            }
             EventKind::Acquired { fence, .. } => {
                 open.push(Hold {
                     owner: event.owner(),
                     start_us: event.t_us,
                     end_us,
                     fence: *fence,
+                    possible: false,
+                });
+            }
+            EventKind::AcquireUnknown { lease_ms, .. } => {
+                let owner = event.owner();
+                let start_us = attempts.get(&owner).copied().unwrap_or(event.t_us);
+                open.push(Hold {
+                    owner,
+                    start_us,
+                    end_us: (start_us + lease_ms * 1000).min(end_us),
+                    fence: None,
+                    possible: true,
                 });
             }
             EventKind::ReleaseStarted => {
                 let owner = event.owner();
-                if let Some(i) = open.iter().position(|h| h.owner == owner) {
+                while let Some(i) = open.iter().position(|h| h.owner == owner) {
                     let mut hold = open.remove(i);
-                    hold.end_us = event.t_us;
+                    hold.end_us = hold.end_us.min(event.t_us);
                     done.push(hold);
                 }
             }
@@ -72,19 +96,26 @@ pub fn check(events: &[Event], end_us: u64) -> Vec<Violation> {
                 continue;
             }
             let overlap_us = a.end_us.min(b.end_us) - b.start_us;
+            let mut detail = format!(
+                "{} held the lock from {:.3} ms to {:.3} ms; {} acquired it at {:.3} ms: both held it for {:.3} ms",
+                a.owner,
+                ms(a.start_us),
+                ms(a.end_us),
+                b.owner,
+                ms(b.start_us),
+                ms(overlap_us)
+            );
+            for hold in [a, b].into_iter().filter(|h| h.possible) {
+                detail.push_str(&format!(
+                    " ({}'s acquire had an unknown outcome: it may have held the lock)",
+                    hold.owner
+                ));
+            }
             violations.push(Violation {
                 kind: "mutual_exclusion".into(),
                 t_ms: ms(b.start_us),
                 nodes: vec![a.owner.clone(), b.owner.clone()],
-                detail: format!(
-                    "{} held the lock from {:.3} ms to {:.3} ms; {} acquired it at {:.3} ms: both held it for {:.3} ms",
-                    a.owner,
-                    ms(a.start_us),
-                    ms(a.end_us),
-                    b.owner,
-                    ms(b.start_us),
-                    ms(overlap_us)
-                ),
+                detail,
             });
         }
     }
@@ -157,6 +188,58 @@ mod tests {
     }
     fn release(t: u64, node: &str) -> Event {
         ev(t, node, EventKind::ReleaseStarted)
+    }
+
+    fn unknown(t: u64, node: &str, lease_ms: u64) -> Event {
+        ev(
+            t,
+            node,
+            EventKind::AcquireUnknown {
+                reason: "timeout".into(),
+                lease_ms,
+            },
+        )
+    }
+    fn attempt(t: u64, node: &str) -> Event {
+        ev(t, node, EventKind::AcquireStarted { attempt: 1 })
+    }
+
+    #[test]
+    fn an_unknown_acquire_may_hold_from_its_start_until_its_lease_ends() {
+        // a's attempt starts at 0 and times out at 600 with its lease 1000 ms: b at 800 overlaps.
+        let events = vec![
+            attempt(0, "a"),
+            unknown(600, "a", 1000),
+            attempt(800, "b"),
+            acquired(800, "b"),
+            release(900, "b"),
+        ];
+        let v = check(&events, 100_000);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].nodes, vec!["a", "b"]);
+        assert!(v[0].detail.contains("unknown outcome"), "{}", v[0].detail);
+        // After the lease, nothing.
+        let events = vec![
+            attempt(0, "a"),
+            unknown(600, "a", 1000),
+            acquired(1000, "b"),
+            release(1100, "b"),
+        ];
+        assert!(check(&events, 100_000).is_empty());
+    }
+
+    #[test]
+    fn a_later_release_ends_an_unknown_acquire() {
+        let events = vec![
+            attempt(0, "a"),
+            unknown(600, "a", 5000),
+            attempt(700, "a"),
+            acquired(700, "a"),
+            release(750, "a"),
+            acquired(800, "b"),
+            release(900, "b"),
+        ];
+        assert!(check(&events, 100_000).is_empty());
     }
 
     #[test]

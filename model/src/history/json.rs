@@ -21,6 +21,10 @@ pub fn write_event(out: &mut Vec<u8>, event: &Event) {
             w.opt_number("fence", *fence);
         }
         EventKind::AcquireFailed { reason } => w.str("reason", reason),
+        EventKind::AcquireUnknown { reason, lease_ms } => {
+            w.str("reason", reason);
+            w.number("lease_ms", *lease_ms);
+        }
         EventKind::ReleaseStarted | EventKind::ExtendStarted | EventKind::ClientDone => {}
         EventKind::Released { ok, detail } | EventKind::Extended { ok, detail } => {
             w.bool("ok", *ok);
@@ -251,6 +255,10 @@ mod tests {
                     fence: None,
                 },
                 EventKind::AcquireFailed { reason: s() },
+                EventKind::AcquireUnknown {
+                    reason: s(),
+                    lease_ms: 1000,
+                },
                 EventKind::ReleaseStarted,
                 EventKind::Released {
                     ok: true,

@@ -150,36 +150,11 @@ impl Supervisor {
     }
 
     /// Stops `process` and its group: SIGCONT + SIGTERM, `grace` to exit, then SIGKILL; reaps
-    /// it. Returns how it ended ("exited after SIGTERM", "killed after ignoring SIGTERM for
-    /// 500 ms", or that it had already exited).
+    /// it. Returns how it ended ("exited after SIGTERM", "killed (SIGKILL) after ignoring
+    /// SIGTERM for 500 ms", or that it had already exited).
     pub fn terminate(&self, process: &mut Process, grace: Duration) -> String {
-        if let Some(status) = process.exited() {
-            self.signal(process.pid, libc::SIGKILL);
-            self.forget(process.pid);
-            return format!("had already exited ({status})");
-        }
-        self.signal(process.pid, libc::SIGCONT);
-        self.signal(process.pid, libc::SIGTERM);
-        let deadline = Instant::now() + grace;
-        let mut how = None;
-        while Instant::now() < deadline {
-            if process.exited().is_some() {
-                how = Some("exited after SIGTERM".to_string());
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // Whatever is left of the group (a grandchild that ignored SIGTERM) goes now.
-        self.signal(process.pid, libc::SIGKILL);
-        let how = how.unwrap_or_else(|| {
-            let _ = process.child.wait();
-            format!(
-                "killed (SIGKILL) after ignoring SIGTERM for {} ms",
-                grace.as_millis()
-            )
-        });
-        self.forget(process.pid);
-        how
+        let mut ended = self.stop(&mut [process], grace);
+        ended.pop().map(|(_, how)| how).unwrap_or_default()
     }
 
     /// Stops many processes at once, as [`Supervisor::terminate`] (one grace period for all);
@@ -189,12 +164,26 @@ impl Supervisor {
         mut processes: Vec<Process>,
         grace: Duration,
     ) -> Vec<(String, String)> {
-        for process in &processes {
-            self.signal(process.pid, libc::SIGCONT);
-            self.signal(process.pid, libc::SIGTERM);
+        let mut all: Vec<&mut Process> = processes.iter_mut().collect();
+        self.stop(&mut all, grace)
+    }
+
+    /// SIGCONT + SIGTERM to every group, one grace period, SIGKILL, reap.
+    fn stop(&self, processes: &mut [&mut Process], grace: Duration) -> Vec<(String, String)> {
+        for process in processes.iter_mut() {
+            if process.exited().is_none() {
+                self.signal(process.pid, libc::SIGCONT);
+                self.signal(process.pid, libc::SIGTERM);
+            }
         }
         let deadline = Instant::now() + grace;
-        let mut ended: Vec<Option<String>> = processes.iter_mut().map(Process::exited).collect();
+        let mut ended: Vec<Option<String>> = processes
+            .iter_mut()
+            .map(|p| {
+                p.exited()
+                    .map(|status| format!("had already exited ({status})"))
+            })
+            .collect();
         while Instant::now() < deadline && ended.iter().any(Option::is_none) {
             std::thread::sleep(Duration::from_millis(5));
             for (process, end) in processes.iter_mut().zip(ended.iter_mut()) {
@@ -464,6 +453,20 @@ pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
 }
 
+/// Blocks SIGPIPE on the calling thread: a write to the stdin of a client that died then fails
+/// with EPIPE (reported with the client's exit status) instead of killing locksim (`main`
+/// restores SIGPIPE's default). SIGPIPE is sent to the writing thread, so the rest of the
+/// process keeps the default.
+pub fn block_sigpipe_on_this_thread() {
+    // SAFETY: a signal set on the stack, then this thread's own mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Writes a line to a child's stdin; a broken pipe is the child's death, reported by the
 /// caller from its exit status.
 pub fn write_line(stdin: &mut ChildStdin, line: &str) -> io::Result<()> {
@@ -515,10 +518,11 @@ mod tests {
         let mut process = supervisor
             .spawn(sh("stubborn", "trap '' TERM; while :; do sleep 1; done"))
             .unwrap();
+        let pid = process.pid;
         std::thread::sleep(Duration::from_millis(100));
         let how = supervisor.terminate(&mut process, Duration::from_millis(200));
         assert!(how.starts_with("killed (SIGKILL)"), "{how}");
-        assert!(wait_gone(process.pid));
+        assert!(wait_gone(pid));
     }
 
     #[test]

@@ -7,14 +7,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::task::NodeId;
 
 /// The simulated IP address of a node, from its name: `redis-N` 10.1.x.x, `client-N` 10.2.x.x,
 /// `resource` 10.3.0.1, `redis-N-replica-M` 10.4.N.M, `sentinel-N` 10.5.x.x, `nemesis` 10.9.0.1,
-/// `network` 10.9.0.2.
+/// `network` 10.9.0.2, `pacer` (live runs) 10.9.0.3.
 pub fn node_ip(name: &str) -> IpAddr {
     if let Some((master, replica)) = name
         .strip_prefix("redis-")
@@ -30,6 +30,8 @@ pub fn node_ip(name: &str) -> IpAddr {
         (5, n.parse::<u32>().unwrap_or(0))
     } else if name == "network" {
         (9, 2)
+    } else if name == "pacer" {
+        (9, 3)
     } else if let Some(n) = name.strip_prefix("client-") {
         (2, n.parse::<u32>().unwrap_or(0))
     } else if name == "resource" {
@@ -48,6 +50,22 @@ pub fn node_ip(name: &str) -> IpAddr {
 #[derive(Default)]
 pub struct Procs {
     state: Mutex<State>,
+    /// Real processes behind nodes (a live run's client processes): told of every pause,
+    /// resume and crash, after the simulated node's own.
+    external: OnceLock<Arc<dyn ExternalProcesses>>,
+}
+
+/// A controller of real processes that stand behind some nodes (`live`): each call is the one
+/// place where that fault is realised on the real process, for a node it owns (it ignores the
+/// others).
+pub trait ExternalProcesses: Send + Sync {
+    /// Pauses the real process behind `node`; true when there is one. Then the simulated node
+    /// is not paused: its tasks are the kernel's side of the process (its bridged sockets),
+    /// and a kernel keeps receiving bytes for a stopped process.
+    fn pause(&self, node: &str) -> bool;
+    /// Resumes it; true when `node` has a real process (see `pause`).
+    fn resume(&self, node: &str) -> bool;
+    fn crash(&self, node: &str);
 }
 
 #[derive(Default)]
@@ -122,6 +140,13 @@ impl Procs {
         self.state().resumes.get(node).copied().unwrap_or(0)
     }
 
+    /// Whether a fault holds `node` paused now.
+    pub fn is_paused(&self, node: &str) -> bool {
+        self.state()
+            .holds
+            .contains_key(&("pause".to_string(), node.to_string()))
+    }
+
     /// Whether `node`'s process is down (crashed, not yet restarted): it observes nothing.
     pub fn is_crashed(&self, node: &str) -> bool {
         self.state()
@@ -154,17 +179,30 @@ impl Procs {
         }
     }
 
+    /// Registers the controller of the real processes behind nodes (once, before any runs).
+    pub fn set_external(&self, external: Arc<dyn ExternalProcesses>) {
+        if self.external.set(external).is_err() {
+            panic!("a run registers one external process controller");
+        }
+    }
+
     /// Stop-the-world pause: every task of the node stops; timers keep running.
     pub fn pause(&self, node: &str) {
         self.hold("pause", node);
-        Handle::current().pause(self.id(node));
+        let external = self.external.get().is_some_and(|e| e.pause(node));
+        if !external {
+            Handle::current().pause(self.id(node));
+        }
     }
 
     /// One pause of `node` healed: it resumes when it was the last.
     pub fn resume(&self, node: &str) {
         if self.release("pause", node) {
             *self.state().resumes.entry(node.to_string()).or_default() += 1;
-            Handle::current().resume(self.id(node));
+            let external = self.external.get().is_some_and(|e| e.resume(node));
+            if !external {
+                Handle::current().resume(self.id(node));
+            }
         }
     }
 
@@ -172,6 +210,9 @@ impl Procs {
     pub fn crash(&self, node: &str) {
         self.hold("crash", node);
         Handle::current().kill(self.id(node));
+        if let Some(external) = self.external.get() {
+            external.crash(node);
+        }
     }
 
     /// One crash of `node` healed: the process starts afresh when it was the last. (madsim: a

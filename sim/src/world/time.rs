@@ -8,7 +8,7 @@
 //! Fault hooks: `jump` (`clock_jump`), `set_rate` (`clock_drift`, and its healing).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use madsim::time::{Duration, TimeHandle};
 
@@ -21,7 +21,13 @@ pub struct Time {
     clock: TimeHandle,
     start: Duration,
     clocks: Mutex<BTreeMap<String, NodeClock>>,
+    /// Told each node's clock after every change, for a real process behind the node (`live`):
+    /// the node, its wall clock's offset from true time (ms) and its rate.
+    external: OnceLock<ClockListener>,
 }
+
+/// See `Time::set_external`.
+pub type ClockListener = Arc<dyn Fn(&str, i64, f64) + Send + Sync>;
 
 impl Time {
     /// Starts the run's true time now. Called inside the simulation.
@@ -31,6 +37,25 @@ impl Time {
             start: clock.elapsed(),
             clock,
             clocks: Mutex::default(),
+            external: OnceLock::new(),
+        }
+    }
+
+    /// Registers the listener of clock changes (once, before any runs).
+    pub fn set_external(&self, listener: ClockListener) {
+        if self.external.set(listener).is_err() {
+            panic!("a run registers one clock listener");
+        }
+    }
+
+    /// Tells the listener `node`'s clock as it is now.
+    fn changed(&self, node: &str) {
+        if let Some(listener) = self.external.get() {
+            let now = self.now_us();
+            let (offset_ms, rate) = self.read_clock(node, |c| {
+                (c.wall_ms(now) - EPOCH_MS - (now / 1000) as i64, c.rate)
+            });
+            listener(node, offset_ms, rate);
         }
     }
 
@@ -76,13 +101,15 @@ impl Time {
     /// `clock_jump`: steps the node's wall clock by `delta_ms` now.
     pub fn jump(&self, node: &str, delta_ms: i64) {
         let now = self.now_us();
-        self.with_clock(node, |c| c.jump(now, delta_ms))
+        self.with_clock(node, |c| c.jump(now, delta_ms));
+        self.changed(node);
     }
 
     /// `clock_drift`: from now on the node's clocks run at `rate` × true time (1.0 heals it).
     pub fn set_rate(&self, node: &str, rate: f64) {
         let now = self.now_us();
-        self.with_clock(node, |c| c.set_rate(now, rate))
+        self.with_clock(node, |c| c.set_rate(now, rate));
+        self.changed(node);
     }
 }
 

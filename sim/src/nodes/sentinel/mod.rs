@@ -23,6 +23,7 @@
 mod config;
 mod election;
 mod failover;
+mod introspection;
 mod links;
 mod monitoring;
 
@@ -35,7 +36,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use madsim::net::TcpListener;
 use model::history::EventKind;
-use model::redis::{Reply, RequestParser};
+use model::redis::{Protocol, Reply, RequestParser};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -325,8 +326,14 @@ impl State {
                     self.is_master_down_by_addr(&word(2), word(4).parse().unwrap_or(0), &word(5))
                 }
                 "failover" => self.failover_command(&word(2)),
-                _ => Reply::error("ERR Unknown sentinel subcommand"),
+                other => self.introspect(other, argv).unwrap_or_else(|| {
+                    Reply::error(format!(
+                        "ERR unknown subcommand '{}'. Try SENTINEL HELP.",
+                        word(1)
+                    ))
+                }),
             },
+            "role" => self.role(),
             other => Reply::error(format!("ERR unknown command '{other}'")),
         }
     }
@@ -343,6 +350,7 @@ async fn serve_connection(shared: Shared, conn: NetConn) {
     let (mut reader, writer) = conn.split();
     let mut parser = RequestParser::new();
     let mut buf = BytesMut::with_capacity(512);
+    let mut protocol = Protocol::Resp2;
     loop {
         match reader.read_buf(&mut buf).await {
             Ok(0) | Err(_) => return,
@@ -350,7 +358,14 @@ async fn serve_connection(shared: Shared, conn: NetConn) {
         }
         let mut out = Vec::new();
         while let Ok(Some(argv)) = parser.parse(&mut buf) {
-            shared.borrow_mut().serve(&argv).encode_into(&mut out);
+            let reply = if argv[0].eq_ignore_ascii_case(b"hello") {
+                let (reply, now_speaking) = State::hello(&argv, protocol);
+                protocol = now_speaking;
+                reply.encode_for(protocol)
+            } else {
+                shared.borrow_mut().serve(&argv).encode_for(protocol)
+            };
+            out.extend_from_slice(&reply);
         }
         if writer.send(out).is_err() {
             return;
