@@ -510,6 +510,36 @@ pub async fn evalsha(
     }
 }
 
+/// A script as Spring Data Redis's `DefaultScriptExecutor` runs one: `EVALSHA`, and on
+/// `NOSCRIPT` the text by `EVAL` (spring-projects/spring-data-redis `ScriptUtils`).
+pub async fn evalsha_or_eval(
+    env: &Rc<dyn LockEnv>,
+    server: usize,
+    script: &'static str,
+    keys: &[&str],
+    args: &[&str],
+) -> Result<Reply, CallError> {
+    let command = |word: &str, body: &str| {
+        let mut cmd = vec![
+            word.as_bytes().to_vec(),
+            body.as_bytes().to_vec(),
+            keys.len().to_string().into_bytes(),
+        ];
+        cmd.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+        cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        cmd
+    };
+    match env
+        .call(server, command("EVALSHA", &script_sha(script)))
+        .await?
+    {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
+            env.call(server, command("EVAL", script)).await
+        }
+        reply => Ok(reply),
+    }
+}
+
 /// Retries `attempt` every `retry_delay_ms` until it yields a grant or the deadline (by the
 /// client's monotonic clock) passes. Most single-instance sources loop exactly like this.
 pub async fn retry_until<F>(
