@@ -13,6 +13,7 @@
 //!   nemesis.
 //! - `runner`: one scenario × scheme × seed, end to end.
 //! - `serve`: the simulated Redis on a real TCP port, outside the simulation.
+//! - `live`: real time and real processes: the executor of `locksim live`.
 //! - `cli`: the commands of the binary and their helpers.
 //!
 //! A refactor must leave every trace as it was: `scripts/trace-hashes.sh` lists the trace hash
@@ -20,6 +21,7 @@
 
 pub mod cli;
 pub mod faults;
+pub mod live;
 pub mod nodes;
 pub mod runner;
 pub mod scenario;
