@@ -34,6 +34,7 @@
 //!   it *deletes* the lock it holds and answers True (issue 66), so another process gets in.
 //! - `sherlock@0.4.1`: `renew()` runs `_renew_script` (`EXPIRE` if the owner still holds it,
 //!   `:431-441`), as it was meant to (fix of issue 66).
+//!
 //! What breaks it: a hold longer than the TTL — the next holder gets the lock and the first one's
 //! DEL removes it (foreign release, mutual exclusion violated); `sherlock@0.4.0`'s renew.
 

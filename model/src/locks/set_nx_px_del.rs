@@ -24,6 +24,7 @@
 //!   holds this `clientId`, throws `IllegalStateException` ("Lock was released in the store due
 //!   to expiration") instead of removing it (`isAcquiredInThisProcess`; a `GET`, then the
 //!   `UNLINK`).
+//!
 //! What breaks it: a hold longer than the TTL (foreign release, mutual exclusion violated).
 
 use std::rc::Rc;

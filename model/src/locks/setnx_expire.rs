@@ -29,6 +29,7 @@
 //!   dies (or loses Redis) between `SETNX` and `EXPIRE` leaves a key without TTL (issue 31166).
 //! - `laravel@6.12`: laravel/framework@v6.12.0 `RedisLock.php:33-40` (PR 31168, 8683a3d): with
 //!   seconds given, one `SET name owner EX seconds NX`; without, `SETNX` as before.
+//!
 //! What breaks it: a crash between SETNX and EXPIRE — the key never expires (liveness `stuck`);
 //! with `laravel@5.7`, a release delayed past the lock's seconds deletes the next holder's lock.
 
