@@ -13,7 +13,10 @@
 //!   nemesis.
 //! - `runner`: one scenario × scheme × seed, end to end.
 //! - `serve`: the simulated Redis on a real TCP port, outside the simulation.
-//! - `live`: real time and real processes: the executor of `locksim live`.
+//! - `live`: real time and real processes: the executor of `locksim live`, the real
+//!   redis-server/redis-sentinel processes of a topology.
+//! - `fidelity`: the simulated world measured against real redis-server and redis-sentinel
+//!   (`locksim fidelity`, `docs/fidelity.md`).
 //! - `cli`: the commands of the binary and their helpers.
 //!
 //! A refactor must leave every trace as it was: `scripts/trace-hashes.sh` lists the trace hash
@@ -21,6 +24,7 @@
 
 pub mod cli;
 pub mod faults;
+pub mod fidelity;
 pub mod live;
 pub mod nodes;
 pub mod runner;

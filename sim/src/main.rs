@@ -54,6 +54,9 @@ enum Command {
     Serve(cli::serve::Args),
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench(cli::bench::Args),
+    /// Measure the simulated world against real redis-server and redis-sentinel processes
+    /// (probes on both sides) and write docs/fidelity.md.
+    Fidelity(cli::fidelity::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cli::schema::execute(args),
         Command::Serve(args) => cli::serve::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
+        Command::Fidelity(args) => cli::fidelity::execute(args),
     };
     result.unwrap_or_else(|message| {
         eprintln!("locksim: error: {message}");
