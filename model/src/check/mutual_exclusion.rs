@@ -247,19 +247,21 @@ mod tests {
         assert!(h.iter().all(|h| h.end_us == 3000), "{h:?}");
     }
 
+    /// redis-1's `lock` now owned by `o`, changed by `by`.
+    fn owner(t_ms: u64, o: Option<&str>, by: &str) -> Event {
+        ev(
+            t_ms,
+            "redis-1",
+            EventKind::KeyOwner {
+                key: "lock".into(),
+                owner: o.map(Into::into),
+                by: by.into(),
+            },
+        )
+    }
+
     #[test]
     fn deleting_anothers_key_is_a_foreign_release() {
-        let owner = |t, o: Option<&str>, by: &str| {
-            ev(
-                t,
-                "redis-1",
-                EventKind::KeyOwner {
-                    key: "lock".into(),
-                    owner: o.map(Into::into),
-                    by: by.into(),
-                },
-            )
-        };
         let events = vec![
             owner(0, Some("a"), "a"),
             owner(10, None, "expiry"),
@@ -273,17 +275,6 @@ mod tests {
 
     #[test]
     fn a_thread_deleting_its_siblings_key_is_a_foreign_release() {
-        let owner = |t, o: Option<&str>, by: &str| {
-            ev(
-                t,
-                "redis-1",
-                EventKind::KeyOwner {
-                    key: "lock".into(),
-                    owner: o.map(Into::into),
-                    by: by.into(),
-                },
-            )
-        };
         let events = vec![
             owner(0, Some("c/t2"), "c/t2"),
             owner(10, None, "c/t1"),
