@@ -72,7 +72,8 @@ pub enum EventKind {
         key: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         owner: Option<String>,
-        /// Who changed it: a client name, or `expiry`.
+        /// Who changed it: the client whose command did (its worker thread, `client-1/t2`, when
+        /// it runs several), or `expiry`, `replication`, `crash`, `restart`.
         by: String,
     },
     /// The resource served a read of its counter.

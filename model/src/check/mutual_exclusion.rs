@@ -128,9 +128,11 @@ pub fn check(events: &[Event], end_us: u64) -> Vec<Violation> {
 pub const NOT_A_RELEASE: &[&str] = &["expiry", "replication", "crash", "restart"];
 
 /// Releases that deleted a key holding another owner's token (seed 000 scheme 3, seed 001
-/// 错误示例: a client whose lease expired deletes the next holder's lock). A server knows only
-/// the connection's node, so a thread deleting the key of another thread of its own process is
-/// not counted here (the overlap it causes still is, by `check`).
+/// 错误示例: a client whose lease expired deletes the next holder's lock), whatever process sent
+/// them: `by` names the owner whose command deleted it — the worker thread (`client-1/t1`) when
+/// the process runs several — so a thread deleting its sibling's lock with the sibling's token
+/// (redis-py 2.10.1's shared `Lock`, redis/redis-py#416) is foreign too. A key whose owner is a
+/// whole process (a value its threads share, written by none of them) is any of its threads'.
 pub fn foreign_releases(events: &[Event]) -> Vec<Violation> {
     let mut owner: std::collections::BTreeMap<(&str, &str), Option<&str>> = Default::default();
     let mut violations = Vec::new();
@@ -145,7 +147,8 @@ pub fn foreign_releases(events: &[Event]) -> Vec<Violation> {
                 .entry((event.node.as_str(), key.as_str()))
                 .or_insert(None);
             if let (Some(previous), None) = (*slot, new_owner)
-                && by != owner_node(previous)
+                && by != previous
+                && owner_node(by) != previous
                 && !NOT_A_RELEASE.contains(&by.as_str())
             {
                 violations.push(Violation {
@@ -327,19 +330,21 @@ mod tests {
         assert!(h.iter().all(|h| h.end_us == 3000), "{h:?}");
     }
 
+    /// redis-1's `lock` now owned by `o`, changed by `by`.
+    fn owner(t_ms: u64, o: Option<&str>, by: &str) -> Event {
+        ev(
+            t_ms,
+            "redis-1",
+            EventKind::KeyOwner {
+                key: "lock".into(),
+                owner: o.map(Into::into),
+                by: by.into(),
+            },
+        )
+    }
+
     #[test]
     fn deleting_anothers_key_is_a_foreign_release() {
-        let owner = |t, o: Option<&str>, by: &str| {
-            ev(
-                t,
-                "redis-1",
-                EventKind::KeyOwner {
-                    key: "lock".into(),
-                    owner: o.map(Into::into),
-                    by: by.into(),
-                },
-            )
-        };
         let events = vec![
             owner(0, Some("a"), "a"),
             owner(10, None, "expiry"),
@@ -349,5 +354,21 @@ mod tests {
         let v = foreign_releases(&events);
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].nodes, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn a_thread_deleting_its_siblings_key_is_a_foreign_release() {
+        let events = vec![
+            owner(0, Some("c/t2"), "c/t2"),
+            owner(10, None, "c/t1"),
+            owner(11, Some("c/t1"), "c/t1"),
+            owner(20, None, "c/t1"),
+        ];
+        let v = foreign_releases(&events);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].nodes, vec!["c/t1", "c/t2"]);
+        // A key owned by the whole process (a value its threads share) is any thread's.
+        let events = vec![owner(0, Some("c"), "replication"), owner(10, None, "c/t1")];
+        assert!(foreign_releases(&events).is_empty());
     }
 }

@@ -21,9 +21,22 @@
 //! deletes the next holder's lock.
 //!
 //! Parameters: `key` (`lock`; the class hard-codes `techloglock`), `ttl_ms` (`expiretime`, whole
-//! seconds, default 5000 as the class).
+//! seconds, default 5000 as the class), `preset`:
+//! - `seed-002` (default): `TechlogLock` as above.
+//! - `sherlock@0.4.0`: py-sherlock's `RedisLock` (py-sherlock/sherlock@v0.4.0
+//!   `sherlock/lock.py:409-520`), the same SETNX-then-EXPIRE in one script but with
+//!   `ARGV = [owner, expire]` (`_acquire_script`, `:415-420`), owner `str(uuid.uuid4())`
+//!   (`:481`), `expire` 60 s, `timeout` 10 s and `retry_interval` 0.1 s (`__init__.py:479-486`;
+//!   `ttl_ms`, the workload's acquire timeout, `retry_delay_ms`); `acquire` counts the timeout
+//!   down by `retry_interval` per failed try and sleeps in between (`:173-184`); `release` runs
+//!   `_release_script` (compare-and-delete, `:422-429`), 0 raises `LockException`. Its
+//!   `renew()` (`clients.extend`) calls `_release_func` instead of `_renew_func` (`:505-514`):
+//!   it *deletes* the lock it holds and answers True (issue 66), so another process gets in.
+//! - `sherlock@0.4.1`: `renew()` runs `_renew_script` (`EXPIRE` if the owner still holds it,
+//!   `:431-441`), as it was meant to (fix of issue 66).
+//!
 //! What breaks it: a hold longer than the TTL — the next holder gets the lock and the first one's
-//! DEL removes it (foreign release, mutual exclusion violated).
+//! DEL removes it (foreign release, mutual exclusion violated); `sherlock@0.4.0`'s renew.
 
 use std::rc::Rc;
 
@@ -31,8 +44,8 @@ use async_trait::async_trait;
 
 use super::set::del_release;
 use super::{
-    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, evalsha,
-    not_acquired, uuid1, whole_seconds,
+    CallError, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release,
+    SchemeInfo, command, evalsha, not_acquired, uuid1, uuid4, whole_seconds,
 };
 use crate::redis::Reply;
 
@@ -44,9 +57,60 @@ pub const INFO: SchemeInfo = SchemeInfo {
     family: Family::TwoStep,
     lease: Lease::Seconds,
     in_all: true,
-    presets: &[],
+    presets: PRESETS,
     build,
 };
+
+/// Named presets besides the default (`seed-002`): py-sherlock's Redis lock before and after
+/// the fix of its `renew()`. Not matrix rows (without `clients.extend` both are
+/// SETNX+EXPIRE in one script, as this scheme's row).
+const PRESETS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "sherlock@0.4.0",
+        summary: "py-sherlock 0.4.0 RedisLock: SETNX+EXPIRE script, compare-and-delete release; renew() runs the release script (issue 66)",
+        lease: Lease::Seconds,
+        same_as: Some("lua-setnx-expire"),
+    },
+    PresetInfo {
+        name: "sherlock@0.4.1",
+        summary: "py-sherlock 0.4.1 RedisLock: as 0.4.0, renew() runs the renew script (EXPIRE while the owner holds it)",
+        lease: Lease::Seconds,
+        same_as: Some("lua-setnx-expire"),
+    },
+];
+
+/// py-sherlock's `RedisLock._acquire_script`.
+const SHERLOCK_ACQUIRE: &str = "
+    local result = redis.call('SETNX', KEYS[1], ARGV[1])
+    if result == 1 and ARGV[2] ~= -1 then
+        redis.call('EXPIRE', KEYS[1], ARGV[2])
+    end
+    return result
+    ";
+
+/// py-sherlock's `RedisLock._release_script`.
+const SHERLOCK_RELEASE: &str = "
+    local result = 0
+    if redis.call('GET', KEYS[1]) == ARGV[1] then
+        redis.call('DEL', KEYS[1])
+        result = 1
+    end
+    return result
+    ";
+
+/// py-sherlock's `RedisLock._renew_script`.
+const SHERLOCK_RENEW: &str = "
+    local result = 0
+    if redis.call('GET', KEYS[1]) == ARGV[1] then
+        if ARGV[2] ~= -1 then
+            redis.call('EXPIRE', KEYS[1], ARGV[2])
+        else
+            redis.call('PERSIST', KEYS[1])
+        end
+        result = 1
+    end
+    return result
+    ";
 
 /// `setnxttl`'s script, as the article's Python source lays it out.
 pub const SETNX_TTL: &str = r#"
@@ -58,10 +122,24 @@ pub const SETNX_TTL: &str = r#"
             "#;
 
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
-    Ok(Box::new(TechlogLock {
+    let preset = params.choice(
+        "preset",
+        &["seed-002", "sherlock@0.4.0", "sherlock@0.4.1"],
+        "seed-002",
+    )?;
+    if preset == "seed-002" {
+        return Ok(Box::new(TechlogLock {
+            key: params.key()?,
+            expiretime: whole_seconds(params, INFO.default_ttl_ms)?,
+            held: false,
+        }));
+    }
+    Ok(Box::new(SherlockLock {
         key: params.key()?,
-        expiretime: whole_seconds(params, INFO.default_ttl_ms)?,
-        held: false,
+        expire_s: whole_seconds(params, 60_000)?,
+        retry_interval_ms: params.positive("retry_delay_ms", 100)?,
+        renew_runs_release: preset == "sherlock@0.4.0",
+        owner: None,
     }))
 }
 
@@ -135,6 +213,111 @@ impl LockScheme for TechlogLock {
     }
 }
 
+/// py-sherlock's `RedisLock`.
+pub struct SherlockLock {
+    key: String,
+    /// `expire`, whole seconds.
+    expire_s: u64,
+    /// `retry_interval`.
+    retry_interval_ms: u64,
+    /// 0.4.0: `renew()` calls `_release_func`.
+    renew_runs_release: bool,
+    /// `_owner`: set by a successful `_acquire`.
+    owner: Option<String>,
+}
+
+/// What a sherlock script answered: 1, or why not.
+fn sherlock_one(reply: Result<Reply, CallError>) -> Result<bool, String> {
+    match reply {
+        Ok(Reply::Integer(n)) => Ok(n == 1),
+        Ok(Reply::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
+        Ok(other) => Err(format!("unexpected reply {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[async_trait(?Send)]
+impl LockScheme for SherlockLock {
+    /// `BaseLock.acquire(blocking=True)`: `timeout` counted down by `retry_interval` per failed
+    /// try, a sleep of `retry_interval` while some is left; an exception escapes.
+    async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String> {
+        let mut timeout = timeout_ms as i64;
+        while timeout >= 0 {
+            let owner = uuid4(env.as_ref());
+            env.register_token(&owner);
+            let expire = self.expire_s.to_string();
+            let reply = evalsha(env, 0, SHERLOCK_ACQUIRE, &[&self.key], &[&owner, &expire]).await;
+            if sherlock_one(reply)? {
+                self.owner = Some(owner.clone());
+                return Ok(Grant {
+                    token: owner,
+                    fence: None,
+                });
+            }
+            timeout -= self.retry_interval_ms as i64;
+            if timeout > 0 {
+                env.sleep_ms(self.retry_interval_ms).await;
+            }
+        }
+        Err(format!(
+            "LockTimeoutException: Timeout elapsed after {timeout_ms} ms while trying to acquiring lock."
+        ))
+    }
+
+    async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
+        let Some(owner) = self.owner.take() else {
+            return not_acquired();
+        };
+        let reply = evalsha(env, 0, SHERLOCK_RELEASE, &[&self.key], &[&owner]).await;
+        match sherlock_one(reply) {
+            Ok(true) => Release {
+                ok: true,
+                detail: "deleted".into(),
+            },
+            Ok(false) => Release {
+                ok: false,
+                detail: "LockException: Lock could not be released because it was not acquired by this instance.".into(),
+            },
+            Err(e) => Release {
+                ok: false,
+                detail: e,
+            },
+        }
+    }
+
+    fn can_extend(&self) -> bool {
+        true
+    }
+
+    /// `renew()`: 0.4.0 runs the release script (the lock is deleted, True is answered), 0.4.1
+    /// the renew script.
+    async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
+        let Some(owner) = self.owner.clone() else {
+            return Extension {
+                ok: false,
+                detail: "LockException: Lock was not set by this process.".into(),
+            };
+        };
+        let script = if self.renew_runs_release {
+            SHERLOCK_RELEASE
+        } else {
+            SHERLOCK_RENEW
+        };
+        let expire = self.expire_s.to_string();
+        let reply = evalsha(env, 0, script, &[&self.key], &[&owner, &expire]).await;
+        match sherlock_one(reply) {
+            Ok(ok) => Extension {
+                ok,
+                detail: if ok { "renewed" } else { "not renewed" }.into(),
+            },
+            Err(e) => Extension {
+                ok: false,
+                detail: e,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::rc::Rc;
@@ -174,6 +357,25 @@ mod tests {
         );
         assert!(block_on(la.release(&a_dyn)).ok);
         assert_eq!(shared.command(&["EXISTS", "lock"]), Reply::Integer(0));
+    }
+
+    #[test]
+    fn sherlock_0_4_0_renew_deletes_the_lock_and_0_4_1_extends_it() {
+        use crate::locks::testing::two_clients;
+        for (preset, deleted) in [("sherlock@0.4.0", true), ("sherlock@0.4.1", false)] {
+            let (shared, (a, mut la), (b, mut lb)) = two_clients(serde_json::json!(
+                {"name": "lua-setnx-expire", "preset": preset, "ttl_ms": 2000}
+            ));
+            let grant = block_on(la.acquire(&a, 100)).unwrap();
+            assert_eq!(grant.token.len(), 36, "str(uuid.uuid4())");
+            assert_eq!(shared.command(&["TTL", "lock"]), Reply::Integer(2));
+            assert!(block_on(la.extend(&a)).ok, "{preset}: renew() says True");
+            assert_eq!(
+                block_on(lb.acquire(&b, 0)).is_ok(),
+                deleted,
+                "{preset}: b gets the lock a still holds"
+            );
+        }
     }
 
     #[test]

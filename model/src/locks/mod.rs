@@ -473,6 +473,18 @@ pub fn script_sha(script: &'static str) -> Arc<str> {
         .clone()
 }
 
+/// `EVAL script` or `EVALSHA sha` (`word`, `body`) with its keys and arguments.
+fn script_command(word: &str, body: &str, keys: &[&str], args: &[&str]) -> Vec<Vec<u8>> {
+    let mut cmd = vec![
+        word.as_bytes().to_vec(),
+        body.as_bytes().to_vec(),
+        keys.len().to_string().into_bytes(),
+    ];
+    cmd.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+    cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    cmd
+}
+
 /// A script object as redis-py's `register_script` makes one (and Jedis/Redisson's script
 /// caches): `EVALSHA sha`, and on `NOSCRIPT` a `SCRIPT LOAD` then `EVALSHA` again.
 pub async fn evalsha(
@@ -483,16 +495,7 @@ pub async fn evalsha(
     args: &[&str],
 ) -> Result<Reply, CallError> {
     let sha = script_sha(script);
-    let call = |sha: &str| {
-        let mut cmd = vec![
-            b"EVALSHA".to_vec(),
-            sha.as_bytes().to_vec(),
-            keys.len().to_string().into_bytes(),
-        ];
-        cmd.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
-        cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
-        cmd
-    };
+    let call = |sha: &str| script_command("EVALSHA", sha, keys, args);
     match env.call(server, call(&sha)).await? {
         Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
             env.call(
@@ -505,6 +508,27 @@ pub async fn evalsha(
             )
             .await?;
             env.call(server, call(&sha)).await
+        }
+        reply => Ok(reply),
+    }
+}
+
+/// A script as Spring Data Redis's `DefaultScriptExecutor` runs one: `EVALSHA`, and on
+/// `NOSCRIPT` the text by `EVAL` (spring-projects/spring-data-redis `ScriptUtils`).
+pub async fn evalsha_or_eval(
+    env: &Rc<dyn LockEnv>,
+    server: usize,
+    script: &'static str,
+    keys: &[&str],
+    args: &[&str],
+) -> Result<Reply, CallError> {
+    let command = |word: &str, body: &str| script_command(word, body, keys, args);
+    match env
+        .call(server, command("EVALSHA", &script_sha(script)))
+        .await?
+    {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
+            env.call(server, command("EVAL", script)).await
         }
         reply => Ok(reply),
     }

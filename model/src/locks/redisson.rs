@@ -40,6 +40,23 @@
 //!   - `timeout` 3000, `retryAttempts` 3, `retryInterval` 1500 ms (`config/BaseConfig.java:54-58`);
 //!     a response timeout is re-sent at once (`command/RedisExecutor.java:312-331`).
 //!
+//! - `redisson-3.12.0`, Redisson 3.12.0 (`RedissonLock.java:567-590`): as 3.12.5, but an
+//!   `unlock()` whose script answered nil (the lock had expired: `IllegalMonitorStateException`)
+//!   leaves the lock's renewal entry in place, so the next lock of that name finds it and
+//!   schedules no watchdog (`scheduleExpirationRenewal`, `:230-239`): it expires under its
+//!   holder after `lockWatchdogTimeout` (issue 2515, fixed by PR 2518 in 3.12.1).
+//! - `redisson-2.11`, Redisson 2.11.5 (`RedissonLock.java:241-283, :487-517`): as 3.12.5 without
+//!   `WAIT`, but `unlock()` cancels the renewal only when the script answered 1 (released): an
+//!   unlock that failed (a timeout, a broken connection) leaves the watchdog renewing a lock
+//!   its holder thinks it released, for ever (issue 1602, fixed in 2.13.1/3.8.1: cancelled
+//!   whatever the outcome).
+//! - `redisson-3.19`, Redisson 3.19.3 (`RedissonBaseLock.java:186-217`): the 3.12.5 scripts and
+//!   watchdog, each script sent after an `INFO REPLICATION` and batched with `WAIT
+//!   <connected_slaves> 1000`; none acknowledging fails the call (`IllegalStateException: None
+//!   of slaves were synced`) although the script ran: the hold count it added stays, and the
+//!   same thread's next lock re-enters it (issues 4706, 4822; 3.20.0 undoes the lock first,
+//!   `handleNoSync`, as `redisson-4.7`).
+//!
 //! The Lua performs the same Redis calls in the same order as Redisson's scripts; it is laid out
 //! anew rather than pasted. Threads (`clients.threads`) share one Redisson client
 //! (`LockScheme::share`): one UUID, one renewal entry; thread ids are 1, 2, ... Not modelled:
@@ -78,13 +95,46 @@ pub const INFO: SchemeInfo = SchemeInfo {
     build,
 };
 
-/// Named presets besides the default (`redisson-4.7`).
-const PRESETS: &[PresetInfo] = &[PresetInfo {
-    name: "redisson-3.12",
-    summary: "Redisson 3.12.5: the same hash lock by EVAL, WAIT after every script through Sentinel, a watchdog that one failed renewal ends",
-    lease: Lease::Ms,
-    same_as: None,
-}];
+/// Named presets besides the default (`redisson-4.7`). The releases that differ from 3.12.5 only
+/// in one reported defect are not matrix rows (`redisson-3.12` stands for them).
+const PRESETS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "redisson-3.12",
+        summary: "Redisson 3.12.5: the same hash lock by EVAL, WAIT after every script through Sentinel, a watchdog that one failed renewal ends",
+        lease: Lease::Ms,
+        same_as: None,
+    },
+    PresetInfo {
+        name: "redisson-3.12.0",
+        summary: "Redisson 3.12.0: an unlock of an expired lock keeps its renewal entry, so the next lock gets no watchdog (issue 2515)",
+        lease: Lease::Ms,
+        same_as: Some("redisson:redisson-3.12"),
+    },
+    PresetInfo {
+        name: "redisson-2.11",
+        summary: "Redisson 2.11.5: a failed unlock leaves the watchdog renewing the lock for ever (issue 1602)",
+        lease: Lease::Ms,
+        same_as: Some("redisson:redisson-3.12"),
+    },
+    PresetInfo {
+        name: "redisson-3.19",
+        summary: "Redisson 3.19.3: WAIT checked, \"None of slaves were synced\" fails the lock without undoing it (issues 4706, 4822)",
+        lease: Lease::Ms,
+        same_as: Some("redisson:redisson-3.12"),
+    },
+];
+
+/// The presets `fair` shares (its scripts are those of 3.12.5 and 4.7.0).
+pub(crate) const FAIR_PRESETS: &[&str] = &["redisson-4.7", "redisson-3.12"];
+
+/// Every `preset` of `redisson`.
+const LOCK_PRESETS: &[&str] = &[
+    "redisson-4.7",
+    "redisson-3.12",
+    "redisson-3.12.0",
+    "redisson-2.11",
+    "redisson-3.19",
+];
 
 const LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0)
         or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
@@ -158,19 +208,35 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 const SLAVES_SYNC_TIMEOUT_MS: u64 = 1000;
 const NO_SYNC: &str = "None of slaves were synced. Try to increase slavesSyncTimeout setting or set checkLockSyncedSlaves = false.";
 
-/// The Redisson release a preset follows.
+/// The Redisson scripts and watchdog a preset follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Version {
-    /// 3.12.5.
+    /// 3.12.5 (also 2.11.5, 3.12.0, 3.19.3).
     V3_12,
     /// 4.7.0.
     V4_7,
+}
+
+/// The release a preset follows, where it differs from its [`Version`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tag {
+    /// 2.11.5: unlock cancels the renewal only once released; no `WAIT`.
+    R2_11_5,
+    /// 3.12.0: an unlock answered nil keeps the renewal entry.
+    R3_12_0,
+    /// 3.12.5.
+    R3_12_5,
+    /// 3.19.3: `WAIT` checked, no undo.
+    R3_19_3,
+    /// 4.7.0.
+    R4_7_0,
 }
 
 /// The client configuration (`Config`, `BaseConfig`) the lock depends on.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Config {
     pub(crate) version: Version,
+    pub(crate) tag: Tag,
     /// `timeout`: how long one attempt of a command waits for its reply.
     timeout_ms: u64,
     /// `retryAttempts`.
@@ -182,14 +248,18 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// The `preset` and client parameters shared by `redisson` and `fair`.
-    pub(crate) fn from_params(params: &mut Params) -> Result<Config, String> {
-        let version = match params
-            .choice("preset", &["redisson-4.7", "redisson-3.12"], "redisson-4.7")?
-            .as_str()
-        {
-            "redisson-3.12" => Version::V3_12,
-            _ => Version::V4_7,
+    /// The `preset` (one of `presets`) and client parameters shared by `redisson` and `fair`.
+    pub(crate) fn from_params(params: &mut Params, presets: &[&str]) -> Result<Config, String> {
+        let tag = match params.choice("preset", presets, "redisson-4.7")?.as_str() {
+            "redisson-3.12" => Tag::R3_12_5,
+            "redisson-3.12.0" => Tag::R3_12_0,
+            "redisson-2.11" => Tag::R2_11_5,
+            "redisson-3.19" => Tag::R3_19_3,
+            _ => Tag::R4_7_0,
+        };
+        let version = match tag {
+            Tag::R4_7_0 => Version::V4_7,
+            _ => Version::V3_12,
         };
         let (attempts, interval) = match version {
             Version::V3_12 => (3, Some(1500)),
@@ -202,6 +272,7 @@ impl Config {
         };
         Ok(Config {
             version,
+            tag,
             timeout_ms: params.positive("timeout_ms", 3000)?,
             retry_attempts: params.u64("retry_attempts", attempts)?,
             retry_interval_ms,
@@ -231,8 +302,9 @@ impl Config {
 pub(crate) enum Failure {
     /// `RedisResponseTimeoutException`: the last attempt got no reply in time.
     ResponseTimeout(String),
-    /// `NoSyncedSlavesException`.
-    NoSync,
+    /// 4.7's `NoSyncedSlavesException`; 3.19.3's `IllegalStateException("None of slaves were
+    /// synced")` (`old`).
+    NoSync { old: bool },
     /// Any other exception (a connection error, an error reply).
     Other(String),
 }
@@ -241,7 +313,10 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::ResponseTimeout(s) | Failure::Other(s) => write!(f, "{s}"),
-            Failure::NoSync => write!(f, "{NO_SYNC}"),
+            Failure::NoSync { old: true } => {
+                write!(f, "IllegalStateException: None of slaves were synced")
+            }
+            Failure::NoSync { old: false } => write!(f, "{NO_SYNC}"),
         }
     }
 }
@@ -286,7 +361,12 @@ pub struct RedissonLock {
 impl RedissonLock {
     pub(crate) fn new(params: &mut Params, fair: Option<fair::Config>) -> Result<Self, String> {
         let key = params.key()?;
-        let config = Config::from_params(params)?;
+        let presets = if fair.is_some() {
+            FAIR_PRESETS
+        } else {
+            LOCK_PRESETS
+        };
+        let config = Config::from_params(params, presets)?;
         let lease_ms = if params.given("lease_ms") {
             Some(params.positive("lease_ms", 0)?)
         } else {
@@ -357,7 +437,7 @@ impl RedissonLock {
         let mut attempts = 0;
         loop {
             match self.try_acquire_once(env, wait_ms).await {
-                Err(Failure::NoSync)
+                Err(Failure::NoSync { .. })
                     if config.version == Version::V4_7 && attempts < config.retry_attempts =>
                 {
                     attempts += 1;
@@ -400,10 +480,11 @@ impl RedissonLock {
             })
         };
         let ttl = match result {
-            // handleNoSync: undo the lock, then fail.
-            Err(Failure::NoSync) => {
+            // handleNoSync (3.20.0 on): undo the lock, then fail. 3.19.3 just fails, the hold
+            // count the script added left in place.
+            Err(Failure::NoSync { old: false }) => {
                 let _ = self.unlock_inner(env, None).await;
-                return Err(Failure::NoSync);
+                return Err(Failure::NoSync { old: false });
             }
             other => other?,
         };
@@ -679,13 +760,22 @@ impl RedissonLock {
         let mut attempts = 0;
         loop {
             let result = self.unlock_inner(env, Some(request_id.clone())).await;
-            self.cancel_expiration_renewal(Some(self.thread_id));
+            let cancels = match config.tag {
+                // `if (opStatus) cancelExpirationRenewal()`: only once released.
+                Tag::R2_11_5 => result == Ok(Reply::Integer(1)),
+                // `opStatus == null` fails before the cancel.
+                Tag::R3_12_0 => result != Ok(Reply::Nil),
+                _ => true,
+            };
+            if cancels {
+                self.cancel_expiration_renewal(Some(self.thread_id));
+            }
             if config.version == Version::V4_7 && !matches!(result, Ok(Reply::Integer(0))) {
                 let mut client = self.client.borrow_mut();
                 client.internal_lock_lease_time = config.watchdog_ms;
             }
             match result {
-                Err(Failure::NoSync)
+                Err(Failure::NoSync { .. })
                     if config.version == Version::V4_7 && attempts < config.retry_attempts =>
                 {
                     attempts += 1;
@@ -831,7 +921,18 @@ pub(crate) async fn synced_eval(
     let config = lock.config();
     let eval = eval_command(script, keys, args);
     if config.version == Version::V3_12 {
-        let replicas = if env.sentinel() { env.replicas() } else { 0 };
+        let mut replicas = match config.tag {
+            // 2.11.5's evalWriteAsync sends the script alone.
+            Tag::R2_11_5 => 0,
+            _ if env.sentinel() => env.replicas() as i64,
+            _ => 0,
+        };
+        if config.tag == Tag::R3_19_3 && replicas > 0 {
+            // evalWriteAsync: INFO REPLICATION, then WAIT for the connected_slaves it shows.
+            let info =
+                exception(execute(config, env, argv(&["INFO", "REPLICATION"]), true, 0).await?)?;
+            replicas = connected_slaves(&info);
+        }
         let mut commands = vec![eval];
         if replicas > 0 {
             let wait = SLAVES_SYNC_TIMEOUT_MS.to_string();
@@ -843,6 +944,10 @@ pub(crate) async fn synced_eval(
             0
         };
         let replies = batch(config, env, commands, true, extra).await?;
+        if config.tag == Tag::R3_19_3 && replicas > 0 && replies.get(1) == Some(&Reply::Integer(0))
+        {
+            return Err(Failure::NoSync { old: true });
+        }
         return exception(replies.into_iter().next().unwrap_or(Reply::Nil));
     }
     if !env.sentinel() {
@@ -878,7 +983,7 @@ pub(crate) async fn synced_eval(
         lock.client.borrow_mut().available_slaves = -1;
     }
     if synced == 0 && replicas > 0 {
-        return Err(Failure::NoSync);
+        return Err(Failure::NoSync { old: false });
     }
     exception(replies.into_iter().next().unwrap_or(Reply::Nil))
 }

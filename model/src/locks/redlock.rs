@@ -132,6 +132,12 @@ const PRESET_ROWS: &[PresetInfo] = &[
         lease: Lease::Ms,
         same_as: Some("redlock:redsync"),
     },
+    PresetInfo {
+        name: "redsync@4.3.0",
+        summary: "redsync v4.3.0: Extend() as v4.0.4, a quorum of touches with no validity check (PR 71 added it in v4.4.0); otherwise redsync",
+        lease: Lease::Ms,
+        same_as: Some("redlock:redsync"),
+    },
 ];
 
 /// antirez/redlock-rb's `UnlockScript`.
@@ -237,7 +243,7 @@ enum ExtendRule {
     /// otherwise also where the key is gone (re-created).
     RbLock { only_if_locked: bool },
     /// redsync `Extend`: its touch script on every master. `any_reply`: v4.0.0–v4.0.3 count
-    /// any reply as success (`status != "ERR"`); `validity`: since v4.9 the extension must end
+    /// any reply as success (`status != "ERR"`); `validity`: since v4.4.0 (PR 71) the extension must end
     /// before the new `until`; `set_nx`: `WithSetNXOnExtend()` re-creates a missing key.
     Redsync {
         any_reply: bool,
@@ -262,6 +268,7 @@ const PRESETS: &[&str] = &[
     "redsync",
     "redsync@4.0.3",
     "redsync@4.0.4",
+    "redsync@4.3.0",
     "node-redlock",
     "node-redlock@4.2.0",
 ];
@@ -294,7 +301,7 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             unlock_timeout_ms: Some(5000),
             token: None,
         },
-        "redsync" | "redsync@4.0.3" | "redsync@4.0.4" => Redlock {
+        "redsync" | "redsync@4.0.3" | "redsync@4.0.4" | "redsync@4.3.0" => Redlock {
             errors_abort: false,
             extension: ExtendRule::Redsync {
                 any_reply: preset == "redsync@4.0.3",
@@ -694,7 +701,13 @@ impl Redlock {
         value: &str,
     ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
         let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
-        let (ttl, timeout, library) = (self.ttl_ms.to_string(), self.lock_timeout_ms, self.library);
+        // redsync's touches run on the caller's context: go-redis's read timeout, as `Unlock`
+        // (its `timeoutFactor` bounds only `lockContext`'s calls, v4.17.0 `mutex.go:107, :122`).
+        let timeout = match self.extension {
+            ExtendRule::Redsync { .. } => self.unlock_timeout_ms,
+            _ => self.lock_timeout_ms,
+        };
+        let (ttl, library) = (self.ttl_ms.to_string(), self.library);
         let rule = self.extension;
         Box::pin(async move {
             match rule {

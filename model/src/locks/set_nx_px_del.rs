@@ -8,7 +8,23 @@
 //! outlives its 10 s TTL deletes the lock somebody else has taken since.
 //!
 //! Parameters: `key` (`lock`), `ttl_ms` (10 000, both seeds), `retry_delay_ms` (100; seed 000
-//! fails at once and the workload retries).
+//! fails at once and the workload retries), `preset`:
+//! - `seeds` (default): as above.
+//! - `spring-integration@5.1.1`: Spring Integration's `RedisLockRegistry` lock,
+//!   spring-projects/spring-integration@v5.1.1.RELEASE `spring-integration-redis/src/main/java/
+//!   org/springframework/integration/redis/util/RedisLockRegistry.java`: the value is the
+//!   registry's `clientId` (`UUID.randomUUID()`, `:99-101`), taken by `OBTAIN_LOCK_SCRIPT`
+//!   (`:83-92`: `SET key clientId PX expireAfter` when free, `PEXPIRE` when already this
+//!   client's) through Spring Data's script executor (`EVALSHA`, `EVAL` on `NOSCRIPT`) every
+//!   100 ms (`tryLock`, `:262-282`), `expireAfter` 60 s (`:81`); `unlock()` (`:295-330`)
+//!   removes the key whoever holds it: `UNLINK` once `INFO server` showed Redis 4 or later
+//!   (`RedisUtils.isUnlinkAvailable`), else `DEL`. A holder whose lock expired deletes the next
+//!   holder's.
+//! - `spring-integration@5.1.2`: PR 2661: `unlock()` first reads the key and, when it no longer
+//!   holds this `clientId`, throws `IllegalStateException` ("Lock was released in the store due
+//!   to expiration") instead of removing it (`isAcquiredInThisProcess`; a `GET`, then the
+//!   `UNLINK`).
+//!
 //! What breaks it: a hold longer than the TTL (foreign release, mutual exclusion violated).
 
 use std::rc::Rc;
@@ -18,9 +34,10 @@ use async_trait::async_trait;
 use super::set::del_release;
 use super::set_nx_px_lua::set_nx_px;
 use super::{
-    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, not_acquired,
-    retry_until, undashed, uuid4,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo, command,
+    evalsha_or_eval, not_acquired, retry_until, try_until, undashed, uuid4,
 };
+use crate::redis::Reply;
 
 pub const INFO: SchemeInfo = SchemeInfo {
     id: "set-nx-px-del",
@@ -30,15 +47,74 @@ pub const INFO: SchemeInfo = SchemeInfo {
     family: Family::SetNxPx,
     lease: Lease::Ms,
     in_all: true,
-    presets: &[],
+    presets: PRESETS,
     build,
 };
 
+/// Named presets besides the default (`seeds`): Spring Integration's `RedisLockRegistry` before
+/// and after PR 2661. Not matrix rows: `set-nx-px-del` stands for the algorithm.
+const PRESETS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "spring-integration@5.1.1",
+        summary: "Spring Integration 5.1.1 RedisLockRegistry: SET k clientId PX by script, 60 s, 100 ms polling; unlock UNLINKs whoever holds it",
+        lease: Lease::Ms,
+        same_as: Some("set-nx-px-del"),
+    },
+    PresetInfo {
+        name: "spring-integration@5.1.2",
+        summary: "Spring Integration 5.1.2: unlock GETs the key first and throws instead of removing another client's lock (PR 2661)",
+        lease: Lease::Ms,
+        same_as: Some("set-nx-px-del"),
+    },
+];
+
+/// `RedisLockRegistry.OBTAIN_LOCK_SCRIPT` (5.1.x).
+const SPRING_OBTAIN_LOCK: &str = "local lockClientId = redis.call('GET', KEYS[1])
+if lockClientId == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return true
+elseif not lockClientId then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return true
+end
+return false";
+
+/// Whose code the lock follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavour {
+    Seeds,
+    /// `RedisLockRegistry` 5.1.1.
+    Spring511,
+    /// `RedisLockRegistry` 5.1.2.
+    Spring512,
+}
+
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
+    let preset = params.choice(
+        "preset",
+        &[
+            "seeds",
+            "spring-integration@5.1.1",
+            "spring-integration@5.1.2",
+        ],
+        "seeds",
+    )?;
+    let flavour = match preset.as_str() {
+        "spring-integration@5.1.1" => Flavour::Spring511,
+        "spring-integration@5.1.2" => Flavour::Spring512,
+        _ => Flavour::Seeds,
+    };
+    let default_ttl_ms = match flavour {
+        Flavour::Seeds => INFO.default_ttl_ms,
+        _ => 60_000,
+    };
     Ok(Box::new(SetNxPxDel {
         key: params.key()?,
-        ttl_ms: params.positive("ttl_ms", INFO.default_ttl_ms)?,
+        ttl_ms: params.positive("ttl_ms", default_ttl_ms)?,
         retry_delay_ms: params.positive("retry_delay_ms", 100)?,
+        flavour,
+        client_id: None,
+        unlink: None,
         held: false,
     }))
 }
@@ -47,12 +123,130 @@ pub struct SetNxPxDel {
     key: String,
     ttl_ms: u64,
     retry_delay_ms: u64,
+    flavour: Flavour,
+    /// Spring: the registry's `clientId`, made at its first lock.
+    client_id: Option<String>,
+    /// Spring: whether `UNLINK` is available, once `INFO server` told.
+    unlink: Option<bool>,
     held: bool,
+}
+
+impl SetNxPxDel {
+    /// `RedisLock.tryLock(time)`: the obtain script every 100 ms until it answers true or the
+    /// time is over; an exception escapes.
+    async fn spring_try_lock(
+        &mut self,
+        env: &Rc<dyn LockEnv>,
+        timeout_ms: u64,
+    ) -> Result<Grant, String> {
+        let client_id = self
+            .client_id
+            .get_or_insert_with(|| uuid4(env.as_ref()))
+            .clone();
+        env.register_token(&client_id);
+        let (key, expire) = (self.key.clone(), self.ttl_ms.to_string());
+        let grant = try_until(
+            env,
+            timeout_ms,
+            self.retry_delay_ms,
+            async || match evalsha_or_eval(
+                env,
+                0,
+                SPRING_OBTAIN_LOCK,
+                &[&key],
+                &[&client_id, &expire],
+            )
+            .await
+            {
+                Ok(Reply::Integer(1)) => Ok(Some(Grant {
+                    token: client_id.clone(),
+                    fence: None,
+                })),
+                Ok(Reply::Nil | Reply::Integer(_)) => Ok(None),
+                Ok(other) => Err(format!(
+                    "CannotAcquireLockException: Failed to lock mutex at {key}: {other:?}"
+                )),
+                Err(e) => Err(format!(
+                    "CannotAcquireLockException: Failed to lock mutex at {key}: {e}"
+                )),
+            },
+        )
+        .await?;
+        self.held = true;
+        Ok(grant)
+    }
+
+    /// `RedisLock.unlock()`: 5.1.2 first checks the key still holds this client's id; then
+    /// `removeLockKey()`, `UNLINK` on Redis 4 and later.
+    async fn spring_unlock(&mut self, env: &Rc<dyn LockEnv>) -> Release {
+        let client_id = self.client_id.clone().unwrap_or_default();
+        if self.flavour == Flavour::Spring512 {
+            match command(env, 0, &["GET", &self.key]).await {
+                Ok(Reply::Bulk(v)) if v == client_id.as_bytes() => {}
+                Ok(_) => {
+                    return Release {
+                        ok: false,
+                        detail: "IllegalStateException: Lock was released in the store due to expiration. The integrity of data protected by this lock may have been compromised.".into(),
+                    };
+                }
+                Err(e) => {
+                    return Release {
+                        ok: false,
+                        detail: e.to_string(),
+                    };
+                }
+            }
+        }
+        if self.unlink.is_none() {
+            let info = command(env, 0, &["INFO", "server"]).await;
+            // A bulk string (RESP2), or a verbatim string (RESP3).
+            let major = match &info {
+                Ok(Reply::Bulk(text) | Reply::Verbatim { text, .. }) => {
+                    String::from_utf8_lossy(text)
+                        .lines()
+                        .find_map(|l| l.strip_prefix("redis_version:"))
+                        .and_then(|v| v.split('.').next()?.trim().parse::<u32>().ok())
+                }
+                _ => None,
+            };
+            match major {
+                Some(major) => self.unlink = Some(major >= 4),
+                None => {
+                    return Release {
+                        ok: false,
+                        detail: format!("INFO server answered {info:?}"),
+                    };
+                }
+            }
+        }
+        let word = if self.unlink == Some(true) {
+            "UNLINK"
+        } else {
+            "DEL"
+        };
+        match command(env, 0, &[word, &self.key]).await {
+            Ok(Reply::Integer(n)) => Release {
+                ok: true,
+                detail: format!("{word} removed {n} key(s)"),
+            },
+            Ok(other) => Release {
+                ok: false,
+                detail: format!("unexpected reply {other:?}"),
+            },
+            Err(e) => Release {
+                ok: false,
+                detail: e.to_string(),
+            },
+        }
+    }
 }
 
 #[async_trait(?Send)]
 impl LockScheme for SetNxPxDel {
     async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String> {
+        if self.flavour != Flavour::Seeds {
+            return self.spring_try_lock(env, timeout_ms).await;
+        }
         let token = undashed(&uuid4(env.as_ref()));
         env.register_token(&token);
         let (key, ttl_ms) = (self.key.clone(), self.ttl_ms);
@@ -72,6 +266,9 @@ impl LockScheme for SetNxPxDel {
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
         if !std::mem::take(&mut self.held) {
             return not_acquired();
+        }
+        if self.flavour != Flavour::Seeds {
+            return self.spring_unlock(env).await;
         }
         del_release(env, &self.key).await
     }
@@ -93,5 +290,29 @@ mod tests {
         block_on(lb.acquire(&b, 100)).unwrap();
         block_on(la.release(&a));
         assert_eq!(shared.command(&["EXISTS", "lock"]), Reply::Integer(0));
+    }
+
+    #[test]
+    fn spring_5_1_1_unlinks_the_next_holders_lock_and_5_1_2_refuses() {
+        for (preset, removed) in [
+            ("spring-integration@5.1.1", true),
+            ("spring-integration@5.1.2", false),
+        ] {
+            let (shared, (a, mut la), (b, mut lb)) = two_clients(
+                serde_json::json!({"name": "set-nx-px-del", "preset": preset, "ttl_ms": 1000}),
+            );
+            let grant = block_on(la.acquire(&a, 100)).unwrap();
+            assert_eq!(grant.token.len(), 36, "UUID.randomUUID().toString()");
+            assert!(block_on(lb.acquire(&b, 300)).is_err());
+            shared.advance(1001);
+            block_on(lb.acquire(&b, 100)).unwrap();
+            let release = block_on(la.release(&a));
+            assert_eq!(release.ok, removed, "{preset}: {release:?}");
+            assert_eq!(
+                shared.command(&["EXISTS", "lock"]),
+                Reply::Integer(i64::from(!removed)),
+                "{preset}"
+            );
+        }
     }
 }

@@ -12,18 +12,37 @@
 //! its own token), sends EXPIRE, and holds whatever EXPIRE answers (seed 001 ignores it).
 //!
 //! Parameters: `key` (`lock`), `ttl_ms` (whole seconds, default 10 000; the seeds give no figure),
-//! `retry_delay_ms` (100).
-//! What breaks it: a crash between SETNX and EXPIRE — the key never expires (liveness `stuck`).
+//! `retry_delay_ms` (100), `preset`:
+//! - `seeds` (default): as above.
+//! - `laravel@5.7`: Laravel's cache lock (`Cache::lock($name, $seconds)->block($wait)`) on its
+//!   Redis store, laravel/framework@v5.7.28 `src/Illuminate/Cache/RedisLock.php:31-52`: `SETNX
+//!   name 1`, then `EXPIRE name seconds` when it answered 1 and `seconds > 0`; every process
+//!   writes the same value `1`, so it names nobody (not registered as an owner token); `release()`
+//!   is `DEL name` whoever holds it; `block()` tries every 250 ms (`Lock.php:96-113`); a Redis
+//!   error escapes `block()`. `Cache::lock`'s default `$seconds` is 0, no `EXPIRE` at all: without
+//!   `ttl_ms` the preset sets none. A holder whose release comes after its lock expired deletes
+//!   the next holder's lock, and a third process gets in (laravel/framework#26213).
+//! - `laravel@5.8`: laravel/framework@v5.8.0 (PR 26645): the value is the lock's owner,
+//!   `Str::random()` (16 letters and digits, `Lock.php:43-50`), and `release()` runs
+//!   `LuaScripts::releaseLock()` by `EVAL` (`RedisLock.php:51-54`, `LuaScripts.php`): the
+//!   compare-and-delete of redis.io. Acquire and release stay so up to v6.11.0: a process that
+//!   dies (or loses Redis) between `SETNX` and `EXPIRE` leaves a key without TTL (issue 31166).
+//! - `laravel@6.12`: laravel/framework@v6.12.0 `RedisLock.php:33-40` (PR 31168, 8683a3d): with
+//!   seconds given, one `SET name owner EX seconds NX`; without, `SETNX` as before.
+//!
+//! What breaks it: a crash between SETNX and EXPIRE — the key never expires (liveness `stuck`);
+//! with `laravel@5.7`, a release delayed past the lock's seconds deletes the next holder's lock.
 
 use std::rc::Rc;
 
 use async_trait::async_trait;
 
 use super::set::del_release;
+use super::set_nx_px_lua::compare_and_delete;
 use super::setnx_del::setnx;
 use super::{
-    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
-    retry_until, uuid4, whole_seconds,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo, command,
+    not_acquired, retry_until, try_until, uuid4, whole_seconds,
 };
 use crate::redis::Reply;
 
@@ -35,33 +54,106 @@ pub const INFO: SchemeInfo = SchemeInfo {
     family: Family::TwoStep,
     lease: Lease::Seconds,
     in_all: true,
-    presets: &[],
+    presets: PRESETS,
     build,
 };
 
+/// Named presets besides the default (`seeds`): Laravel's cache lock before and after its
+/// owner tokens. Neither is a matrix row: `setnx-expire` stands for the algorithm.
+const PRESETS: &[PresetInfo] = &[
+    PresetInfo {
+        name: "laravel@5.7",
+        summary: "Laravel 5.7 cache lock: SETNX k 1 then EXPIRE k seconds, release DEL, 250 ms polling (issue 26213)",
+        lease: Lease::None,
+        same_as: Some("setnx-expire"),
+    },
+    PresetInfo {
+        name: "laravel@5.8",
+        summary: "Laravel 5.8-6.11 cache lock: SETNX k <random owner> then EXPIRE, release by a compare-and-delete script (PR 26645)",
+        lease: Lease::None,
+        same_as: Some("setnx-expire"),
+    },
+    PresetInfo {
+        name: "laravel@6.12",
+        summary: "Laravel 6.12 cache lock: one SET k <owner> EX seconds NX, release by the compare-and-delete script (issue 31166)",
+        lease: Lease::None,
+        same_as: Some("set-nx-px-lua"),
+    },
+];
+
+/// Whose code the lock follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavour {
+    /// Seeds 001, 002, 004.
+    Seeds,
+    /// Laravel 5.7: the value `1`, a plain `DEL`.
+    Laravel57,
+    /// Laravel 5.8 to 6.11: a random owner, a compare-and-delete.
+    Laravel58,
+    /// Laravel 6.12: as 5.8, acquired by one `SET ... EX ... NX`.
+    Laravel612,
+}
+
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
+    let preset = params.choice(
+        "preset",
+        &["seeds", "laravel@5.7", "laravel@5.8", "laravel@6.12"],
+        "seeds",
+    )?;
+    let flavour = match preset.as_str() {
+        "laravel@5.7" => Flavour::Laravel57,
+        "laravel@5.8" => Flavour::Laravel58,
+        "laravel@6.12" => Flavour::Laravel612,
+        _ => Flavour::Seeds,
+    };
+    let key = params.key()?;
+    let ttl_s = match flavour {
+        Flavour::Seeds => Some(whole_seconds(params, INFO.default_ttl_ms)?),
+        // Cache::lock($name, $seconds = 0): no EXPIRE unless seconds are given.
+        _ if params.given("ttl_ms") => Some(whole_seconds(params, INFO.default_ttl_ms)?),
+        _ => None,
+    };
+    let retry_delay_ms = match flavour {
+        Flavour::Seeds => params.positive("retry_delay_ms", 100)?,
+        _ => params.positive("retry_delay_ms", 250)?,
+    };
     Ok(Box::new(SetnxExpire {
-        key: params.key()?,
-        ttl_s: whole_seconds(params, INFO.default_ttl_ms)?,
-        retry_delay_ms: params.positive("retry_delay_ms", 100)?,
-        held: false,
+        key,
+        ttl_s,
+        retry_delay_ms,
+        flavour,
+        token: None,
     }))
 }
 
 pub struct SetnxExpire {
     key: String,
-    ttl_s: u64,
+    /// `None`: Laravel's `$seconds = 0`, no `EXPIRE`.
+    ttl_s: Option<u64>,
     retry_delay_ms: u64,
-    held: bool,
+    flavour: Flavour,
+    /// The value of the lock held, if any.
+    token: Option<String>,
+}
+
+/// Laravel's `Str::random()`: 16 letters and digits.
+fn laravel_random(env: &dyn LockEnv) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    (0..16)
+        .map(|_| char::from(ALPHABET[(env.random_u64() % ALPHABET.len() as u64) as usize]))
+        .collect()
 }
 
 #[async_trait(?Send)]
 impl LockScheme for SetnxExpire {
     async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String> {
+        if self.flavour != Flavour::Seeds {
+            return self.laravel_block(env, timeout_ms).await;
+        }
         // seed 001's requestId / seed 002's "自己唯一的标识符".
         let token = uuid4(env.as_ref());
         env.register_token(&token);
-        let (key, ttl) = (self.key.clone(), self.ttl_s.to_string());
+        let (key, ttl) = (self.key.clone(), self.ttl_s.unwrap_or(0).to_string());
         let grant = retry_until(env, timeout_ms, self.retry_delay_ms, async || {
             let mine = match setnx(env, &key, &token).await {
                 Ok(won) => won,
@@ -82,15 +174,78 @@ impl LockScheme for SetnxExpire {
             })
         })
         .await?;
-        self.held = true;
+        self.token = Some(grant.token.clone());
         Ok(grant)
     }
 
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        if !std::mem::take(&mut self.held) {
+        let Some(token) = self.token.take() else {
             return not_acquired();
+        };
+        match self.flavour {
+            Flavour::Laravel58 | Flavour::Laravel612 => {
+                compare_and_delete(env, 0, &self.key, &token).await
+            }
+            _ => del_release(env, &self.key).await,
         }
-        del_release(env, &self.key).await
+    }
+}
+
+impl SetnxExpire {
+    /// Laravel's `block($seconds)`: `acquire()` (SETNX, then EXPIRE when it answered 1 and
+    /// seconds were given; 6.12: one SET ... EX ... NX) every 250 ms until the wait is over; a
+    /// Redis error escapes.
+    async fn laravel_block(
+        &mut self,
+        env: &Rc<dyn LockEnv>,
+        timeout_ms: u64,
+    ) -> Result<Grant, String> {
+        let token = match self.flavour {
+            // Every process writes 1: the value names nobody.
+            Flavour::Laravel57 => "1".to_string(),
+            _ => {
+                let owner = laravel_random(env.as_ref());
+                env.register_token(&owner);
+                owner
+            }
+        };
+        let (key, ttl_s, atomic) = (
+            self.key.clone(),
+            self.ttl_s,
+            self.flavour == Flavour::Laravel612,
+        );
+        let grant = try_until(env, timeout_ms, self.retry_delay_ms, async || {
+            if let (true, Some(ttl_s)) = (atomic, ttl_s) {
+                let set = command(
+                    env,
+                    0,
+                    &["SET", &key, &token, "EX", &ttl_s.to_string(), "NX"],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                return Ok(
+                    matches!(set, Reply::Status(ref s) if s == "OK").then(|| Grant {
+                        token: token.clone(),
+                        fence: None,
+                    }),
+                );
+            }
+            if !setnx(env, &key, &token).await? {
+                return Ok(None);
+            }
+            if let Some(ttl_s) = ttl_s {
+                command(env, 0, &["EXPIRE", &key, &ttl_s.to_string()])
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(Some(Grant {
+                token: token.clone(),
+                fence: None,
+            }))
+        })
+        .await?;
+        self.token = Some(grant.token.clone());
+        Ok(grant)
     }
 }
 
@@ -133,6 +288,48 @@ mod tests {
         assert_eq!(shared.command(&["PTTL", "lock"]), Reply::Integer(-1));
         let b = DirectEnv::new(&shared, "b", 2);
         assert!(block_on(spec().build("s").unwrap().acquire(&b, 2000)).is_err());
+    }
+
+    #[test]
+    fn laravel_5_7_deletes_whoever_holds_the_key_and_5_8_only_its_own() {
+        use crate::locks::testing::two_clients;
+        for (preset, deleted) in [("laravel@5.7", true), ("laravel@5.8", false)] {
+            let (shared, (a, mut la), (b, mut lb)) = two_clients(serde_json::json!(
+                {"name": "setnx-expire", "preset": preset, "ttl_ms": 2000}
+            ));
+            let first = block_on(la.acquire(&a, 100)).unwrap();
+            assert_eq!(first.token == "1", preset == "laravel@5.7", "{first:?}");
+            assert_eq!(shared.command(&["TTL", "lock"]), Reply::Integer(2));
+            pass(&shared, 2001);
+            block_on(lb.acquire(&b, 100)).unwrap();
+            block_on(la.release(&a));
+            assert_eq!(
+                shared.command(&["EXISTS", "lock"]),
+                Reply::Integer(i64::from(!deleted)),
+                "{preset}"
+            );
+        }
+        // 6.12 sets the value and its TTL in one command.
+        let shared = Shared::new();
+        let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
+        let a_dyn: Rc<dyn LockEnv> = a.clone();
+        let spec = SchemeSpec::from_json(
+            &serde_json::json!({"name": "setnx-expire", "preset": "laravel@6.12", "ttl_ms": 2000}),
+            "scheme",
+        )
+        .unwrap();
+        block_on(spec.build("s").unwrap().acquire(&a_dyn, 100)).unwrap();
+        let sent = a.sent.borrow();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(
+            sent[0].starts_with("SET lock ") && sent[0].ends_with(" EX 2 NX"),
+            "{sent:?}"
+        );
+        // Without seconds, Cache::lock sets no TTL.
+        let (shared, (a, mut la), _) =
+            two_clients(serde_json::json!({"name": "setnx-expire", "preset": "laravel@5.7"}));
+        block_on(la.acquire(&a, 100)).unwrap();
+        assert_eq!(shared.command(&["TTL", "lock"]), Reply::Integer(-1));
     }
 
     #[test]

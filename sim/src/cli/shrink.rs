@@ -683,6 +683,7 @@ const FIELD_ORDER: &[&str] = &[
     "liveness",
     "fairness",
     "extension_safety",
+    "release_safety",
 ];
 
 /// Pretty JSON with object fields in [`FIELD_ORDER`], two-space indents, short arrays of

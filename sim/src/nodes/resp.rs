@@ -37,6 +37,11 @@ impl RespConn {
         })
     }
 
+    /// This end's address, as the server's `accept` saw it.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.conn.local_addr()
+    }
+
     /// Sends one command as a RESP multibulk request.
     pub fn send(&mut self, argv: &[Vec<u8>]) -> io::Result<()> {
         self.conn.send(encode_command(argv))

@@ -33,6 +33,10 @@ pub struct Expect {
     /// (`counts.stolen_extensions` is 0); `violated`: at least one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extension_safety: Option<SafetyExpect>,
+    /// `holds`: no release deleted a key holding another owner's token
+    /// (`counts.foreign_releases` is 0); `violated`: at least one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_safety: Option<SafetyExpect>,
 }
 
 impl Expect {
@@ -46,6 +50,7 @@ impl Expect {
             max_wait_ms: other.max_wait_ms.or(self.max_wait_ms),
             starved_over_ms: other.starved_over_ms.or(self.starved_over_ms),
             extension_safety: other.extension_safety.or(self.extension_safety),
+            release_safety: other.release_safety.or(self.release_safety),
         }
     }
 }
@@ -201,6 +206,10 @@ fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
         let got = Safety::from_violated(r.counts.stolen_extensions > 0);
         verdict("extension_safety", safety(e).as_str(), got.as_str());
     }
+    if let Some(e) = expect.release_safety {
+        let got = Safety::from_violated(r.counts.foreign_releases > 0);
+        verdict("release_safety", safety(e).as_str(), got.as_str());
+    }
     if let Some(bound) = expect.starved_over_ms {
         out.push((
             "starved_over_ms",
@@ -221,7 +230,7 @@ fn compare(expect: &Expect, r: &RunResult) -> Vec<Judged> {
 }
 
 /// Whether `r` broke a property `expect` names: a safety verdict violated, liveness stuck,
-/// FIFO order lost, a stolen extension, a wait over the bound. Incident scenarios name exactly
+/// FIFO order lost, a stolen extension, a foreign release, a wait over the bound. Incident scenarios name exactly
 /// the properties of their case, so this is their verdict per seed.
 pub fn broken(expect: &Expect, r: &RunResult) -> bool {
     let bad = Expect {
@@ -232,6 +241,7 @@ pub fn broken(expect: &Expect, r: &RunResult) -> bool {
         max_wait_ms: None,
         starved_over_ms: expect.starved_over_ms.or(expect.max_wait_ms),
         extension_safety: expect.extension_safety.map(|_| SafetyExpect::Violated),
+        release_safety: expect.release_safety.map(|_| SafetyExpect::Violated),
     };
     compare(&bad, r).iter().any(|(_, _, _, met)| *met)
 }

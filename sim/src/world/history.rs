@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use model::history::{Event, EventKind};
+use model::history::{Event, EventKind, owner_node};
 
 /// A scripted fault waiting for its `nth` event.
 pub struct Trigger {
@@ -122,8 +122,13 @@ struct State {
     full: bool,
     /// Script work done so far (see [`Budget::script_work`]).
     script_work: u64,
-    /// Lock values → the client that wrote them, for attributing key owners.
-    tokens: BTreeMap<String, String>,
+    /// Lock values → whose they are, for attributing key owners.
+    tokens: BTreeMap<String, Token>,
+    /// The worker thread (`client-1/t2`) that last sent a command on each client connection,
+    /// by the connection's client address, for attributing a key change to the thread whose
+    /// command made it: the threads of a process share its pooled connections, and the server
+    /// knows only the process. Kept only for scenarios whose clients run several threads.
+    senders: BTreeMap<std::net::SocketAddr, String>,
     /// The lock key's owner on each Redis node, as last recorded.
     key_owners: BTreeMap<String, String>,
     /// The triggers by event name, in groups that count the same events.
@@ -132,6 +137,15 @@ struct State {
     lock_writers: BTreeMap<String, String>,
     /// Clients whose writes stand on a quorum of the masters (`lock_granted` fired).
     granted: BTreeSet<String>,
+}
+
+/// Whose a lock value is.
+enum Token {
+    /// One owner's (a client, or one worker thread of it).
+    Owner(String),
+    /// Shared by the worker threads of this process (seed 003's one clientId per lock
+    /// instance): the key is the thread's whose command wrote it.
+    Threads(String),
 }
 
 impl History {
@@ -144,6 +158,7 @@ impl History {
                 full: false,
                 script_work: 0,
                 tokens: BTreeMap::new(),
+                senders: BTreeMap::new(),
                 key_owners: BTreeMap::new(),
                 triggers: group(triggers),
                 lock_writers: BTreeMap::new(),
@@ -269,16 +284,51 @@ impl History {
         std::mem::take(&mut self.state().events)
     }
 
+    /// `client` (a process, or one of its worker threads) writes `token` into the lock key. A
+    /// value another thread of the same process registered too names the process's threads;
+    /// one registered by another process is the last registrant's.
     pub fn register_token(&self, token: &str, client: &str) {
-        self.state()
-            .tokens
-            .insert(token.to_string(), client.to_string());
+        let mut state = self.state();
+        let token_owner = match state.tokens.get(token) {
+            Some(Token::Owner(o)) if o != client && owner_node(o) == owner_node(client) => {
+                Token::Threads(owner_node(client).to_string())
+            }
+            Some(Token::Threads(process)) if process == owner_node(client) => return,
+            _ => Token::Owner(client.to_string()),
+        };
+        state.tokens.insert(token.to_string(), token_owner);
     }
 
-    /// The client whose token `value` is, if any.
-    pub fn owner_of(&self, value: &[u8]) -> Option<String> {
+    /// `owner` sends the next command on the connection from `addr`.
+    pub fn sent_by(&self, addr: std::net::SocketAddr, owner: &str) {
+        let mut state = self.state();
+        if state.senders.get(&addr).is_none_or(|o| o != owner) {
+            state.senders.insert(addr, owner.to_string());
+        }
+    }
+
+    /// The worker thread that last sent a command on the connection from `addr`, if recorded.
+    pub fn sender(&self, addr: std::net::SocketAddr) -> Option<String> {
+        self.state().senders.get(&addr).cloned()
+    }
+
+    /// Whether `value` is a registered lock value.
+    pub fn is_token(&self, value: &[u8]) -> bool {
+        std::str::from_utf8(value).is_ok_and(|v| self.state().tokens.contains_key(v))
+    }
+
+    /// The owner `value` names when `writer` (a client, a worker thread, or a cause such as
+    /// `replication`) just wrote it: its one owner, or for a value the threads of a process
+    /// share, the thread that wrote it (the process when the writer is not one of them).
+    pub fn owner_of(&self, value: &[u8], writer: &str) -> Option<String> {
         let value = std::str::from_utf8(value).ok()?;
-        self.state().tokens.get(value).cloned()
+        match self.state().tokens.get(value)? {
+            Token::Owner(owner) => Some(owner.clone()),
+            Token::Threads(process) if owner_node(writer) == process && writer != process => {
+                Some(writer.to_string())
+            }
+            Token::Threads(process) => Some(process.clone()),
+        }
     }
 
     /// Whether the lock key on `node` has an owner, as last recorded.

@@ -90,6 +90,11 @@ impl ClientEnv {
         }
     }
 
+    /// `timeout_ms` by this client's clock, in true time.
+    fn timeout(&self, timeout_ms: u64) -> Duration {
+        Duration::from_micros(self.world.time.true_duration_us(&self.name, timeout_ms))
+    }
+
     /// Opens a connection to `node`, bounded by the command timeout.
     async fn open(&self, node: &str, port: u16) -> Result<RespConn, CallError> {
         self.open_within(node, port, self.command_timeout).await
@@ -245,10 +250,11 @@ impl ClientEnv {
         Ok((self.current.borrow()[server].clone(), None))
     }
 
-    /// One command to the group's master, its connection and its reply bounded by `timeout`;
-    /// every step is in the trace.
+    /// One command of `owner` (this process, or one of its worker threads) to the group's
+    /// master, its connection and its reply bounded by `timeout`; every step is in the trace.
     async fn call_within(
         &self,
+        owner: &str,
         server: usize,
         argv: Vec<Vec<u8>>,
         timeout: Duration,
@@ -274,10 +280,14 @@ impl ClientEnv {
         };
         let sent = match connection {
             Err(e) => Err(e),
-            Ok((node, mut conn)) => self
-                .send(&mut conn, &node, &argv, &command)
-                .await
-                .map(|()| conn),
+            Ok((node, mut conn)) => {
+                if self.world.scenario.clients.threads > 1 {
+                    self.world.history.sent_by(conn.local_addr(), owner);
+                }
+                self.send(&mut conn, &node, &argv, &command)
+                    .await
+                    .map(|()| conn)
+            }
         };
         let result = match sent {
             Err(e) => Err(e),
@@ -371,7 +381,8 @@ impl LockEnv for ClientEnv {
     }
 
     async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
-        self.call_within(server, argv, self.command_timeout).await
+        self.call_within(&self.name, server, argv, self.command_timeout)
+            .await
     }
 
     async fn call_with_timeout(
@@ -380,9 +391,8 @@ impl LockEnv for ClientEnv {
         argv: Vec<Vec<u8>>,
         timeout_ms: u64,
     ) -> Result<Reply, CallError> {
-        let timeout =
-            Duration::from_micros(self.world.time.true_duration_us(&self.name, timeout_ms));
-        self.call_within(server, argv, timeout).await
+        let timeout = self.timeout(timeout_ms);
+        self.call_within(&self.name, server, argv, timeout).await
     }
 
     fn wall_ms(&self) -> i64 {
@@ -473,7 +483,10 @@ impl LockEnv for ThreadEnv {
         self.process.sentinel()
     }
     async fn call(&self, server: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
-        self.process.call(server, argv).await
+        let timeout = self.process.command_timeout;
+        self.process
+            .call_within(&self.owner, server, argv, timeout)
+            .await
     }
     async fn call_with_timeout(
         &self,
@@ -481,8 +494,9 @@ impl LockEnv for ThreadEnv {
         argv: Vec<Vec<u8>>,
         timeout_ms: u64,
     ) -> Result<Reply, CallError> {
+        let timeout = self.process.timeout(timeout_ms);
         self.process
-            .call_with_timeout(server, argv, timeout_ms)
+            .call_within(&self.owner, server, argv, timeout)
             .await
     }
     async fn subscribe(

@@ -15,6 +15,7 @@ pub mod replication;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,8 +50,9 @@ pub struct Node {
     /// The replica side of the replication link, while this node is a replica.
     pub replica_task: RefCell<Option<JoinHandle<()>>>,
     lock_key: Vec<u8>,
-    /// The lock key's owner as last observed (for `key_owner` events).
-    owner: RefCell<Option<String>>,
+    /// The lock key's owner as last observed, with the value that names it (for `key_owner`
+    /// events).
+    owner: RefCell<Option<(Vec<u8>, String)>>,
     /// Every client connection: its peer and writer (pub/sub pushes, CLIENT KILL).
     conns: RefCell<BTreeMap<ClientId, (String, NetWriter)>>,
     /// Clients blocked in BLPOP/BRPOP: where their reply goes once the server serves them or
@@ -172,7 +174,7 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         };
         let client = node.world.procs.name_of(peer.ip());
         let conn = NetConn::new(&node.world, &node.name, &client, stream);
-        madsim::task::spawn_local(serve_connection(node.clone(), conn, client));
+        madsim::task::spawn_local(serve_connection(node.clone(), conn, client, peer));
     }
 }
 
@@ -221,9 +223,10 @@ const LARGE_REPLY_BYTES: usize = 64 << 10;
 /// is about 2.5 ns, a reply byte encoded, carried and parsed about 15 ns).
 const WORK_PER_REPLY_BYTE: u64 = 6;
 
-/// One client connection: parses and executes requests in order; replies, pub/sub messages
-/// and (for a replica's connection) the replication stream all go through its one writer.
-async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
+/// One client connection (from `peer`): parses and executes requests in order; replies, pub/sub
+/// messages and (for a replica's connection) the replication stream all go through its one
+/// writer.
+async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String, peer: SocketAddr) {
     let (mut reader, writer) = conn.split();
     let id = node.server.borrow_mut().connect();
     node.conns
@@ -240,7 +243,7 @@ async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
         loop {
             match parser.parse(&mut buf) {
                 Ok(Some(argv)) => {
-                    let response = node.execute(id, &client, &writer, &argv).await;
+                    let response = node.execute(id, &client, peer, &writer, &argv).await;
                     let protocol = node.server.borrow().protocol(id);
                     match response {
                         Response::Reply(reply) => reply.encode_with(protocol, &mut out),
@@ -288,6 +291,7 @@ impl Node {
         self: &Rc<Self>,
         id: ClientId,
         client: &str,
+        peer: SocketAddr,
         writer: &NetWriter,
         argv: &[Vec<u8>],
     ) -> Response {
@@ -346,7 +350,12 @@ impl Node {
             );
         }
         let now_ms = self.world.time.wall_ms(&self.name);
-        self.observe_owner(client, now_ms);
+        // A key change is the doing of the worker thread that sent the command, when the
+        // process runs several (they share its connections; Redis knows only the process).
+        let sender = (self.world.scenario.clients.threads > 1)
+            .then(|| self.world.history.sender(peer))
+            .flatten();
+        self.observe_owner(sender.as_deref().unwrap_or(client), now_ms);
         if let Some(before) = before {
             let after = self.lock_entry(now_ms);
             if after.is_some() && after != before {
@@ -513,11 +522,19 @@ impl Node {
         if self.world.tracks_lock_writes() && self.lock_entry(now_ms).is_none() {
             self.world.lock_gone(&self.name);
         }
-        let owner = lock_tokens(&self.server.borrow(), &self.lock_key, now_ms)
-            .iter()
-            .find_map(|token| self.world.history.owner_of(token));
+        let token = lock_tokens(&self.server.borrow(), &self.lock_key, now_ms)
+            .into_iter()
+            .find(|token| self.world.history.is_token(token));
         let mut last = self.owner.borrow_mut();
-        if *last != owner {
+        // The same value names the same owner: only a value that changes is attributed anew
+        // (to the thread that wrote it, for a value the threads of a process share).
+        let owner = match (&*last, &token) {
+            (Some((value, owner)), Some(token)) if value == token => Some(owner.clone()),
+            _ => token
+                .as_ref()
+                .and_then(|token| self.world.history.owner_of(token, by)),
+        };
+        if last.as_ref().map(|(_, o)| o) != owner.as_ref() {
             let key = String::from_utf8_lossy(&self.lock_key).into_owned();
             // Expiry only ever removes a token. A token that appears between commands was
             // written earlier by its owner, whose client named it only once it saw the reply
@@ -534,8 +551,8 @@ impl Node {
                     by,
                 },
             );
-            *last = owner;
         }
+        *last = token.zip(owner);
     }
 }
 

@@ -125,6 +125,8 @@ pub struct NetConn {
     reader: ReadHalf<TcpStream>,
     writer: NetWriter,
     reset: Signal,
+    /// This end's address: what the peer's `accept` saw as its peer.
+    local_addr: SocketAddr,
 }
 
 fn reset_error() -> io::Error {
@@ -134,6 +136,9 @@ fn reset_error() -> io::Error {
 impl NetConn {
     /// Wraps an established stream between `local` and `peer` (node names).
     pub fn new(world: &Arc<World>, local: &str, peer: &str, stream: TcpStream) -> NetConn {
+        let local_addr = stream
+            .local_addr()
+            .expect("a simulated stream knows its address");
         let (reader, writer) = tokio::io::split(stream);
         let reset = Signal::new();
         let id = world.net.register_conn(local, peer, reset.clone());
@@ -155,7 +160,13 @@ impl NetConn {
                 _registration: registration,
             },
             reset,
+            local_addr,
         }
+    }
+
+    /// This end's address (the client's port, which the server's `accept` reports).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
     }
 
     /// Opens a connection from `local` to `peer` at `addr`, retrying like an unanswered SYN while
