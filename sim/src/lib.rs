@@ -13,12 +13,15 @@
 //!   nemesis.
 //! - `runner`: one scenario × scheme × seed, end to end.
 //! - `serve`: the simulated Redis on a real TCP port, outside the simulation.
+//! - `conform`: each modelled lock library checked against the real library (run against
+//!   `locksim serve` processes) or its source, command for command.
 //! - `cli`: the commands of the binary and their helpers.
 //!
 //! A refactor must leave every trace as it was: `scripts/trace-hashes.sh` lists the trace hash
 //! of every catalog scenario × scheme × seed; `diff` the list from before and after.
 
 pub mod cli;
+pub mod conform;
 pub mod faults;
 pub mod nodes;
 pub mod runner;

@@ -54,6 +54,9 @@ enum Command {
     Serve(cli::serve::Args),
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench(cli::bench::Args),
+    /// Run each conformance situation with the real lock library (against locksim serve) and
+    /// with the scheme that models it; compare them command for command.
+    Conform(cli::conform::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cli::schema::execute(args),
         Command::Serve(args) => cli::serve::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
+        Command::Conform(args) => cli::conform::execute(args),
     };
     result.unwrap_or_else(|message| {
         eprintln!("locksim: error: {message}");

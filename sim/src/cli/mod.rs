@@ -2,7 +2,7 @@
 //!
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
-//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`. Their helpers: `batch`
+//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `conform`. Their helpers: `batch`
 //! (many runs on worker threads with a stop flag), `catalog` (which scenario files and
 //! schemes), `shard` (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what
 //! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`).
@@ -13,6 +13,7 @@ pub mod bench;
 pub mod catalog;
 pub mod check;
 pub mod compare;
+pub mod conform;
 pub mod floor;
 pub mod interrupt;
 pub mod record;
