@@ -13,6 +13,10 @@
 //!   nemesis.
 //! - `runner`: one scenario × scheme × seed, end to end.
 //! - `serve`: the simulated Redis on a real TCP port, outside the simulation.
+//! - `live`: real time and real processes: the executor of `locksim live`, the real
+//!   redis-server/redis-sentinel processes of a topology.
+//! - `fidelity`: the simulated world measured against real redis-server and redis-sentinel
+//!   (`locksim fidelity`, `docs/fidelity.md`).
 //! - `conform`: each modelled lock library checked against the real library (run against
 //!   `locksim serve` processes) or its source, command for command.
 //! - `cli`: the commands of the binary and their helpers.
@@ -23,6 +27,8 @@
 pub mod cli;
 pub mod conform;
 pub mod faults;
+pub mod fidelity;
+pub mod live;
 pub mod nodes;
 pub mod runner;
 pub mod scenario;

@@ -54,6 +54,9 @@ enum Command {
     Serve(cli::serve::Args),
     /// Measure simulator speed: seeds per second and simulated seconds per wall second.
     Bench(cli::bench::Args),
+    /// Measure the simulated world against real redis-server and redis-sentinel processes
+    /// (probes on both sides) and write docs/fidelity.md.
+    Fidelity(cli::fidelity::Args),
     /// Run each conformance situation with the real lock library (against locksim serve) and
     /// with the scheme that models it; compare them command for command.
     Conform(cli::conform::Args),
@@ -61,6 +64,7 @@ enum Command {
 
 fn main() -> ExitCode {
     restore_sigpipe();
+    cli::invocation::record();
     let result = match Cli::parse().command {
         Command::Run(args) => cli::run::execute(args),
         Command::Schemes(args) => cli::schemes::execute(args),
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cli::schema::execute(args),
         Command::Serve(args) => cli::serve::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
+        Command::Fidelity(args) => cli::fidelity::execute(args),
         Command::Conform(args) => cli::conform::execute(args),
     };
     result.unwrap_or_else(|message| {

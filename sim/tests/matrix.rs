@@ -3,6 +3,8 @@
 //! seed ranges and every recorded expectation are `locksim check`'s job in CI (release); here,
 //! in debug, each file runs on one seed and the literature cells on three.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -91,11 +93,26 @@ fn every_scheme_runs_in_every_matrix_scenario_and_the_report_shows_them() {
             assert!(cell.stats.seeds_run > 0, "{row} × {}", scenario.name);
         }
     }
+    // Every count agrees with summary.json and the terminal; no chart or timeline overprints.
+    common::audit_report(
+        &out,
+        &summary,
+        &locksim::cli::compare::summary_text(&summary, &out),
+    );
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
-    let matrix = html.find("The matrix").expect("the matrix section");
-    let debate = html.find("The debate, replayed").expect("the debate");
-    let catalog = html.find("The catalog").expect("the catalog");
-    assert!(matrix < debate && debate < catalog, "the matrix leads");
+    // Sections by their headings' ids (the stylesheet's comments name sections too).
+    let section = |id: &str| {
+        html.find(&format!("<h2 id=\"{id}\">"))
+            .unwrap_or_else(|| panic!("the {id} section"))
+    };
+    let advice = section("advice");
+    let matrix = section("matrix");
+    let debate = section("debate");
+    let catalog = section("catalog");
+    assert!(
+        advice < matrix && matrix < debate && debate < catalog,
+        "the answer, then the matrix"
+    );
     assert!(out.join("charts/matrix.svg").is_file());
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
@@ -126,6 +143,10 @@ fn fencing_survives_a_pause_but_not_a_failover() {
 /// redis.io and seeds 001/003/004: a single instance with a replica loses the lock when the
 /// master dies before the key reached the replica. Redisson 4.7 is the exception: its WAIT after
 /// the lock script never sees the lagging replica acknowledge, so it never locks at all.
+/// Redisson 3.12's rows are not asserted: its client-2 reconnects 0.7, 2.2 and 4.7 s after the
+/// crash (seed 0), and the failover completes about 2.3 s after it (as redis-sentinel 7.0.15 does,
+/// `docs/fidelity.md`), so client-2 gets in only after client-1's 4 s hold ended: a timing of
+/// this scenario, not a safety of Redisson 3.12.
 #[test]
 fn single_instance_schemes_lose_the_lock_on_failover() {
     let failover = matrix_file("failover-lagging-replica");
@@ -138,8 +159,6 @@ fn single_instance_schemes_lose_the_lock_on_failover() {
         "set-nx-px-lua",
         "watchdog",
         "reentrant",
-        "redisson:redisson-3.12",
-        "fair:redisson-3.12",
     ] {
         let results = runs(&failover, row, 2);
         assert!(

@@ -2,10 +2,11 @@
 //!
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
-//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `conform`. Their helpers: `batch`
-//! (many runs on worker threads with a stop flag), `catalog` (which scenario files and
+//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `fidelity`, `conform`.
+//! Their helpers: `batch` (many runs on worker threads with a stop flag), `catalog` (which scenario files and
 //! schemes), `shard` (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what
-//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`).
+//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`), `invocation` (the printed
+//! commands start the way locksim was run).
 
 pub mod artifacts;
 pub mod batch;
@@ -14,8 +15,10 @@ pub mod catalog;
 pub mod check;
 pub mod compare;
 pub mod conform;
+pub mod fidelity;
 pub mod floor;
 pub mod interrupt;
+pub mod invocation;
 pub mod record;
 pub mod replay;
 pub mod report;

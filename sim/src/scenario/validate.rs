@@ -1,5 +1,5 @@
 //! Validation: a parsed scenario file becomes a [`Scenario`], or an error that names the file and
-//! the field (limits in `limits.rs`, fault kinds in `faults.rs`).
+//! the field (limits in `limits.rs`, fault kinds in `faults/`).
 
 use super::*;
 

@@ -382,15 +382,12 @@ impl Node {
         // A lease that ran out before this command is the clock's doing, not this client's.
         self.observe_owner("expiry", now_ms);
         let info = replication::replication_info(self);
-        let topology = &self.world.scenario.topology;
-        let min = topology.min_replicas_to_write;
+        // `checkGoodReplicasStatus` (redis 7.0.15 `src/server.c` 3911): the count the last
+        // `replicationCron` (or a replica coming or going) left, not one made now.
+        let min = self.world.scenario.topology.min_replicas_to_write;
         let refuse = min > 0
             && matches!(self.server.borrow().role(), Role::Master)
-            && self
-                .repl
-                .borrow()
-                .good_replicas(self.world.time.now_us(), topology.min_replicas_max_lag_ms)
-                < min as usize;
+            && self.repl.borrow().good_replicas < min as usize;
         {
             let mut server = self.server.borrow_mut();
             server.set_replication_info(info);

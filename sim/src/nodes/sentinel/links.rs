@@ -62,6 +62,17 @@ impl State {
         }
         link.last_reconn_time = now;
         link.connecting = true;
+        // `sentinelReconnectInstance` (redis 7.0.15 `src/sentinel.c` 2425-2451): the
+        // non-blocking connect is issued, `cc_conn_time` set and a PING queued at once
+        // (`sentinelSendPing` 3094-3106), so the pending-PING clock starts at the attempt, even
+        // when the connection is then refused: an instance that died is SDOWN
+        // `down-after-milliseconds` after the first reconnection attempt, not after its last
+        // PONG.
+        link.cc_conn_time = now;
+        link.last_ping_time = now;
+        if link.act_ping_time == 0 {
+            link.act_ping_time = now;
+        }
         link.generation += 1;
         let generation = link.generation;
         madsim::task::spawn_local(connect_link(shared.clone(), node.to_string(), generation));
@@ -96,7 +107,6 @@ async fn connect_link(shared: Shared, node: String, generation: u64) {
     )
     .await;
     let mut state = shared.borrow_mut();
-    let now = state.now();
     let link = state.link(&node);
     if link.generation != generation {
         return;
@@ -107,16 +117,9 @@ async fn connect_link(shared: Shared, node: String, generation: u64) {
     };
     let (reader, writer) = conn.split();
     link.writer = Some(writer);
-    link.cc_conn_time = now;
     link.pending.clear();
-    // sentinelReconnectInstance: send a PING as soon as the link is up.
-    if state.send_words(&node, &["PING"], Callback::Ping) {
-        let link = state.link(&node);
-        link.last_ping_time = now;
-        if link.act_ping_time == 0 {
-            link.act_ping_time = now;
-        }
-    }
+    // The PING queued at the attempt (`reconnect`) goes out now that the link is up.
+    state.send_words(&node, &["PING"], Callback::Ping);
     drop(state);
     madsim::task::spawn_local(read_replies(shared, node, generation, reader));
 }

@@ -46,17 +46,19 @@ pub fn psync(
             repl.offset
         )
     };
-    let now = node.world.time.now_us();
+    // The replica is online (`src/replication.c` 780-782 for a partial resync; a full one
+    // counts as online at once here: the snapshot is sent without a fork).
     repl.replicas.insert(
         conn,
         ReplicaLink {
             name: peer.to_string(),
             writer,
             ack_offset: 0,
-            last_ack_us: now,
+            ack_unix_s: super::unix_s(node),
         },
     );
     drop(repl);
+    super::refresh_good_replicas(node);
     node.world.record(
         &node.name,
         EventKind::Replication {
@@ -67,20 +69,24 @@ pub fn psync(
     out
 }
 
-/// `REPLCONF ACK offset` from a replica.
+/// `REPLCONF ACK offset` from a replica (`src/replication.c` 1185-1194): its offset, and the
+/// time in whole seconds of this node's wall clock.
 pub fn ack(node: &Node, conn: ClientId, offset: i64) {
-    let now = node.world.time.now_us();
+    let now_unix_s = super::unix_s(node);
     let mut repl = node.repl.borrow_mut();
     if let Some(link) = repl.replicas.get_mut(&conn) {
         link.ack_offset = link.ack_offset.max(offset);
-        link.last_ack_us = now;
+        link.ack_unix_s = now_unix_s;
         repl.acks.bump();
     }
 }
 
-/// A replica's connection closed.
+/// A replica's connection closed (`unlinkClient` refreshes the good replicas,
+/// `src/networking.c` 1695).
 pub fn replica_gone(node: &Node, conn: ClientId) {
-    if let Some(link) = node.repl.borrow_mut().replicas.remove(&conn) {
+    let link = node.repl.borrow_mut().replicas.remove(&conn);
+    if let Some(link) = link {
+        super::refresh_good_replicas(node);
         node.world.record(
             &node.name,
             EventKind::Replication {

@@ -10,8 +10,17 @@
 //!   `second_replid_offset`, and the offset still in the backlog), else `+FULLRESYNC` and a
 //!   snapshot of its dataset: the replica flushes everything it had and loads the snapshot.
 //! - Replicas apply the stream in order with `apply_replicated` (they never expire keys
-//!   themselves) and acknowledge their offset once a second (`REPLCONF ACK`) and whenever the
-//!   master asks (`REPLCONF GETACK *`, sent by `WAIT`).
+//!   themselves) and acknowledge their offset once a second (`REPLCONF ACK`, sent by
+//!   `replicationCron`) and whenever the master asks (`REPLCONF GETACK *`, sent by `WAIT`).
+//! - The master notes each ACK's time in whole seconds of its own wall clock (`repl_ack_time =
+//!   server.unixtime`, redis 7.0.15 `src/replication.c` 1194), and every lag is `server.unixtime
+//!   - repl_ack_time`: `min-replicas-max-lag`, `repl-timeout`, INFO's `lag`. The number of good
+//!   replicas that `min-replicas-to-write` checks is not counted per command: it is refreshed
+//!   once a second by `replicationCron` and when a replica comes online or goes away
+//!   (`refreshGoodSlavesCount`, `src/replication.c` 3381-3398, called at 3758, 806, 1281 and
+//!   `src/networking.c` 1695), and writes are refused on that count (`src/server.c` 3911). A
+//!   replica that stops acknowledging is therefore refused on about 1-3 s later with
+//!   `min-replicas-max-lag 1` (measured against redis-server 7.0.15: `docs/fidelity.md`).
 //! - The master pings its replicas every 10 s (`repl-ping-replica-period`); either side drops a
 //!   link silent for 60 s (`repl-timeout`); a replica whose link is down retries every second
 //!   (`replicationCron`).
@@ -56,7 +65,9 @@ pub struct ReplicaLink {
     pub name: String,
     writer: NetWriter,
     pub ack_offset: i64,
-    pub last_ack_us: u64,
+    /// `repl_ack_time`: the master's wall clock in whole seconds at the last ACK (or when the
+    /// replica came online).
+    pub ack_unix_s: i64,
 }
 
 /// A node's replication state, both roles.
@@ -77,6 +88,8 @@ pub struct Repl {
     pub link_down_since_us: Option<u64>,
     /// Master side: bumped on every ACK, so `WAIT` can wait for them.
     acks: Signal,
+    /// Master side: `repl_good_slaves_count`, as last refreshed (`refresh_good_replicas`).
+    pub good_replicas: usize,
     replids_made: u64,
     last_ping_us: u64,
 }
@@ -95,6 +108,7 @@ impl Repl {
             last_io_us: None,
             link_down_since_us: None,
             acks: Signal::new(),
+            good_replicas: 0,
             replids_made: 0,
             last_ping_us: 0,
         };
@@ -133,13 +147,18 @@ impl Repl {
         }
     }
 
-    /// Replicas that acknowledged within `max_lag_ms` (`refreshGoodSlavesCount`,
-    /// `min-replicas-max-lag`).
-    pub fn good_replicas(&self, now_us: u64, max_lag_ms: u64) -> usize {
-        self.replicas
+    /// `refreshGoodSlavesCount`: counts the replicas whose lag in whole seconds is at most
+    /// `min-replicas-max-lag`; nothing is counted while `min-replicas-to-write` is off.
+    fn refresh_good_replicas(&mut self, now_unix_s: i64, min_to_write: u32, max_lag_ms: u64) {
+        if min_to_write == 0 || max_lag_ms == 0 {
+            return;
+        }
+        let max_lag_s = (max_lag_ms / 1000) as i64;
+        self.good_replicas = self
+            .replicas
             .values()
-            .filter(|r| now_us.saturating_sub(r.last_ack_us) <= max_lag_ms * 1000)
-            .count()
+            .filter(|r| now_unix_s - r.ack_unix_s <= max_lag_s)
+            .count();
     }
 
     fn acked(&self, target: i64) -> i64 {
@@ -154,6 +173,7 @@ impl Repl {
 pub fn replication_info(node: &Node) -> ReplicationInfo {
     let repl = node.repl.borrow();
     let now = node.world.time.now_us();
+    let now_unix_s = unix_s(node);
     let replicas = repl
         .replicas
         .values()
@@ -161,7 +181,7 @@ pub fn replication_info(node: &Node) -> ReplicationInfo {
             ip: node_ip(&r.name).to_string(),
             port: REDIS_PORT,
             offset: r.ack_offset,
-            lag: (now.saturating_sub(r.last_ack_us) / 1_000_000) as i64,
+            lag: now_unix_s - r.ack_unix_s,
         })
         .collect();
     ReplicationInfo {
@@ -193,22 +213,37 @@ pub fn propagate(node: &Node) {
     }
 }
 
-/// `replicationCron`, once a second: a master pings its replicas every 10 s and drops those
-/// silent for `repl-timeout`; a replica acknowledges its offset.
+/// `server.unixtime` of `node`: its wall clock in whole seconds.
+pub fn unix_s(node: &Node) -> i64 {
+    node.world.time.wall_ms(&node.name).div_euclid(1000)
+}
+
+/// `refreshGoodSlavesCount` on `node` now, with the scenario's `min-replicas-*`.
+pub fn refresh_good_replicas(node: &Node) {
+    let topology = &node.world.scenario.topology;
+    node.repl.borrow_mut().refresh_good_replicas(
+        unix_s(node),
+        topology.min_replicas_to_write,
+        topology.min_replicas_max_lag_ms,
+    );
+}
+
+/// `replicationCron`, once a second: a master drops the replicas silent for `repl-timeout`
+/// (`src/replication.c` 3681), pings them every 10 s and refreshes its count of good replicas
+/// (3758); a replica acknowledges its offset (3610).
 pub async fn cron(node: Rc<Node>) {
     loop {
         let period = node.world.time.true_duration_us(&node.name, 1000);
         madsim::time::sleep(Duration::from_micros(period)).await;
         let now = node.world.time.now_us();
+        let now_unix_s = unix_s(&node);
         let is_master = matches!(node.server.borrow().role(), Role::Master);
         let mut repl = node.repl.borrow_mut();
         if is_master {
             let timed_out: Vec<ClientId> = repl
                 .replicas
                 .iter()
-                .filter(|(_, r)| {
-                    now.saturating_sub(r.last_ack_us) > REPL_TIMEOUT.as_micros() as u64
-                })
+                .filter(|(_, r)| now_unix_s - r.ack_unix_s > REPL_TIMEOUT.as_secs() as i64)
                 .map(|(id, _)| *id)
                 .collect();
             for id in timed_out {
@@ -221,6 +256,8 @@ pub async fn cron(node: Rc<Node>) {
                 repl.last_ping_us = now;
                 repl.feed(&encode_command(&[b"PING".to_vec()]));
             }
+            drop(repl);
+            refresh_good_replicas(&node);
         } else if repl.link_up
             && let Some(writer) = &repl.master_writer
         {
@@ -271,6 +308,7 @@ pub fn become_replica(node: &Rc<Node>, master: &str) {
         repl.master_writer = None;
         repl.link_down_since_us = Some(node.world.time.now_us());
     }
+    refresh_good_replicas(node);
     node.server.borrow_mut().set_role(Role::Replica {
         master_host: node_ip(master).to_string(),
         master_port: REDIS_PORT,

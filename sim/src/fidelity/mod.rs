@@ -1,0 +1,104 @@
+//! `locksim fidelity`: the simulated world measured against real redis-server and
+//! redis-sentinel 7.0 (issue 26). Each probe (`probes`) runs one distributed behaviour in both
+//! worlds with the same topology and fault; `report` writes `docs/fidelity.md` from the
+//! figures: each probe's distribution on each side, whether they agree, and the known
+//! differences with their reasons.
+//!
+//! The verdict rates of live matrix runs (`locksim live --backend redis-server`) belong in the
+//! same report once the executor's redis-server backend exists: `report::LIVE_MATRIX` is that
+//! section's place.
+
+pub mod probes;
+pub mod report;
+
+use std::path::Path;
+
+use crate::live::process::Supervisor;
+use crate::live::redis_server::Binaries;
+use probes::{Real, Samples, crash_aof, failover, min_replicas};
+
+/// Every probe's figures.
+pub struct Figures {
+    pub repeats: u32,
+    pub min_replicas: Samples,
+    pub failover: Samples,
+    pub crash_aof: Samples,
+    /// The redis-server the real side ran (`redis-server --version`), if it ran.
+    pub redis_version: Option<String>,
+}
+
+/// Runs every probe `repeats` times in the simulation and, unless `simulated_only`, on real
+/// processes under `dir`.
+pub fn measure(
+    repeats: u32,
+    simulated_only: bool,
+    binaries: Binaries,
+    dir: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<Figures, String> {
+    let mut figures = Figures {
+        repeats,
+        min_replicas: Samples::default(),
+        failover: Samples::default(),
+        crash_aof: Samples::default(),
+        redis_version: None,
+    };
+    progress("min-replicas refusal (simulated)");
+    figures
+        .min_replicas
+        .simulated
+        .insert("redis-1".into(), min_replicas::simulated(repeats)?);
+    progress("failover per Sentinel (simulated)");
+    figures.failover.simulated = failover::simulated(repeats)?;
+    for policy in crash_aof::POLICIES {
+        progress(&format!("kill -9 with appendfsync {policy} (simulated)"));
+        figures
+            .crash_aof
+            .simulated
+            .insert(policy.into(), crash_aof::simulated(policy, repeats)?);
+    }
+    if simulated_only {
+        return Ok(figures);
+    }
+    figures.redis_version = Some(version(&binaries)?);
+    let supervisor = Supervisor::new().map_err(|e| format!("cannot start the supervisor: {e}"))?;
+    let real = Real {
+        supervisor: &supervisor,
+        binaries,
+        dir,
+    };
+    progress("min-replicas refusal (redis-server)");
+    figures
+        .min_replicas
+        .real
+        .insert("redis-1".into(), min_replicas::real(&real, repeats)?);
+    progress("failover per Sentinel (redis-sentinel)");
+    figures.failover.real = failover::real(&real, repeats)?;
+    for policy in crash_aof::POLICIES {
+        progress(&format!("kill -9 with appendfsync {policy} (redis-server)"));
+        figures
+            .crash_aof
+            .real
+            .insert(policy.into(), crash_aof::real(&real, policy, repeats)?);
+    }
+    Ok(figures)
+}
+
+/// `redis-server --version`, or why it cannot run.
+fn version(binaries: &Binaries) -> Result<String, String> {
+    let out = std::process::Command::new(&binaries.redis_server)
+        .arg("--version")
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run {}: {e} (`apt-get install redis-server redis-sentinel`)",
+                binaries.redis_server.to_string_lossy()
+            )
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or("unknown")
+        .to_string())
+}

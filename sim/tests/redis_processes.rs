@@ -1,0 +1,225 @@
+//! The real-process layer (`live::redis_server`) against Debian's redis-server and
+//! redis-sentinel 7.0 (`.ci/run` installs them): a topology starts and settles, a `kill -9`
+//! and restart keeps what an `everysec` AOF was given, and bad starts are clear errors — with
+//! no process left behind after success, error, SIGINT or SIGKILL of locksim.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use locksim::live::process::Supervisor;
+use locksim::live::redis_server::{Addresses, Binaries, Cluster, call};
+use locksim::scenario::{Scenario, Topology};
+use model::redis::Reply;
+
+fn topology(json: &str) -> Topology {
+    let scenario = format!(r#"{{ "name": "t", "scheme": "set-nx-px-lua", "topology": {json} }}"#);
+    Scenario::parse(&scenario, "t.json")
+        .unwrap()
+        .topology
+        .clone()
+}
+
+/// The processes whose working folder is under `dir` (every real process runs in its node's
+/// folder). Not the supervisor's marker: redis-server rewrites its process title over its
+/// environment (setproctitle), so `/proc/<pid>/environ` loses the marker.
+fn running_in(dir: &std::path::Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .is_ok_and(|s| s.split(' ').nth(2) == Some("Z"));
+        if !zombie && cwd.starts_with(dir) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (bounded) until no process runs under `dir`.
+fn none_left(dir: &std::path::Path) -> Vec<i32> {
+    for _ in 0..200 {
+        let left = running_in(dir);
+        if left.is_empty() {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    running_in(dir)
+}
+
+#[test]
+fn a_topology_starts_settles_and_a_kill_9_keeps_the_everysec_aof() {
+    let dir = common::temp_dir("redis-processes-cluster");
+    let supervisor = Supervisor::new().unwrap();
+    let topology = topology(
+        r#"{ "replicas": 1, "sentinels": 3, "sentinel_down_after_ms": 1000, "appendfsync": "everysec" }"#,
+    );
+    {
+        let mut cluster = Cluster::start(
+            &supervisor,
+            Binaries::default(),
+            &topology,
+            Addresses::free(&topology).unwrap(),
+            &dir,
+        )
+        .unwrap();
+        cluster
+            .wait_settled(&topology, Duration::from_secs(60))
+            .unwrap();
+        let master = cluster.addr("redis-1");
+        let ok = call(
+            master,
+            &["SET", "lock", "tok", "NX", "PX", "20000"],
+            Duration::from_secs(2),
+        )
+        .unwrap();
+        assert_eq!(ok, Reply::Status("OK".into()));
+        // kill -9 right after the reply: the AOF was written, not fsynced; the kernel keeps it.
+        cluster.crash("redis-1").unwrap();
+        assert!(call(master, &["PING"], Duration::from_millis(200)).is_err());
+        cluster.restart("redis-1").unwrap();
+        let value = call(master, &["GET", "lock"], Duration::from_secs(2)).unwrap();
+        assert_eq!(value, Reply::Bulk(b"tok".to_vec()));
+        let ttl = call(master, &["PTTL", "lock"], Duration::from_secs(2))
+            .unwrap()
+            .as_integer()
+            .unwrap();
+        assert!((1..=20_000).contains(&ttl), "PTTL {ttl}");
+        assert_eq!(running_in(&dir).len(), 5, "five processes run");
+    }
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_missing_binary_names_the_node_and_the_program() {
+    let dir = common::temp_dir("redis-processes-missing");
+    let supervisor = Supervisor::new().unwrap();
+    let topology = topology(r#"{ "replicas": 1 }"#);
+    let binaries = Binaries {
+        redis_server: "/nonexistent/redis-server".into(),
+        ..Binaries::default()
+    };
+    let error = Cluster::start(
+        &supervisor,
+        binaries,
+        &topology,
+        Addresses::free(&topology).unwrap(),
+        &dir,
+    )
+    .err()
+    .expect("no redis-server there");
+    assert!(
+        error.starts_with("redis-1: cannot start /nonexistent/redis-server"),
+        "{error}"
+    );
+    assert!(error.contains("apt-get install redis-server"), "{error}");
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_address_in_use_names_the_node_and_stops_the_others() {
+    let dir = common::temp_dir("redis-processes-taken");
+    let supervisor = Supervisor::new().unwrap();
+    let topology = topology(r#"{ "replicas": 1 }"#);
+    let addresses = Addresses::free(&topology).unwrap();
+    // The replica's address is taken once the master started.
+    let _squatter = TcpListener::bind(addresses.listen["redis-1-replica-1"]).unwrap();
+    let error = Cluster::start(&supervisor, Binaries::default(), &topology, addresses, &dir)
+        .err()
+        .expect("the address is taken");
+    assert!(
+        error.starts_with("redis-1-replica-1: redis-server exited during start-up"),
+        "{error}"
+    );
+    assert!(error.contains("Address already in use"), "{error}");
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `locksim fidelity` stopped by SIGINT, then killed by SIGKILL, while its real processes run:
+/// none outlives it (the stop flag reaps them; the guardian kills them after a SIGKILL).
+#[test]
+fn sigint_and_sigkill_of_locksim_leave_no_redis_process() {
+    for signal in [libc::SIGINT, libc::SIGKILL] {
+        let out = common::temp_dir(&format!("redis-processes-signal-{signal}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_locksim"))
+            .args(["fidelity", "--repeat", "1", "--out"])
+            .arg(out.join("fidelity.md"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // `locksim fidelity` runs its processes under this folder.
+        let work = std::env::temp_dir().join(format!("locksim-fidelity-{}", child.id()));
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while running_in(&work).is_empty() && Instant::now() < deadline {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "locksim fidelity ended before starting a process"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!running_in(&work).is_empty(), "no redis process started");
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let _ = child.wait();
+        assert_eq!(none_left(&work), Vec::<i32>::new(), "after signal {signal}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+/// A bounded subset of `locksim fidelity`'s probes (3 repeats each side): the bands are what
+/// Redis's own mechanisms allow, not speeds. min-replicas refuses only once a whole-second lag
+/// passed `min-replicas-max-lag 1` at a 1 Hz `replicationCron` (the model had refused within
+/// 40 ms); no Sentinel answers the promoted replica before `down-after` (1 s), and every one
+/// does within a few seconds.
+#[test]
+fn the_probes_agree_with_redis() {
+    use locksim::fidelity::probes::{Real, failover, min_replicas};
+    let dir = common::temp_dir("redis-processes-probes");
+    let supervisor = Supervisor::new().unwrap();
+    let real = Real {
+        supervisor: &supervisor,
+        binaries: Binaries::default(),
+        dir: &dir,
+    };
+    let simulated = min_replicas::simulated(3).unwrap();
+    let measured = min_replicas::real(&real, 3).unwrap();
+    for (side, samples) in [("simulation", &simulated), ("redis-server", &measured)] {
+        assert_eq!(samples.len(), 3, "{side}: {samples:?}");
+        for ms in samples {
+            assert!(
+                (500.0..3500.0).contains(ms),
+                "{side}: NOREPLICAS after {ms} ms"
+            );
+        }
+    }
+    let simulated = failover::simulated(3).unwrap();
+    let measured = failover::real(&real, 3).unwrap();
+    for (side, per_sentinel) in [("simulation", &simulated), ("redis-sentinel", &measured)] {
+        assert_eq!(per_sentinel.len(), 3, "{side}: {per_sentinel:?}");
+        for (sentinel, samples) in per_sentinel {
+            assert_eq!(samples.len(), 3, "{side} {sentinel}: {samples:?}");
+            for ms in samples {
+                assert!(
+                    (1000.0..6000.0).contains(ms),
+                    "{side}: {sentinel} answered the new master {ms} ms after the kill"
+                );
+            }
+        }
+    }
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
