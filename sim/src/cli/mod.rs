@@ -3,10 +3,10 @@
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
 //! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `fidelity`, `conform`.
-//! Their helpers: `batch` (many runs on worker threads with a stop flag), `catalog` (which scenario files and
-//! schemes), `shard` (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what
-//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`), `invocation` (the printed
-//! commands start the way locksim was run).
+//! Their helpers: `batch` (many runs on worker threads with a stop flag), `catalog` (which
+//! scenario files and schemes), `shard` (`--shard I/N`), `results` (results.jsonl and
+//! run.json), `artifacts` (what a run writes), `interrupt` (Ctrl-C), `record` (`check
+//! --record`), `invocation` (the printed commands start the way locksim was run).
 
 pub mod artifacts;
 pub mod batch;
