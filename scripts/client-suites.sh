@@ -3,7 +3,9 @@
 #
 #   bash scripts/client-suites.sh setup              # what CI needs: redis-py and its tests,
 #                                                    # portalocker and its tests, the node checks'
-#                                                    # packages (sim/tests/client_suites.rs)
+#                                                    # packages (sim/tests/client_suites.rs), the
+#                                                    # conformance suite's libraries
+#                                                    # (sim/tests/conformance_libraries.rs)
 #   bash scripts/client-suites.sh redis-py [server]  # redis-py tests/test_lock.py (+ asyncio)
 #   bash scripts/client-suites.sh python-redis-lock [server]
 #   bash scripts/client-suites.sh pottery [server]
@@ -203,8 +205,43 @@ setup_node() {
   local work=$dir/node
   mkdir -p "$work"
   [ -f "$work/package.json" ] || echo '{"name": "locksim-client-checks", "private": true, "type": "module"}' > "$work/package.json"
-  [ -d "$work/node_modules/redis-semaphore" ] || (cd "$work" && npm install --silent --no-audit --no-fund \
-    redlock@5.0.0-beta.2 ioredis@6.0.0 redis@6.3.1 redis-semaphore@5.8.0)
+  [ -d "$work/node_modules/redlock-4.2.0" ] || (cd "$work" && npm install --silent --no-audit --no-fund \
+    redlock@5.0.0-beta.2 ioredis@6.0.0 redis@6.3.1 redis-semaphore@5.8.0 \
+    redlock-4.2.0@npm:redlock@4.2.0)
+}
+
+# The conformance suite's Python libraries (conformance/libraries/*.json name the venvs), each
+# in its own venv under target/client-suites/, the versions pinned. redbeat 1.0.0 needs celery
+# 4, whose vine 1.3 imports inspect.formatargspec (gone in Python 3.11): its venv takes the
+# newest Python below 3.11 that pyenv has (the image ships 3.10).
+older_python() {
+  local candidate
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10.*/bin/python3.10 \
+                   "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.9.*/bin/python3.9 \
+                   "$(command -v python3.10 || true)" "$(command -v python3.9 || true)"; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] && { echo "$candidate"; return; }
+  done
+  echo "no Python 3.9 or 3.10 for redbeat 1.0.0's celery 4" >&2
+  return 1
+}
+
+conformance_venv() {
+  local name=$1 python=$2
+  shift 2
+  local env=$dir/$name
+  [ -x "$env/bin/python" ] || "$python" -m venv "$env"
+  "$env/bin/python" -c 'import sys; sys.exit(0)' && [ -f "$env/.locksim-installed" ] && return
+  "$env/bin/python" -m pip install -q "$@"
+  touch "$env/.locksim-installed"
+}
+
+setup_conformance() {
+  setup_redis_py
+  conformance_venv venv-redis-py-2.10.1 python3 "redis==2.10.1"
+  conformance_venv venv-redbeat-2.0.0 python3 "celery-redbeat==2.0.0" "celery==5.2.7" "redis==$REDIS_PY"
+  conformance_venv venv-redbeat-1.0.0 "$(older_python)" "celery-redbeat==1.0.0" "celery==4.4.7" \
+    "redis==$REDIS_PY"
+  setup_node
 }
 
 run_node() {
@@ -216,7 +253,7 @@ run_node() {
 }
 
 case "${1:-}" in
-  setup) setup_redis_py && setup_portalocker && setup_node ;;
+  setup) setup_redis_py && setup_portalocker && setup_node && setup_conformance ;;
   redis-py) run_redis_py "${2:-locksim}" ;;
   python-redis-lock) run_python_redis_lock "${2:-locksim}" ;;
   pottery) run_pottery "${2:-locksim}" ;;

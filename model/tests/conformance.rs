@@ -25,6 +25,9 @@
 //!   order: KEYS, SCAN).
 //! - `@ids <cmd>`: compare with client ids masked (HELLO's `id`, CLIENT ID).
 //! - `@fields <cmd>`: compare the `name=` fields of every line (CLIENT INFO / LIST).
+//! - `@monitor N`: as `@pushes N` for a MONITOR connection: its lines compared byte for byte
+//!   with each timestamp (`seconds.micros`, checked for that shape) masked. Every model
+//!   connection has its real twin's address, so the `[db ip:port]` parts compare too.
 //!
 //! Fails if `redis-server` cannot be started, unless `LOCKSIM_SKIP_REDIS=1`.
 
@@ -36,7 +39,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
 use model::redis::resp::encode_command;
-use model::redis::{ClientId, Outcome, Protocol, RedisServer, Reply, RequestParser, ServerConfig};
+use model::redis::{
+    ClientAddr, ClientId, Outcome, Protocol, RedisServer, Reply, RequestParser, ServerConfig,
+};
 
 /// A `redis-server` child process, killed when dropped (also on panic).
 struct RedisProcess {
@@ -148,6 +153,14 @@ impl RealSide {
         s
     }
 
+    /// The address the server sees for connection `client` (`ip:port`).
+    fn peer(&mut self, client: usize) -> String {
+        self.conn(client)
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    }
+
     fn conn(&mut self, client: usize) -> &mut TcpStream {
         if !self.conns.contains_key(&client) {
             let s = self.open();
@@ -223,12 +236,35 @@ struct ModelSide {
 impl ModelSide {
     /// A new connection, switched to RESP3 in that pass.
     fn open(&mut self) -> ClientId {
-        let id = self.server.connect();
+        self.open_as(None)
+    }
+
+    /// A new connection with the real twin's address (`peer`), if known.
+    fn open_as(&mut self, peer: Option<String>) -> ClientId {
+        let id = match peer {
+            Some(peer) => self.server.connect_from(
+                ClientAddr {
+                    peer,
+                    ..ClientAddr::default()
+                },
+                now_ms(),
+            ),
+            None => self.server.connect(),
+        };
         if self.protocol == Protocol::Resp3 {
             self.server
                 .execute(id, now_ms(), &[b"HELLO".to_vec(), b"3".to_vec()]);
         }
         id
+    }
+
+    /// Opens connection `client` as the real side's twin (same address), once.
+    fn open_twin(&mut self, client: usize, real: &mut RealSide) {
+        if !self.conns.contains_key(&client) {
+            let id = self.open_as(Some(real.peer(client)));
+            self.conns
+                .insert(client, (id, RequestParser::new(), BytesMut::new()));
+        }
     }
 
     fn client(&mut self, client: usize) -> ClientId {
@@ -292,10 +328,17 @@ impl ModelSide {
         out
     }
 
-    /// Pub/sub messages and the replies of unblocked clients, per connection.
+    /// Pub/sub messages, MONITOR lines and the replies of unblocked clients (and of the
+    /// commands a CLIENT PAUSE held), per connection.
     fn collect_pushes(&mut self) {
         let mut pending = self.server.take_pushes();
         pending.extend(self.server.take_unblocked());
+        for (client, argv) in self.server.take_resumed() {
+            if let Some(reply) = self.server.execute(client, now_ms(), &argv).into_reply() {
+                pending.extend(self.server.take_pushes());
+                pending.push((client, reply));
+            }
+        }
         for (client, reply) in pending {
             let protocol = self.server.protocol(client);
             reply.encode_with(protocol, self.pushes.entry(client).or_default());
@@ -305,6 +348,8 @@ impl ModelSide {
     fn take_pushes(&mut self, client: usize) -> Vec<u8> {
         let id = self.client(client);
         self.server.expire_blocked(now_ms());
+        // serverCron: a CLIENT PAUSE whose time is up ends here.
+        self.server.active_expire_cycle(now_ms());
         self.collect_pushes();
         self.pushes.remove(&id).unwrap_or_default()
     }
@@ -405,6 +450,28 @@ fn decode_all(mut bytes: &[u8]) -> Vec<Reply> {
     out
 }
 
+/// `@monitor`: each `+seconds.micros ` timestamp replaced by `+T `, or `None` when a line does
+/// not start with one.
+fn masked_timestamps(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::new();
+    for line in text.split_inclusive("\r\n") {
+        let Some(rest) = line.strip_prefix('+') else {
+            out.push_str(line);
+            continue;
+        };
+        let (stamp, rest) = rest.split_once(' ')?;
+        let (secs, micros) = stamp.split_once('.')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(secs) || micros.len() != 6 || !digits(micros) {
+            return None;
+        }
+        out.push_str("+T ");
+        out.push_str(rest);
+    }
+    Some(out)
+}
+
 /// `@sorted`: the elements of every array (and set) in sorted order.
 fn sorted(reply: Reply) -> Reply {
     match reply {
@@ -496,6 +563,7 @@ fn run_corpus(
 ) {
     let mut scripts: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut client = 0usize;
+    model.open_twin(client, real);
     let mut lines = text.lines().enumerate();
     while let Some((lineno, line)) = lines.next() {
         let line = line.trim_end();
@@ -514,20 +582,32 @@ fn run_corpus(
             scripts.insert(script.trim().to_string(), body.join("\n").into_bytes());
             continue;
         }
-        if let Some(n) = line.strip_prefix("@client ") {
-            client = n.trim().parse().unwrap();
-            continue;
-        }
         if let Some(ms) = line.strip_prefix("@sleep ") {
             std::thread::sleep(Duration::from_millis(ms.trim().parse().unwrap()));
             continue;
         }
-        if let Some(n) = line.strip_prefix("@pushes ") {
+        if let Some(n) = line.strip_prefix("@client ") {
+            client = n.trim().parse().unwrap();
+            model.open_twin(client, real);
+            continue;
+        }
+        let pushes = line
+            .strip_prefix("@pushes ")
+            .map(|n| (n, false))
+            .or_else(|| line.strip_prefix("@monitor ").map(|n| (n, true)));
+        if let Some((n, monitor)) = pushes {
             let n: usize = n.trim().parse().unwrap();
+            model.open_twin(n, real);
             let mine = model.take_pushes(n);
             let theirs = real.drain(n, Duration::from_millis(100));
             out.compared += 1;
-            if mine != theirs {
+            let same = if monitor {
+                let masked = masked_timestamps(&mine);
+                masked.is_some() && masked == masked_timestamps(&theirs)
+            } else {
+                mine == theirs
+            };
+            if !same {
                 out.failures.push(format!(
                     "{place}: {line}\n  redis: {}\n  model: {}",
                     show(&theirs),

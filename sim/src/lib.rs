@@ -17,12 +17,15 @@
 //!   redis-server/redis-sentinel processes of a topology.
 //! - `fidelity`: the simulated world measured against real redis-server and redis-sentinel
 //!   (`locksim fidelity`, `docs/fidelity.md`).
+//! - `conform`: each modelled lock library checked against the real library (run against
+//!   `locksim serve` processes) or its source, command for command.
 //! - `cli`: the commands of the binary and their helpers.
 //!
 //! A refactor must leave every trace as it was: `scripts/trace-hashes.sh` lists the trace hash
 //! of every catalog scenario × scheme × seed; `diff` the list from before and after.
 
 pub mod cli;
+pub mod conform;
 pub mod faults;
 pub mod fidelity;
 pub mod live;

@@ -63,6 +63,9 @@ enum Command {
     /// Measure the simulated world against real redis-server and redis-sentinel processes
     /// (probes on both sides) and write docs/fidelity.md.
     Fidelity(cli::fidelity::Args),
+    /// Run each conformance situation with the real lock library (against locksim serve) and
+    /// with the scheme that models it; compare them command for command.
+    Conform(cli::conform::Args),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Live(args) => cli::live::execute(args),
         Command::LiveAdapter(args) => cli::live::execute_adapter(args),
         Command::Fidelity(args) => cli::fidelity::execute(args),
+        Command::Conform(args) => cli::conform::execute(args),
     };
     result.unwrap_or_else(|message| {
         eprintln!("locksim: error: {message}");

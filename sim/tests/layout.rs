@@ -11,7 +11,8 @@ use std::path::Path;
 
 /// The top-level modules from the bottom layer up.
 const LAYERS: &[&str] = &[
-    "signal", "scenario", "world", "nodes", "faults", "runner", "serve", "live", "fidelity", "cli",
+    "signal", "scenario", "world", "nodes", "faults", "runner", "serve", "live", "fidelity",
+    "conform", "cli",
 ];
 
 /// Module path (`world::net::socket`, `""` for the crate root) → source, without tests, of the

@@ -41,6 +41,11 @@ pub use params::{ParamKind, Params, SchemeSpec, declared_params};
 /// A `!Send` boxed future: clients run on one simulated node, on one thread.
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
+/// How a scheme's `Err` (or a release's or extension's detail) starts when the library raises
+/// the failure to its caller as an exception rather than answering no (`false`, a refusal):
+/// the conformance suite tells the two apart.
+pub const RAISED: &str = "raised: ";
+
 /// Why a command got no reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CallError {

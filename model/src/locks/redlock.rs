@@ -23,11 +23,19 @@
 //!   rand(200) ms sleep after *every* failed try, the last included (`:80`).
 //! - `redsync`, go-redsync/redsync@v4.17.0: `redsync.go:30-42` 8 s expiry, 32 tries, rand[50, 250)
 //!   ms delay, drift factor 0.01 without the 2 ms, timeout factor 0.05; `mutex.go:75-134` one
-//!   value per `Lock` (16 random bytes, base64, `:212-219`), `SET NX PX` on all masters in
-//!   parallel waiting for every reply (`:269-321`), valid iff `now.Before(until)` on Go's
+//!   value per `Lock` (16 random bytes, base64, `:212-219`), go-redis's `SetNX` (`set k v ex s
+//!   nx` for a whole number of seconds, else `px ms`: redis/go-redis@v9.7.0
+//!   `string_commands.go:249-267`) on all masters in parallel waiting for every reply
+//!   (`:269-321`), valid iff `now.Before(until)` on Go's
 //!   monotonic clock (`:114-116`), every master released on failure with the same timeout;
 //!   `Unlock` (`:142-150`) with go-redis's 3 s default read timeout; releases by `EVALSHA` of its
 //!   delete script, `EVAL` on `NOSCRIPT` (`scripts.go:5-14`, `redis/goredis/v9/goredis.go:51-66`).
+//! - `redsync@4.0.3` / `redsync@4.0.4`, go-redsync/redsync@v4.0.3 / v4.0.4: as `redsync`, but a
+//!   constant 500 ms between tries (`redsync.go:27`), no timeout of its own per call (the
+//!   client's), its first `deleteScript` (`mutex.go:154-160`, no `-1`), no validity check after
+//!   `Extend`; v4.0.3 compares the script replies as `interface{}` with untyped constants
+//!   (`status != 0`, `status != "ERR"`, `mutex.go:172, :193`), so `Unlock` and `Extend` report
+//!   success whatever the masters answered; v4.0.4 compares with `int64(0)` (PR 61).
 //! - `node-redlock`, mike-marcacci/node-redlock@v5.0.0-beta.2 `src/index.ts`: one value per
 //!   `acquire` (16 random bytes, hex, `:276-278, :306`); its acquire script (`:12-27`) votes
 //!   *against* a key that exists, even one holding its own value; every master at once,
@@ -38,6 +46,15 @@
 //!   fail; only when all fail is the lock released, once (`:330-339`); no validity check (an
 //!   expiration is computed, `:316-328`, and never compared); `release` (`:350-364`) retries
 //!   the release script up to 10 times until a quorum deleted the value.
+//!
+//! - `node-redlock@4.2.0`, mike-marcacci/node-redlock@v4.2.0 `redlock.js`: its own scripts (v5's
+//!   with tabs, `:9-38`), one value per `lock` (`:448-450`), every master at once and the try
+//!   decided when the *last* reply came (`:408-411`); a failed try unlocks every master
+//!   (waiting for every reply) before the next one (`:424-431`), up to `retryCount` 10 retries
+//!   200 ± 100 ms apart (`:58-63, :428`); valid iff `votes >= quorum && expiration >
+//!   Date.now()` with `expiration = start + ttl − (round(0.01 × ttl) + 2)` (`:415-419`);
+//!   `unlock` (`:232-283`) runs the unlock script once on every master and succeeds on a
+//!   quorum of deletions; `EVALSHA`, `EVAL` on NOSCRIPT (`:452-463`).
 //!
 //! `redlock-no-validity` is Redlock without the validity check: by default node-redlock, or any
 //! preset with its check removed (`validity_check: false` on `redlock` does the same).
@@ -116,19 +133,19 @@ const PRESET_ROWS: &[PresetInfo] = &[
     },
     PresetInfo {
         name: "node-redlock@4.2.0",
-        summary: "node-redlock v4.2.0: as v5 but with the validity check (votes >= quorum and expiration > Date.now())",
+        summary: "node-redlock v4.2.0: waits for every reply, checks the validity (expiration > Date.now()), unlocks after every failed try, releases once",
         lease: Lease::Ms,
         same_as: None,
     },
     PresetInfo {
         name: "redsync@4.0.3",
-        summary: "redsync v4.0.3: Extend() reports success whatever the masters answered (PR 61); otherwise redsync",
+        summary: "redsync v4.0.3: 500 ms between tries, no per-call timeout, Unlock() and Extend() report success whatever the masters answered (PR 61)",
         lease: Lease::Ms,
         same_as: Some("redlock:redsync"),
     },
     PresetInfo {
         name: "redsync@4.0.4",
-        summary: "redsync v4.0.4: Extend() counts real successes, no validity check; otherwise redsync",
+        summary: "redsync v4.0.4: as v4.0.3 with Unlock() and Extend() counting real successes, no validity check after Extend",
         lease: Lease::Ms,
         same_as: Some("redlock:redsync"),
     },
@@ -152,6 +169,10 @@ const RB_PTTL: &str =
 /// redsync v4.17.0's `deleteScript`.
 const REDSYNC_DELETE: &str = "\n\tlocal val = redis.call(\"GET\", KEYS[1])\n\tif val == ARGV[1] then\n\t\treturn redis.call(\"DEL\", KEYS[1])\n\telseif val == false then\n\t\treturn -1\n\telse\n\t\treturn 0\n\tend\n";
 
+/// redsync v4.0.3's and v4.0.4's `deleteScript` (`mutex.go:154-160`): no `-1` for a key that is
+/// gone.
+const REDSYNC_4_0_DELETE: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n\t\treturn redis.call(\"DEL\", KEYS[1])\n\telse\n\t\treturn 0\n\tend\n";
+
 /// redsync's `touchScript` (the same text in v4.0.3 and v4.17.0) and v4.12.0's
 /// `touchWithSetNXScript` (`WithSetNXOnExtend`, PR 149).
 const REDSYNC_TOUCH: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n\t\treturn redis.call(\"PEXPIRE\", KEYS[1], ARGV[2])\n\telse\n\t\treturn 0\n\tend\n";
@@ -161,6 +182,10 @@ const REDSYNC_TOUCH_SET_NX: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[
 const NODE_ACQUIRE: &str = "\n  -- Return 0 if an entry already exists.\n  for i, key in ipairs(KEYS) do\n    if redis.call(\"exists\", key) == 1 then\n      return 0\n    end\n  end\n\n  -- Create an entry for each provided key.\n  for i, key in ipairs(KEYS) do\n    redis.call(\"set\", key, ARGV[1], \"PX\", ARGV[2])\n  end\n\n  -- Return the number of entries added.\n  return #KEYS\n";
 const NODE_RELEASE: &str = "\n  local count = 0\n  for i, key in ipairs(KEYS) do\n    -- Only remove entries for *this* lock value.\n    if redis.call(\"get\", key) == ARGV[1] then\n      redis.pcall(\"del\", key)\n      count = count + 1\n    end\n  end\n\n  -- Return the number of entries removed.\n  return count\n";
 
+/// node-redlock v4.2.0's lock and unlock scripts (`redlock.js:9-38`): v5's with tabs.
+const NODE4_ACQUIRE: &str = "\n\t-- Return 0 if an entry already exists.\n\tfor i, key in ipairs(KEYS) do\n\t\tif redis.call(\"exists\", key) == 1 then\n\t\t\treturn 0\n\t\tend\n\tend\n\n\t-- Create an entry for each provided key.\n\tfor i, key in ipairs(KEYS) do\n\t\tredis.call(\"set\", key, ARGV[1], \"PX\", ARGV[2])\n\tend\n\n\t-- Return the number of entries added.\n\treturn #KEYS\n";
+const NODE4_RELEASE: &str = "\n\tlocal count = 0\n\tfor i, key in ipairs(KEYS) do\n\t\t-- Only remove entries for *this* lock value.\n\t\tif redis.call(\"get\", key) == ARGV[1] then\n\t\t\tredis.pcall(\"del\", key)\n\t\t\tcount = count + 1\n\t\tend\n\tend\n\n\t-- Return the number of entries removed.\n\treturn count\n";
+
 /// The library a preset follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Library {
@@ -168,6 +193,9 @@ enum Library {
     LeandroRb,
     Redsync,
     NodeRedlock,
+    /// node-redlock v4.2.0: waits for every reply, unlocks after every failed try, releases
+    /// once.
+    NodeRedlock4,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,6 +258,11 @@ pub struct Redlock {
     errors_abort: bool,
     /// How `extend` (`clients.extend`) goes.
     extension: ExtendRule,
+    /// redsync v4.0.x: a constant 500 ms between tries, no timeout of its own per call, its
+    /// first `deleteScript`; `Some(true)` for v4.0.3, whose `release` compares the script's
+    /// `int64` reply with the untyped `0` (`status != 0` on an `interface{}`: always true), so
+    /// `Unlock` reports success whatever the masters answered (both fixed by PR 61 in v4.0.4).
+    redsync_4_0: Option<bool>,
     token: Option<String>,
 }
 
@@ -243,8 +276,9 @@ enum ExtendRule {
     /// otherwise also where the key is gone (re-created).
     RbLock { only_if_locked: bool },
     /// redsync `Extend`: its touch script on every master. `any_reply`: v4.0.0–v4.0.3 count
-    /// any reply as success (`status != "ERR"`); `validity`: since v4.4.0 (PR 71) the extension must end
-    /// before the new `until`; `set_nx`: `WithSetNXOnExtend()` re-creates a missing key.
+    /// any reply as success (`status != "ERR"`); `validity`: since v4.4.0 (PR 71) the extension
+    /// must end before the new `until` (`mutex.go:113-128` at v4.4.0); `set_nx`:
+    /// `WithSetNXOnExtend()` re-creates a missing key.
     Redsync {
         any_reply: bool,
         validity: bool,
@@ -299,9 +333,15 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             fanout: Fanout::Sequential,
             lock_timeout_ms: Some(5000),
             unlock_timeout_ms: Some(5000),
+            redsync_4_0: None,
             token: None,
         },
         "redsync" | "redsync@4.0.3" | "redsync@4.0.4" | "redsync@4.3.0" => Redlock {
+            redsync_4_0: match preset.as_str() {
+                "redsync@4.0.3" => Some(true),
+                "redsync@4.0.4" => Some(false),
+                _ => None,
+            },
             errors_abort: false,
             extension: ExtendRule::Redsync {
                 any_reply: preset == "redsync@4.0.3",
@@ -327,7 +367,11 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
         "node-redlock" | "node-redlock@4.2.0" => Redlock {
             errors_abort: false,
             extension: ExtendRule::None,
-            library: Library::NodeRedlock,
+            library: if preset == "node-redlock@4.2.0" {
+                Library::NodeRedlock4
+            } else {
+                Library::NodeRedlock
+            },
             key,
             ttl_ms: INFO.default_ttl_ms,
             tries: 11,
@@ -343,9 +387,15 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
                 Validity::None
             },
             clock: Clock::Wall,
-            fanout: Fanout::ParallelQuorum,
+            // v4.2.0 `redlock.js:408-411`: a try is decided when the last reply came.
+            fanout: if preset == "node-redlock@4.2.0" {
+                Fanout::ParallelAll
+            } else {
+                Fanout::ParallelQuorum
+            },
             lock_timeout_ms: None,
             unlock_timeout_ms: None,
+            redsync_4_0: None,
             token: None,
         },
         _ => Redlock {
@@ -367,13 +417,22 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             fanout: Fanout::Sequential,
             lock_timeout_ms: Some(100),
             unlock_timeout_ms: Some(100),
+            redsync_4_0: None,
             token: None,
         },
     };
     s.ttl_ms = params.positive("ttl_ms", s.ttl_ms)?;
-    if s.library == Library::Redsync {
-        // redsync: timeoutFactor 0.05 of the expiry.
+    if s.library == Library::Redsync && s.redsync_4_0.is_none() {
+        // redsync (v4.1.0+): timeoutFactor 0.05 of the expiry.
         s.lock_timeout_ms = Some((s.ttl_ms / 20).max(1));
+    }
+    if s.redsync_4_0.is_some() {
+        // v4.0.x `redsync.go:27`: `delayFunc` is a constant 500 ms; no per-call timeout (the
+        // client's own, go-redis's read timeout), for locking and unlocking alike.
+        s.retry_delay_ms = 500;
+        s.retry_jitter_ms = 0;
+        s.lock_timeout_ms = None;
+        s.unlock_timeout_ms = None;
     }
     // The Ruby libraries and node-redlock count retries after the first try; redsync counts
     // tries; antirez's `retry_count` is the number of tries.
@@ -563,7 +622,7 @@ impl Redlock {
             Library::AntirezRb => bytes(20).iter().map(|b| base32(*b)).collect(),
             Library::LeandroRb => uuid4(env.as_ref()),
             Library::Redsync => base64(&bytes(16)),
-            Library::NodeRedlock => crate::history::hex(&bytes(16)),
+            Library::NodeRedlock | Library::NodeRedlock4 => crate::history::hex(&bytes(16)),
         }
     }
 
@@ -577,10 +636,23 @@ impl Redlock {
     ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
         let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
         let (ttl, timeout, library) = (self.ttl_ms.to_string(), self.lock_timeout_ms, self.library);
+        let ttl_ms = self.ttl_ms;
         Box::pin(async move {
             match library {
-                Library::AntirezRb | Library::Redsync => {
+                Library::AntirezRb => {
                     let cmd = argv(&["SET", &key, &value, "NX", "PX", &ttl]);
+                    let reply = send(&env, server, cmd, timeout).await?;
+                    Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
+                }
+                Library::Redsync => {
+                    // go-redis `SetNX` (redis/go-redis@v9.7.0 `string_commands.go:249-267`,
+                    // `commands.go:25-27`): `set k v ex s nx` for whole seconds, else `px ms`.
+                    let cmd = if ttl_ms % 1000 == 0 {
+                        let secs = (ttl_ms / 1000).to_string();
+                        argv(&["set", &key, &value, "ex", &secs, "nx"])
+                    } else {
+                        argv(&["set", &key, &value, "px", &ttl, "nx"])
+                    };
                     let reply = send(&env, server, cmd, timeout).await?;
                     Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
                 }
@@ -590,10 +662,15 @@ impl Redlock {
                         evalsha(&env, server, library, RB_LOCK, &key, &args, timeout).await?;
                     Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
                 }
-                Library::NodeRedlock => {
+                Library::NodeRedlock | Library::NodeRedlock4 => {
+                    let script = if library == Library::NodeRedlock4 {
+                        NODE4_ACQUIRE
+                    } else {
+                        NODE_ACQUIRE
+                    };
                     let args = [value.as_str(), &ttl];
                     let reply =
-                        evalsha(&env, server, library, NODE_ACQUIRE, &key, &args, timeout).await?;
+                        evalsha(&env, server, library, script, &key, &args, timeout).await?;
                     Ok(matches!(reply, Reply::Integer(1)))
                 }
             }
@@ -609,7 +686,7 @@ impl Redlock {
         timeout: Option<u64>,
     ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
         let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
-        let library = self.library;
+        let (library, redsync_4_0) = (self.library, self.redsync_4_0);
         Box::pin(async move {
             let reply = match library {
                 Library::AntirezRb => {
@@ -620,28 +697,25 @@ impl Redlock {
                     evalsha(&env, server, library, RB_UNLOCK, &key, &[&value], timeout).await
                 }
                 Library::Redsync => {
-                    evalsha(
-                        &env,
-                        server,
-                        library,
-                        REDSYNC_DELETE,
-                        &key,
-                        &[&value],
-                        timeout,
-                    )
-                    .await
+                    let script = match redsync_4_0 {
+                        Some(_) => REDSYNC_4_0_DELETE,
+                        None => REDSYNC_DELETE,
+                    };
+                    let reply =
+                        evalsha(&env, server, library, script, &key, &[&value], timeout).await?;
+                    // v4.0.3 `status != 0`: any reply that is not an error counts.
+                    if redsync_4_0 == Some(true) && !matches!(reply, Reply::Error(_)) {
+                        return Ok(true);
+                    }
+                    Ok(reply)
                 }
-                Library::NodeRedlock => {
-                    evalsha(
-                        &env,
-                        server,
-                        library,
-                        NODE_RELEASE,
-                        &key,
-                        &[&value],
-                        timeout,
-                    )
-                    .await
+                Library::NodeRedlock | Library::NodeRedlock4 => {
+                    let script = if library == Library::NodeRedlock4 {
+                        NODE4_RELEASE
+                    } else {
+                        NODE_RELEASE
+                    };
+                    evalsha(&env, server, library, script, &key, &[&value], timeout).await
                 }
             };
             reply.map(|r| matches!(r, Reply::Integer(n) if n > 0))

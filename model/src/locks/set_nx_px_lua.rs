@@ -16,26 +16,37 @@
 //!   `LUA_RELEASE_SCRIPT` (`local token = redis.call('get', KEYS[1]) if not token or token ~=
 //!   ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1`) through a script object
 //!   (`EVALSHA`, `SCRIPT LOAD` on `NOSCRIPT`); 0 raises `LockNotOwnedError`. Without a TTL a
-//!   crashed holder keeps the lock for ever. Its `extend(ttl)` (redis-py@34817ce2
-//!   `redis/lock.py:287-315`, `LUA_EXTEND_SCRIPT` `:45-66`) adds `ttl_ms` to the key's TTL if
+//!   crashed holder keeps the lock for ever. Its `extend(ttl)` (redis/redis-py@v8.1.0
+//!   `redis/lock.py:287-323`, `LUA_EXTEND_SCRIPT` `:45-66`) adds `ttl_ms` to the key's TTL if
 //!   the token is still the value, else raises `LockNotOwnedError`; without `ttl_ms` it raises
-//!   "Cannot extend a lock with no timeout", so `clients.extend` needs `ttl_ms`.
+//!   "Cannot extend a lock with no timeout", so `clients.extend` needs `ttl_ms`. Every command
+//!   goes through the client's default `Retry` (a timed-out or broken call sent again on a new
+//!   connection up to 10 times, `random() × 10 ms × 2^failures` apart, at most 1 s), and the
+//!   last error is raised to the caller: an acquire does not poll on through errors (checked against redis-py
+//!   8.1.0 by `conformance/situations/redis-py@8.1.0/`).
 //! - `redis-py@2.10.1`: as `redis-py`, but one `Lock` object shared by a process's threads
 //!   (`clients.threads`) keeps one token for all of them (redis/redis-py@2.10.1
 //!   `redis/lock.py`: `self.token`, set by a successful `acquire`, read by `release` and
 //!   `extend`): a thread whose lease ran out releases or extends with the token of the thread
 //!   that took the lock after it (issue 416). 2.10.2 keeps the token in `threading.local()` by
 //!   default (`thread_local=True`, PR 491/492), which is the `redis-py` preset: each thread its
-//!   own token. 2.10.1's `LuaLock` acquired with a SETNX+PEXPIRE script; here it is `SET NX
-//!   PX`, the same effect.
-//! - `redbeat@1.0.0` / `redbeat@2.0.0`: celery-redbeat's scheduler lock, a redis-py `Lock` with
-//!   `timeout=lock_timeout` (`ttl_ms`, default 25 000: 5 × `beat_max_loop_interval`) and
-//!   `sleep=max_interval` (`retry_delay_ms`, default 5000), extended on every beat tick
-//!   (`clients.extend`). 1.0.0 extends with a plain `PEXPIRE lock ttl` whose reply it ignores
-//!   (sibson/redbeat@v1.0.0 `redbeat/schedulers.py:444-447`): it extends whoever holds the key
-//!   (issue 127). 2.0.0 calls `lock.extend` with its `LUA_EXTEND_TO_SCRIPT`
-//!   (sibson/redbeat@v2.0.0 `redbeat/schedulers.py:36-56, :463-466, :504-520`; PR 128): the
-//!   token must still be the value, else `LockNotOwnedError`.
+//!   own token. 2.10.1's `StrictRedis.lock()` makes a `LuaLock` (`redis/client.py:480-511`):
+//!   it acquires with its `LUA_ACQUIRE_SCRIPT` (SETNX, then PEXPIRE unless the timeout is
+//!   `''`), extends with its own `LUA_EXTEND_SCRIPT` (adds the time to the PTTL, two
+//!   arguments), and its three `Script` objects, class attributes shared by the process, send
+//!   `EVALSHA ''` until the first NOSCRIPT makes them `SCRIPT LOAD` (`:2576-2599`). Its
+//!   `acquire` checks `time.time() > stop_trying_at` after a failed try (`redis/lock.py:60-86`),
+//!   so it tries once more than redis-py 3+; a call's error is raised, without retries.
+//! - `redbeat@1.0.0` / `redbeat@2.0.0`: celery-redbeat's scheduler lock, a redis-py (8.1.0)
+//!   `Lock` with `timeout=lock_timeout` (`ttl_ms`, default 1 500 000: 5 × celery's
+//!   `DEFAULT_MAX_INTERVAL` of 300 s, the class attribute `max_interval` at the time
+//!   `__init__` reads it) and `sleep=max_interval` (`retry_delay_ms`, default 300 000), no
+//!   blocking timeout, extended on every beat tick (`clients.extend`). 1.0.0 extends with a
+//!   plain `PEXPIRE lock ttl` whose reply it ignores (sibson/redbeat@v1.0.0
+//!   `redbeat/schedulers.py:444-447`): it extends whoever holds the key (issue 127). 2.0.0 calls
+//!   `lock.extend(int(lock_timeout))` with its `LUA_EXTEND_TO_SCRIPT` (sibson/redbeat@v2.0.0
+//!   `redbeat/schedulers.py:36-56, :463-466, :504-520`; PR 128): whole seconds, redis-py's
+//!   third argument `"0"`, and the token must still be the value, else `LockNotOwnedError`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -44,7 +55,7 @@ use async_trait::async_trait;
 
 use super::{
     COMPARE_AND_DELETE, CallError, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params,
-    PresetInfo, Release, SchemeInfo, argv, command, eval, evalsha, random_token, retry_until,
+    PresetInfo, Release, SchemeInfo, argv, command, eval, random_token, retry_until, try_until,
     undashed, uuid1,
 };
 use crate::redis::Reply;
@@ -100,6 +111,73 @@ const REDBEAT_EXTEND_TO: &str = "
     return 1
 ";
 
+/// redis-py 2.10.1's `LuaLock.LUA_ACQUIRE_SCRIPT` (`redis/lock.py:199-206`): SETNX, then
+/// PEXPIRE unless the timeout is `''`.
+const REDIS_PY_2_10_ACQUIRE: &str = "
+        if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then
+            if ARGV[2] ~= '' then
+                redis.call('pexpire', KEYS[1], ARGV[2])
+            end
+            return 1
+        end
+        return 0
+    ";
+
+/// redis-py 2.10.1's `LuaLock.LUA_EXTEND_SCRIPT` (`redis/lock.py:222-236`): adds ARGV[2] ms to
+/// the PTTL.
+const REDIS_PY_2_10_EXTEND: &str = "
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        local expiration = redis.call('pttl', KEYS[1])
+        if not expiration then
+            expiration = 0
+        end
+        if expiration < 0 then
+            return 0
+        end
+        redis.call('pexpire', KEYS[1], expiration + ARGV[2])
+        return 1
+    ";
+
+/// redis-py 2.10.1's three `Script` objects (`LuaLock.register_scripts`), class attributes of
+/// the process: each starts with the sha `''` (`redis/client.py:2579-2582`), so its first
+/// EVALSHA gets NOSCRIPT, and keeps the sha `SCRIPT LOAD` answered (`:2593-2599`).
+#[derive(Default)]
+struct LuaLockScripts {
+    acquire: RefCell<String>,
+    release: RefCell<String>,
+    extend: RefCell<String>,
+}
+
+/// `Script.__call__` of redis-py 2.10.1 for one of the three scripts.
+async fn lua_lock_script(
+    env: &Rc<dyn LockEnv>,
+    sha: &RefCell<String>,
+    script: &str,
+    key: &str,
+    args: &[&str],
+) -> Result<Reply, CallError> {
+    let call = |sha: &str| {
+        let mut cmd = argv(&["EVALSHA", sha, "1", key]);
+        cmd.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        cmd
+    };
+    let first = sha.borrow().clone();
+    match env.call(0, call(&first)).await? {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
+            let loaded = env.call(0, argv(&["SCRIPT", "LOAD", script])).await?;
+            if let Some(new) = loaded.as_bulk() {
+                *sha.borrow_mut() = String::from_utf8_lossy(new).into_owned();
+            }
+            let again = sha.borrow().clone();
+            env.call(0, call(&again)).await
+        }
+        reply => Ok(reply),
+    }
+}
+
 /// How a preset extends a held lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ExtendBy {
@@ -133,7 +211,7 @@ const PRESETS: &[PresetInfo] = &[
     },
     PresetInfo {
         name: "redbeat@1.0.0",
-        summary: "celery-redbeat 1.0.0's scheduler lock: redis-py's Lock, 25 s lease, 5 s polling, extended by a bare PEXPIRE (issue 127)",
+        summary: "celery-redbeat 1.0.0's scheduler lock: redis-py's Lock, 1500 s lease, 300 s polling, extended by a bare PEXPIRE (issue 127)",
         lease: Lease::Ms,
         same_as: Some("set-nx-px-lua:redis-py"),
     },
@@ -190,6 +268,7 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
                 redis_py,
                 extend_by,
                 shared,
+                lua_lock: shared.then(Rc::default),
             }
         }
         "redis.io" => SetNxPxLua {
@@ -200,15 +279,21 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
             redis_py,
             extend_by,
             shared,
+            lua_lock: None,
         },
+        // redbeat: `lock_timeout` = 5 × the class's `max_interval`, celery's
+        // `DEFAULT_MAX_INTERVAL` of 300 s (sibson/redbeat@v1.0.0 `redbeat/schedulers.py:351,
+        // :356-359`; v2.0.0 `:366, :371-376`): 1500 s; `sleep=max_interval`, 300 s
+        // (v1.0.0 `:495`, v2.0.0 `:515`).
         _ => SetNxPxLua {
             key,
-            ttl_ms: Some(params.positive("ttl_ms", 25_000)?),
-            retry_delay_ms: params.positive("retry_delay_ms", 5000)?,
+            ttl_ms: Some(params.positive("ttl_ms", 1_500_000)?),
+            retry_delay_ms: params.positive("retry_delay_ms", 300_000)?,
             token: Rc::default(),
             redis_py,
             extend_by,
             shared,
+            lua_lock: None,
         },
     }))
 }
@@ -227,6 +312,8 @@ pub struct SetNxPxLua {
     /// redis-py's `Lock` (the `redis-py` and `redbeat@*` presets).
     redis_py: bool,
     extend_by: ExtendBy,
+    /// redis-py 2.10.1's `LuaLock`: its scripts (shared by the threads of a process).
+    lua_lock: Option<Rc<LuaLockScripts>>,
 }
 
 /// One `SET key token NX PX ttl`: true when this client set the key.
@@ -269,6 +356,118 @@ fn owner_checked(reply: Result<Reply, CallError>, done: &str, refused: &str) -> 
     }
 }
 
+/// [`owner_checked`] for redis-py, which raises the error of a call to its caller.
+fn owner_checked_raising(
+    reply: Result<Reply, CallError>,
+    done: &str,
+    refused: &str,
+) -> (bool, String) {
+    match reply {
+        Err(e) => (
+            false,
+            format!("{}{}", super::RAISED, raised_by_redis_py(&e)),
+        ),
+        reply => owner_checked(reply, done, refused),
+    }
+}
+
+/// redis-py 2.10.1 `Lock.acquire` (`redis/lock.py:60-86`) with `LuaLock.do_acquire`
+/// (`:248-252`): the acquire script (`ARGV[2]` the timeout in ms, or `''` without one), and
+/// after a try that failed, `time.time() > stop_trying_at` ends it (the wall clock, checked
+/// after the try: one more try than redis-py 3+'s `next_try_at > stop_trying_at`), else a
+/// sleep. An error of a call escapes to the caller.
+async fn lua_lock_acquire(
+    env: &Rc<dyn LockEnv>,
+    scripts: &LuaLockScripts,
+    key: &str,
+    token: &str,
+    ttl_ms: Option<u64>,
+    retry_delay_ms: u64,
+    timeout_ms: u64,
+) -> Result<Grant, String> {
+    let ttl = ttl_ms.map_or(String::new(), |t| t.to_string());
+    let started = env.wall_ms();
+    loop {
+        match lua_lock_script(
+            env,
+            &scripts.acquire,
+            REDIS_PY_2_10_ACQUIRE,
+            key,
+            &[token, &ttl],
+        )
+        .await
+        {
+            Ok(Reply::Integer(1)) => {
+                return Ok(Grant {
+                    token: token.to_string(),
+                    fence: None,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("{}{}", super::RAISED, raised_by_redis_py(&e))),
+        }
+        if env.wall_ms() - started > timeout_ms as i64 {
+            return Err(format!("not acquired within {timeout_ms} ms"));
+        }
+        env.sleep_ms(retry_delay_ms).await;
+    }
+}
+
+/// redis-py 8's default `Retry` of every command (redis/redis-py@v8.1.0
+/// `redis/client.py:284-290, :866-915`, `redis/retry.py:101-135`, `redis/backoff.py:158-179`,
+/// `redis/_defaults.py:37-39`): a command whose reply timed out or whose connection broke is
+/// sent again on a new connection (the client drops the old one, and with it a command the
+/// server still holds), up to 10 more times, after `random() × 10 ms × 2^failures` (at most
+/// 1 s); then the last error is raised. Measured against locksim serve under CLIENT PAUSE:
+/// 11 connections and 6.3 s before `TimeoutError` with `socket_timeout=0.2`.
+async fn redis_py_call(env: &Rc<dyn LockEnv>, command: Vec<Vec<u8>>) -> Result<Reply, CallError> {
+    const RETRIES: u32 = 10;
+    let mut failures = 0;
+    loop {
+        match env.call(0, command.clone()).await {
+            Ok(reply) => return Ok(reply),
+            Err(error) => {
+                failures += 1;
+                if failures > RETRIES {
+                    return Err(error);
+                }
+                let unit = (env.random_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                let backoff_ms = (unit * 10.0 * f64::from(1u32 << failures)).min(1000.0);
+                env.sleep_ms(backoff_ms as u64).await;
+            }
+        }
+    }
+}
+
+/// redis-py 6+'s `Script.__call__` (`redis/commands/core.py:10917-10942`) over
+/// [`redis_py_call`]: EVALSHA of the script's sha1, and on NOSCRIPT a SCRIPT LOAD and EVALSHA
+/// again.
+async fn redis_py_script(
+    env: &Rc<dyn LockEnv>,
+    script: &'static str,
+    key: &str,
+    args: &[&str],
+) -> Result<Reply, CallError> {
+    let sha = super::script_sha(script);
+    let mut call = argv(&["EVALSHA", &sha, "1", key]);
+    call.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    match redis_py_call(env, call.clone()).await? {
+        Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
+            redis_py_call(env, argv(&["SCRIPT", "LOAD", script])).await?;
+            redis_py_call(env, call).await
+        }
+        reply => Ok(reply),
+    }
+}
+
+/// The exception redis-py raises for a call that got no reply.
+fn raised_by_redis_py(error: &CallError) -> String {
+    match error {
+        CallError::Timeout => "TimeoutError: Timeout reading from socket".to_string(),
+        CallError::Disconnected(why) => format!("ConnectionError: {why}"),
+    }
+}
+
 #[async_trait(?Send)]
 impl LockScheme for SetNxPxLua {
     async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String> {
@@ -278,7 +477,44 @@ impl LockScheme for SetNxPxLua {
             random_token(env.as_ref())
         };
         env.register_token(&token);
+        if let Some(scripts) = &self.lua_lock {
+            let grant = lua_lock_acquire(
+                env,
+                scripts,
+                &self.key,
+                &token,
+                self.ttl_ms,
+                self.retry_delay_ms,
+                timeout_ms,
+            )
+            .await?;
+            *self.token.borrow_mut() = Some(grant.token.clone());
+            return Ok(grant);
+        }
         let (key, ttl_ms) = (self.key.clone(), self.ttl_ms);
+        if self.redis_py {
+            // redis-py `Lock.acquire` / `do_acquire` (v8.1.0 `redis/lock.py:190-245`): SET NX
+            // [PX], the next try only if it would start before `blocking_timeout`, and an error
+            // of the SET (after the client's retries) raised to the caller.
+            let grant = try_until(env, timeout_ms, self.retry_delay_ms, async || {
+                let ttl = ttl_ms.map(|t| t.to_string());
+                let mut set = vec!["SET", key.as_str(), token.as_str(), "NX"];
+                if let Some(ttl) = &ttl {
+                    set.extend(["PX", ttl.as_str()]);
+                }
+                match redis_py_call(env, argv(&set)).await {
+                    Ok(Reply::Status(ok)) if ok == "OK" => Ok(Some(Grant {
+                        token: token.clone(),
+                        fence: None,
+                    })),
+                    Ok(_) => Ok(None),
+                    Err(e) => Err(format!("{}{}", super::RAISED, raised_by_redis_py(&e))),
+                }
+            })
+            .await?;
+            *self.token.borrow_mut() = Some(grant.token.clone());
+            return Ok(grant);
+        }
         let grant = retry_until(env, timeout_ms, self.retry_delay_ms, async || {
             let set = match ttl_ms {
                 Some(ttl_ms) => set_nx_px(env, 0, &key, &token, ttl_ms).await,
@@ -308,8 +544,24 @@ impl LockScheme for SetNxPxLua {
         if !self.redis_py {
             return compare_and_delete(env, 0, &self.key, &token).await;
         }
-        let reply = evalsha(env, 0, REDIS_PY_RELEASE, &[&self.key], &[&token]).await;
-        let (ok, detail) = owner_checked(
+        if let Some(scripts) = &self.lua_lock {
+            let reply = lua_lock_script(
+                env,
+                &scripts.release,
+                REDIS_PY_RELEASE,
+                &self.key,
+                &[&token],
+            )
+            .await;
+            let (ok, detail) = owner_checked_raising(
+                reply,
+                "deleted",
+                "LockError: Cannot release a lock that's no longer owned",
+            );
+            return Release { ok, detail };
+        }
+        let reply = redis_py_script(env, REDIS_PY_RELEASE, &self.key, &[&token]).await;
+        let (ok, detail) = owner_checked_raising(
             reply,
             "deleted",
             "LockNotOwnedError: Cannot release a lock that's no longer owned",
@@ -331,6 +583,7 @@ impl LockScheme for SetNxPxLua {
                 shared: true,
                 redis_py: self.redis_py,
                 extend_by: self.extend_by,
+                lua_lock: self.lua_lock.clone(),
             }) as Box<dyn LockScheme>
         })
     }
@@ -348,21 +601,42 @@ impl LockScheme for SetNxPxLua {
         let reply = match self.extend_by {
             ExtendBy::Pexpire => {
                 // redbeat 1.0.0 ignores the reply: 0 (no such key) goes unnoticed too.
-                return match command(env, 0, &["PEXPIRE", key, &ttl]).await {
+                return match redis_py_call(env, argv(&["PEXPIRE", key, &ttl])).await {
                     Ok(reply) => Extension {
                         ok: true,
                         detail: format!("PEXPIRE answered {reply:?}, not checked"),
                     },
                     Err(e) => Extension {
                         ok: false,
-                        detail: e.to_string(),
+                        detail: format!("{}{}", super::RAISED, raised_by_redis_py(&e)),
                     },
                 };
             }
-            ExtendBy::ExtendTo => evalsha(env, 0, REDBEAT_EXTEND_TO, &[key], &[&token, &ttl]).await,
-            ExtendBy::RedisPy => {
-                evalsha(env, 0, REDIS_PY_EXTEND, &[key], &[&token, &ttl, "0"]).await
+            ExtendBy::ExtendTo => {
+                // `self.lock.extend(int(self.lock_timeout))`: whole seconds, then redis-py's
+                // `int(additional_time * 1000)` and its `replace_ttl` argument "0".
+                let whole_ms = (ttl_ms / 1000 * 1000).to_string();
+                redis_py_script(env, REDBEAT_EXTEND_TO, key, &[&token, &whole_ms, "0"]).await
             }
+            ExtendBy::RedisPy => match &self.lua_lock {
+                Some(scripts) => {
+                    let reply = lua_lock_script(
+                        env,
+                        &scripts.extend,
+                        REDIS_PY_2_10_EXTEND,
+                        key,
+                        &[&token, &ttl],
+                    )
+                    .await;
+                    let (ok, detail) = owner_checked_raising(
+                        reply,
+                        "extended",
+                        "LockError: Cannot extend a lock that's no longer owned",
+                    );
+                    return Extension { ok, detail };
+                }
+                None => redis_py_script(env, REDIS_PY_EXTEND, key, &[&token, &ttl, "0"]).await,
+            },
             ExtendBy::None => {
                 return Extension {
                     ok: false,
@@ -370,7 +644,7 @@ impl LockScheme for SetNxPxLua {
                 };
             }
         };
-        let (ok, detail) = owner_checked(
+        let (ok, detail) = owner_checked_raising(
             reply,
             "extended",
             "LockNotOwnedError: Cannot extend a lock that's no longer owned",

@@ -54,6 +54,9 @@ pub struct MoveTarget {
 pub struct ClientAddr {
     pub peer: String,
     pub local: String,
+    /// Connected on the Unix socket at this path (`CLIENT_UNIX_SOCKET`): MONITOR shows
+    /// `unix:<path>` instead of the peer.
+    pub unix_socket: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -82,6 +85,11 @@ pub struct ClientState {
     pub last_interaction_ms: i64,
     /// `cmd=` of CLIENT LIST: the last command's full name.
     pub last_command: &'static str,
+    /// MONITOR was called (`CLIENT_MONITOR|CLIENT_SLAVE`): it receives every command as a line,
+    /// is never paused, and may not touch the keyspace.
+    pub monitor: bool,
+    /// A command CLIENT PAUSE holds back (`BLOCKED_POSTPONE`): it runs once the pause ends.
+    pub postponed: Option<Vec<Vec<u8>>>,
 }
 
 impl ClientState {

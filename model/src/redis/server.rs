@@ -185,6 +185,29 @@ pub(crate) struct Core {
     pub stats: Stats,
     /// The running script's write flag (`SCRIPT_WRITE_DIRTY`), shared with the Lua engine.
     pub script_wrote: Rc<Cell<bool>>,
+    /// MONITOR clients, in the order they started (`server.monitors`).
+    pub monitors: Vec<ClientId>,
+    /// CLIENT PAUSE in effect (`server.client_pause_type`, `client_pause_end_time`).
+    pub pause: Option<ClientPause>,
+    /// Clients whose command a pause holds back, in the order they were held
+    /// (`server.postponed_clients`).
+    pub postponed: Vec<ClientId>,
+    /// Held commands released by the end of a pause, for the host to run again.
+    pub resumed: Vec<(ClientId, Vec<Vec<u8>>)>,
+    /// The time of the command being run, in microseconds: MONITOR's timestamps.
+    pub now_us: i64,
+    /// EXEC is running its queue (`server.in_exec`; the caller is `CLIENT_DENY_BLOCKING`).
+    pub in_exec: bool,
+}
+
+/// One CLIENT PAUSE (`pause_event` of `PAUSE_BY_CLIENT_COMMAND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientPause {
+    /// `CLIENT_PAUSE_ALL`; otherwise `CLIENT_PAUSE_WRITE`: only commands that may write or
+    /// replicate are held.
+    pub all: bool,
+    /// Unix ms; the pause is over once the server's time is past it.
+    pub end_ms: i64,
 }
 
 /// The context of one command: the core, who runs it, and the frozen clock.
@@ -239,6 +262,10 @@ impl<'a> Ctx<'a> {
         }
         if matches!(self.core.role, Role::Replica { .. }) {
             return !self.from_master;
+        }
+        // A pause keeps the dataset as it is: expired, but not deleted (db.c:1708-1712).
+        if self.core.paused(self.now) {
+            return true;
         }
         self.db().remove(key);
         self.core.stats.expired_keys += 1;
@@ -315,6 +342,12 @@ impl RedisServer {
                 killed: Vec::new(),
                 stats: Stats::default(),
                 script_wrote: Rc::new(Cell::new(false)),
+                monitors: Vec::new(),
+                pause: None,
+                postponed: Vec::new(),
+                resumed: Vec::new(),
+                now_us: 0,
+                in_exec: false,
             },
             lua: None,
             rand48: Rc::new(Cell::new(super::lua::RAND48_INITIAL)),
@@ -356,8 +389,11 @@ impl RedisServer {
         id
     }
 
-    /// Drops the client, its subscriptions, watched keys and blocking state.
+    /// Drops the client, its subscriptions, watched keys, blocking and monitoring state.
     pub fn disconnect(&mut self, client: ClientId) {
+        self.core.monitors.retain(|c| *c != client);
+        self.core.postponed.retain(|c| *c != client);
+        self.core.resumed.retain(|(c, _)| *c != client);
         if let Some(state) = self.core.clients.remove(&client) {
             self.core.leave_all(client, state.channels, state.patterns);
             for watched in state.watched {
@@ -389,6 +425,13 @@ impl RedisServer {
 
     /// Runs one command of `client` at `now_ms` (this node's wall clock, Unix ms).
     pub fn execute(&mut self, client: ClientId, now_ms: i64, argv: &[Vec<u8>]) -> Outcome {
+        self.execute_at_us(client, now_ms.saturating_mul(1000), argv)
+    }
+
+    /// `execute` on a clock with microseconds (`locksim serve`'s real one): MONITOR prints them.
+    pub fn execute_at_us(&mut self, client: ClientId, now_us: i64, argv: &[Vec<u8>]) -> Outcome {
+        let now_ms = now_us.div_euclid(1000);
+        self.core.now_us = now_us;
         self.core.stats.started_ms.get_or_insert(now_ms);
         let state = self.core.clients.entry(client).or_default();
         state.last_interaction_ms = now_ms;
@@ -439,6 +482,16 @@ impl RedisServer {
             return Outcome::Reply(self.reject(client, Some(spec), error));
         }
         let state = &self.core.clients[&client];
+        let flags = commands::effective_flags(spec, argv, &self.core.scripts);
+        let may_replicate = if spec.name == "exec" {
+            state
+                .multi
+                .as_ref()
+                .is_some_and(|m| m.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0)
+        } else {
+            flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
+        };
+        let monitor = state.monitor;
         if state.subscribed()
             && state.protocol == Protocol::Resp2
             && spec.flags & flags::PUBSUB_CONTEXT == 0
@@ -448,6 +501,23 @@ impl RedisServer {
                 spec.full_name
             ));
             return Outcome::Reply(self.reject(client, Some(spec), error));
+        }
+        // A MONITOR client is a replica to Redis (`CLIENT_SLAVE`): no keyspace access
+        // (server.c:3990-3995), and never paused.
+        if monitor && (may_replicate || commands::touches_keyspace(spec)) {
+            let error = Reply::error("ERR Replica can't interact with the keyspace");
+            return Outcome::Reply(self.reject(client, Some(spec), error));
+        }
+        // CLIENT PAUSE holds the command, even one MULTI would only queue (server.c:3997-4005).
+        if !monitor
+            && let Some(pause) = self.core.pause
+            && (pause.all || may_replicate)
+        {
+            if let Some(state) = self.core.clients.get_mut(&client) {
+                state.postponed = Some(argv.to_vec());
+            }
+            self.core.postponed.push(client);
+            return Outcome::Blocked;
         }
         if in_multi
             && !matches!(
@@ -482,8 +552,11 @@ impl RedisServer {
             return reply;
         };
         if spec.is_some_and(|s| s.name == "exec") {
-            // `execCommandAbort`: the reason without a generic `ERR ` code.
+            // `execCommandAbort`: the reason without a generic `ERR ` code; MONITOR sees the
+            // EXEC that ends the MULTI it saw (multi.c:136-146).
             self.discard_transaction(client);
+            self.core
+                .feed_client_to_monitors(client, &[b"exec".to_vec()]);
             let Reply::Error(text) = reply else {
                 return reply;
             };
@@ -509,6 +582,23 @@ impl RedisServer {
     ) -> Outcome {
         self.core.stats.commands_processed += 1;
         *self.core.stats.calls.entry(spec.full_name).or_default() += 1;
+        let outcome = self.run_handler(spec, client, now, argv, deny_blocking);
+        // `call` shows the command to MONITOR after it ran, in the database it left the client
+        // in (server.c:3451-3457).
+        if spec.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0 {
+            self.core.feed_client_to_monitors(client, argv);
+        }
+        outcome
+    }
+
+    fn run_handler(
+        &mut self,
+        spec: &'static CommandSpec,
+        client: ClientId,
+        now: i64,
+        argv: &[Vec<u8>],
+        deny_blocking: bool,
+    ) -> Outcome {
         match spec.kind {
             Kind::Plain(handler) => {
                 let mut ctx = Ctx::new(&mut self.core, client, now);
@@ -550,10 +640,17 @@ impl RedisServer {
     /// Active expiry (`expire.c` `activeExpireCycle`, slow cycle, hz 10): the host calls it
     /// every 100 ms of its clock. Samples 20 keys with a TTL at a time, deleting the expired
     /// ones, and repeats while more than 10% of a sample was expired. Replicas do nothing.
+    ///
+    /// This is also where a CLIENT PAUSE whose time is up ends (`serverCron` and
+    /// `activeExpireCycle` check it, server.c:1397, expire.c:141), and nothing expires while
+    /// one is in effect.
     pub fn active_expire_cycle(&mut self, now_ms: i64) {
         const KEYS_PER_LOOP: usize = 20;
         const ACCEPTABLE_STALE_PERCENT: usize = 10;
         const MAX_LOOPS: usize = 1000;
+        if self.core.paused(now_ms) {
+            return;
+        }
         if matches!(self.core.role, Role::Replica { .. }) {
             return;
         }
@@ -599,6 +696,13 @@ impl RedisServer {
             .partition::<Vec<_>, _>(|(c, _)| *c == client);
         self.core.pushes = others;
         own.into_iter().map(|(_, reply)| reply).collect()
+    }
+
+    /// Commands a CLIENT PAUSE held back and its end released, in the order they were held:
+    /// the host runs each again (it may be held again) before that client's next commands
+    /// (`processUnblockedClients`).
+    pub fn take_resumed(&mut self) -> Vec<(ClientId, Vec<Vec<u8>>)> {
+        std::mem::take(&mut self.core.resumed)
     }
 
     /// Replies to clients that were blocked (BLPOP served or timed out, CLIENT UNBLOCK), in
@@ -761,6 +865,82 @@ pub(crate) fn one_line_errors(reply: Reply) -> Reply {
 }
 
 impl Core {
+    /// `pauseClients` (networking.c:3941-3961): a pause on top of one keeps the later end and
+    /// the stricter mode.
+    pub(crate) fn pause_clients(&mut self, pause: ClientPause, now_ms: i64) {
+        let merged = match self.pause {
+            Some(old) => ClientPause {
+                all: old.all || pause.all,
+                end_ms: old.end_ms.max(pause.end_ms),
+            },
+            None => pause,
+        };
+        self.pause = Some(merged);
+        self.update_pause(now_ms);
+    }
+
+    /// `unpauseClients` (networking.c:3964-3969).
+    pub(crate) fn unpause_clients(&mut self) {
+        if self.pause.take().is_some() {
+            self.resume_postponed();
+        }
+    }
+
+    /// `checkClientPauseTimeoutAndReturnIfPaused` (networking.c:3979-3986): ends a pause whose
+    /// time is up, then tells whether one is in effect.
+    pub(crate) fn paused(&mut self, now_ms: i64) -> bool {
+        if self.pause.is_some() {
+            self.update_pause(now_ms);
+        }
+        self.pause.is_some()
+    }
+
+    /// `updateClientPauseTypeAndEndTime`: an expired pause ends (`end < mstime`), and every
+    /// held client is released when the mode got less strict.
+    fn update_pause(&mut self, now_ms: i64) {
+        if self.pause.is_some_and(|p| p.end_ms < now_ms) {
+            self.pause = None;
+            self.resume_postponed();
+        }
+    }
+
+    /// `unblockPostponedClients`.
+    fn resume_postponed(&mut self) {
+        for client in std::mem::take(&mut self.postponed) {
+            if let Some(argv) = self
+                .clients
+                .get_mut(&client)
+                .and_then(|c| c.postponed.take())
+            {
+                self.resumed.push((client, argv));
+            }
+        }
+    }
+
+    /// `replicationFeedMonitors` for a command of `client`, in its current database.
+    pub(crate) fn feed_client_to_monitors(&mut self, client: ClientId, argv: &[Vec<u8>]) {
+        if self.monitors.is_empty() {
+            return;
+        }
+        let Some(state) = self.clients.get(&client) else {
+            return;
+        };
+        let line = commands::monitor_line(
+            self.now_us,
+            state.db,
+            commands::MonitorSender::Client(&state.addr),
+            argv,
+        );
+        self.feed_monitors(line);
+    }
+
+    /// Each MONITOR client gets the line as a status reply.
+    pub(crate) fn feed_monitors(&mut self, line: String) {
+        for &monitor in &self.monitors {
+            self.pushes.push((monitor, Reply::Status(line.clone())));
+        }
+    }
+
     /// `propagatePendingCommands`: several effects of one command go out wrapped in MULTI/EXEC;
     /// `SELECT` precedes an effect on another database than the last one. Every effect touches
     /// the keys it names (WATCH) and marks lists ready for blocked clients.
@@ -1036,6 +1216,15 @@ impl Core {
                 let reply = one_line_errors(handler(&mut ctx, argv));
                 if spec.name == "select" && !reply.is_error() {
                     lua.db = ctx.db;
+                }
+                if !self.monitors.is_empty() && spec.flags & flags::ADMIN == 0 {
+                    let line = commands::monitor_line(
+                        self.now_us,
+                        lua.db,
+                        commands::MonitorSender::Lua,
+                        argv,
+                    );
+                    self.feed_monitors(line);
                 }
                 Ok(reply)
             }

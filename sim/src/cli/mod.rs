@@ -2,11 +2,11 @@
 //!
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
-//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `live`, `fidelity`. Their helpers: `batch`
-//! (many runs on worker threads with a stop flag), `catalog` (which scenario files and
-//! schemes), `shard` (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what
-//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`), `invocation` (the printed
-//! commands start the way locksim was run).
+//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `live`, `fidelity`,
+//! `conform`. Their helpers: `batch` (many runs on worker threads with a stop flag), `catalog`
+//! (which scenario files and schemes), `shard` (`--shard I/N`), `results` (results.jsonl and
+//! run.json), `artifacts` (what a run writes), `interrupt` (Ctrl-C), `record` (`check
+//! --record`), `invocation` (the printed commands start the way locksim was run).
 
 pub mod artifacts;
 pub mod batch;
@@ -14,6 +14,7 @@ pub mod bench;
 pub mod catalog;
 pub mod check;
 pub mod compare;
+pub mod conform;
 pub mod fidelity;
 pub mod floor;
 pub mod interrupt;

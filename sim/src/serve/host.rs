@@ -22,9 +22,14 @@ use tokio::sync::Notify;
 
 /// The wall clock, Unix ms (Redis's `mstime()`).
 pub fn now_ms() -> i64 {
+    now_us().div_euclid(1000)
+}
+
+/// The wall clock, Unix µs (Redis's `ustime()`: MONITOR's timestamps).
+pub fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+        .map_or(0, |d| d.as_micros() as i64)
 }
 
 /// What a connection is doing between commands.
@@ -235,7 +240,10 @@ impl Host {
                 return;
             };
             self.running.set(Some(client));
-            let outcome = self.server.borrow_mut().execute(client, now_ms(), &argv);
+            let outcome = self
+                .server
+                .borrow_mut()
+                .execute_at_us(client, now_us(), &argv);
             self.running.set(None);
             let (protocol, own_pushes) = {
                 let mut server = self.server.borrow_mut();
@@ -277,20 +285,31 @@ impl Host {
         }
     }
 
-    /// Pub/sub messages, answers to unblocked clients, and CLIENT KILL's victims.
+    /// Pub/sub messages and MONITOR lines, answers to unblocked clients, the commands a
+    /// CLIENT PAUSE held and its end released, and CLIENT KILL's victims.
     pub fn deliver(&self) {
-        let (pushes, unblocked, killed) = {
+        let (pushes, unblocked, resumed, killed) = {
             let mut server = self.server.borrow_mut();
             (
                 server.take_pushes(),
                 server.take_unblocked(),
+                server.take_resumed(),
                 server.take_killed(),
             )
         };
-        if pushes.is_empty() && unblocked.is_empty() && killed.is_empty() {
+        if pushes.is_empty() && unblocked.is_empty() && resumed.is_empty() && killed.is_empty() {
             return;
         }
         let conns = self.conns.borrow();
+        for (client, argv) in resumed {
+            let Some(conn) = conns.get(&client) else {
+                continue;
+            };
+            let mut io = conn.io.borrow_mut();
+            io.queued.push_front(argv);
+            io.state = ConnState::Ready;
+            conn.wake.notify_one();
+        }
         for (client, reply) in pushes.into_iter().chain(unblocked) {
             let Some(conn) = conns.get(&client) else {
                 continue;
@@ -398,6 +417,7 @@ impl BusyMonitor {
                 let addr = ClientAddr {
                     peer: String::from("?:0"),
                     local: String::from("?:0"),
+                    unix_socket: None,
                 };
                 let conn = Conn::new(addr, client);
                 conn.auth_required.set(host.password_required);

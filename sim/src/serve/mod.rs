@@ -237,6 +237,7 @@ async fn accept_loop(listener: TcpListener, host: Rc<Host>) -> io::Result<()> {
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_default(),
+            unix_socket: None,
         };
         let conn = Conn::new(addr, stream.as_raw_fd());
         host.clients.set(host.clients.get() + 1);
@@ -267,6 +268,7 @@ async fn unix_accept_loop(listener: UnixListener, path: String, host: Rc<Host>) 
         let addr = ClientAddr {
             peer: format!("{path}:0"),
             local: format!("{path}:0"),
+            unix_socket: Some(path.clone()),
         };
         let conn = Conn::new(addr, stream.as_raw_fd());
         host.clients.set(host.clients.get() + 1);
@@ -504,6 +506,44 @@ mod tests {
         );
         roundtrip(&mut good, b"*1\r\n$4\r\nPING\r\n", b"+PONG\r\n");
         roundtrip(&mut good, b"GET k\r\n", b"$1\r\nv\r\n");
+    }
+
+    /// MONITOR lines carry the real clock in microseconds and the peer; a WRITE pause holds a
+    /// write (and the connection's later commands) until CLIENT UNPAUSE, then runs it.
+    #[test]
+    fn monitor_and_client_pause() {
+        let port = start();
+        let mut admin = connect(port);
+        let mut monitor = connect(port);
+        let mut writer = connect(port);
+        roundtrip(&mut monitor, b"MONITOR\r\n", b"+OK\r\n");
+        roundtrip(&mut admin, b"CLIENT PAUSE 60000 WRITE\r\n", b"+OK\r\n");
+        writer.write_all(b"SET k v\r\nGET k\r\n").unwrap();
+        roundtrip(&mut admin, b"GET k\r\n", b"$-1\r\n");
+        writer
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        assert!(read_n(&mut writer, 1).is_empty(), "the SET waits");
+        writer
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        roundtrip(&mut admin, b"CLIENT UNPAUSE\r\n", b"+OK\r\n");
+        assert_eq!(read_n(&mut writer, 12), b"+OK\r\n$1\r\nv\r\n");
+        let peer = |s: &TcpStream| s.local_addr().unwrap().to_string();
+        let expected = [
+            format!("[0 {}] \"GET\" \"k\"", peer(&admin)),
+            format!("[0 {}] \"SET\" \"k\" \"v\"", peer(&writer)),
+            format!("[0 {}] \"GET\" \"k\"", peer(&writer)),
+        ];
+        // `+` ten digits `.` six digits, a space, the rest, CRLF.
+        let size: usize = expected.iter().map(|rest| 20 + rest.len() + 2).sum();
+        let lines = String::from_utf8(read_n(&mut monitor, size)).unwrap();
+        for (line, expected) in lines.split("\r\n").zip(expected) {
+            let (stamp, rest) = line.trim_start_matches('+').split_once(' ').unwrap();
+            let (secs, micros) = stamp.split_once('.').unwrap();
+            assert!(secs.parse::<u64>().unwrap() > 1_600_000_000 && micros.len() == 6);
+            assert_eq!(rest, expected);
+        }
     }
 
     #[test]

@@ -188,7 +188,10 @@ pub fn reset(server: &mut RedisServer, client: ClientId, _now: i64, _argv: &[Vec
         state.name.clear();
         state.no_evict = false;
         state.authenticated = authenticated;
+        // `clearClientConnectionState` leaves MONITOR mode (networking.c:1548-1554).
+        state.monitor = false;
     }
+    server.core.monitors.retain(|c| *c != client);
     reply(Reply::Status("RESET".to_string()))
 }
 
@@ -237,13 +240,16 @@ pub fn client_getname(
 /// idle connection of redis-server 7.0 (this server has no such buffers).
 fn info_line(id: ClientId, c: &ClientState, now_ms: i64) -> String {
     let mut flags = String::new();
+    if c.monitor {
+        flags.push('O');
+    }
     if c.subscribed() {
         flags.push('P');
     }
     if c.multi.is_some() {
         flags.push('x');
     }
-    if c.blocked.is_some() {
+    if c.blocked.is_some() || c.postponed.is_some() {
         flags.push('b');
     }
     if c.dirty_cas {

@@ -83,6 +83,16 @@ pub fn command_docs(name: &str) -> Option<Reply> {
     Some(reply)
 }
 
+/// Whether COMMAND INFO lists `flag` (`readonly`, `write`, ...) among a command's flags.
+pub fn has_flag(name: &str, flag: &str) -> bool {
+    let Some(tree) = recorded()["info"].get(name) else {
+        return false;
+    };
+    tree["v"][2]["v"]
+        .as_array()
+        .is_some_and(|flags| flags.iter().any(|f| f["v"].as_str() == Some(flag)))
+}
+
 /// Whether a command belongs to an ACL category (`@read` style name without the `@`).
 pub fn in_category(name: &str, category: &str) -> bool {
     let Some(Reply::Array(fields)) = command_info(name) else {

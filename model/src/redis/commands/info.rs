@@ -87,11 +87,13 @@ fn clients(ctx: &Ctx<'_>) -> String {
         .core
         .clients
         .values()
-        .filter(|c| c.blocked.is_some())
+        .filter(|c| c.blocked.is_some() || c.postponed.is_some())
         .count();
     format!(
         "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:{blocked}\r\n",
-        ctx.core.clients.len(),
+        // `listLength(server.clients) - listLength(server.slaves)`: MONITOR clients are
+        // replicas to Redis.
+        ctx.core.clients.len() - ctx.core.monitors.len(),
         ctx.core.config.maxclients,
     )
 }

@@ -10,6 +10,7 @@ mod hashes;
 mod info;
 mod keys;
 mod lists;
+mod monitor;
 mod pubsub;
 mod scripting;
 mod server_cmds;
@@ -20,6 +21,7 @@ mod transactions;
 mod zsets;
 
 pub(crate) use blocking::serve_blocked_on_key;
+pub(crate) use monitor::{Sender as MonitorSender, monitor_line};
 pub(crate) use sort::store_key as sort_store_key;
 
 use std::collections::BTreeMap;
@@ -42,6 +44,11 @@ pub mod flags {
     pub const NO_AUTH: u32 = 1 << 4;
     /// Runs while a script is busy (`CMD_ALLOW_BUSY`); everything else gets `-BUSY`.
     pub const ALLOW_BUSY: u32 = 1 << 5;
+    /// Administrative (`CMD_ADMIN`): never shown to MONITOR (`call`, server.c:3453).
+    pub const ADMIN: u32 = 1 << 6;
+    /// Shown to MONITOR by the command itself, before its effects (`CMD_SKIP_MONITOR`: EVAL,
+    /// EVALSHA and their `_RO` forms, eval.c:561, :575).
+    pub const SKIP_MONITOR: u32 = 1 << 7;
 }
 
 pub type PlainHandler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> Reply;
@@ -157,7 +164,9 @@ const fn container(name: &'static str, subcommands: &'static [CommandSpec]) -> C
     }
 }
 
-use flags::{ALLOW_BUSY, MAY_REPLICATE, NO_AUTH, NOSCRIPT, PUBSUB_CONTEXT, WRITE};
+use flags::{
+    ADMIN, ALLOW_BUSY, MAY_REPLICATE, NO_AUTH, NOSCRIPT, PUBSUB_CONTEXT, SKIP_MONITOR, WRITE,
+};
 
 static SCRIPT_SUBCOMMANDS: [CommandSpec; 5] = [
     sub("script|load", "load", 3, NOSCRIPT, scripting::script_load),
@@ -185,7 +194,7 @@ static SCRIPT_SUBCOMMANDS: [CommandSpec; 5] = [
     sub("script|help", "help", 2, 0, scripting::script_help),
 ];
 
-static CLIENT_SUBCOMMANDS: [CommandSpec; 12] = [
+static CLIENT_SUBCOMMANDS: [CommandSpec; 14] = [
     sub("client|id", "id", 2, NOSCRIPT, connection::client_id),
     sub(
         "client|setname",
@@ -202,21 +211,47 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 12] = [
         connection::client_getname,
     ),
     sub("client|info", "info", 2, NOSCRIPT, connection::client_info),
-    sub("client|list", "list", -2, NOSCRIPT, connection::client_list),
-    sub("client|kill", "kill", -3, NOSCRIPT, connection::client_kill),
+    sub(
+        "client|list",
+        "list",
+        -2,
+        NOSCRIPT | ADMIN,
+        connection::client_list,
+    ),
+    sub(
+        "client|kill",
+        "kill",
+        -3,
+        NOSCRIPT | ADMIN,
+        connection::client_kill,
+    ),
     sub(
         "client|no-evict",
         "no-evict",
         3,
-        NOSCRIPT,
+        NOSCRIPT | ADMIN,
         connection::client_no_evict,
     ),
     sub(
         "client|unblock",
         "unblock",
         -3,
-        NOSCRIPT,
+        NOSCRIPT | ADMIN,
         connection::client_unblock,
+    ),
+    sub(
+        "client|pause",
+        "pause",
+        -3,
+        NOSCRIPT | ADMIN,
+        monitor::client_pause,
+    ),
+    sub(
+        "client|unpause",
+        "unpause",
+        2,
+        NOSCRIPT | ADMIN,
+        monitor::client_unpause,
     ),
     sub(
         "client|reply",
@@ -243,20 +278,32 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 12] = [
 ];
 
 static CONFIG_SUBCOMMANDS: [CommandSpec; 5] = [
-    sub("config|get", "get", -3, NOSCRIPT, config::config_get),
-    sub("config|set", "set", -4, NOSCRIPT, config::config_set),
+    sub(
+        "config|get",
+        "get",
+        -3,
+        NOSCRIPT | ADMIN,
+        config::config_get,
+    ),
+    sub(
+        "config|set",
+        "set",
+        -4,
+        NOSCRIPT | ADMIN,
+        config::config_set,
+    ),
     sub(
         "config|resetstat",
         "resetstat",
         2,
-        NOSCRIPT,
+        NOSCRIPT | ADMIN,
         config::config_resetstat,
     ),
     sub(
         "config|rewrite",
         "rewrite",
         2,
-        NOSCRIPT,
+        NOSCRIPT | ADMIN,
         config::config_rewrite,
     ),
     sub("config|help", "help", 2, 0, config::config_help),
@@ -491,7 +538,8 @@ static COMMANDS: &[CommandSpec] = &[
     server_cmd("unwatch", 1, NOSCRIPT | ALLOW_BUSY, transactions::unwatch),
     // server (server.c, replication.c, config.c)
     cmd("info", -1, 0, info::info),
-    cmd("role", 1, NOSCRIPT, server_cmds::role),
+    cmd("role", 1, NOSCRIPT | ADMIN, server_cmds::role),
+    server_cmd("monitor", 1, NOSCRIPT | ADMIN, monitor::monitor),
     cmd("time", 1, 0, server_cmds::time),
     server_cmd("wait", 3, NOSCRIPT, server_cmds::wait),
     container("config", &CONFIG_SUBCOMMANDS),
@@ -504,10 +552,25 @@ static COMMANDS: &[CommandSpec] = &[
         subcommands: &COMMAND_SUBCOMMANDS,
     },
     // scripting (eval.c)
-    server_cmd("eval", -3, NOSCRIPT | MAY_REPLICATE, scripting::eval),
-    server_cmd("evalsha", -3, NOSCRIPT | MAY_REPLICATE, scripting::evalsha),
-    server_cmd("eval_ro", -3, NOSCRIPT, scripting::eval_ro),
-    server_cmd("evalsha_ro", -3, NOSCRIPT, scripting::evalsha_ro),
+    server_cmd(
+        "eval",
+        -3,
+        NOSCRIPT | MAY_REPLICATE | SKIP_MONITOR,
+        scripting::eval,
+    ),
+    server_cmd(
+        "evalsha",
+        -3,
+        NOSCRIPT | MAY_REPLICATE | SKIP_MONITOR,
+        scripting::evalsha,
+    ),
+    server_cmd("eval_ro", -3, NOSCRIPT | SKIP_MONITOR, scripting::eval_ro),
+    server_cmd(
+        "evalsha_ro",
+        -3,
+        NOSCRIPT | SKIP_MONITOR,
+        scripting::evalsha_ro,
+    ),
     container("script", &SCRIPT_SUBCOMMANDS),
 ];
 
@@ -537,6 +600,14 @@ pub fn effective_flags(
         return spec.flags;
     }
     scripting::script_command_flags(spec, argv, scripts)
+}
+
+/// Whether a MONITOR client may not run it: a read or write of the keyspace (`CMD_READONLY`,
+/// `CMD_WRITE`, `CMD_MAY_REPLICATE`: server.c:3990-3995), as COMMAND INFO's flags say.
+pub fn touches_keyspace(spec: &CommandSpec) -> bool {
+    spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
+        || docs::has_flag(spec.full_name, "readonly")
+        || docs::has_flag(spec.full_name, "write")
 }
 
 /// `server.c` `lookupCommand`: by name (any case), then by subcommand for containers.

@@ -193,6 +193,8 @@ fn eval_generic(
     argv: &[Vec<u8>],
     read_only: bool,
 ) -> Outcome {
+    // EVAL shows itself to MONITOR before the commands of its script (eval.c:559-561).
+    server.core.feed_client_to_monitors(client, argv);
     let n = match numkeys(argv) {
         Ok(n) => n,
         Err(e) => return reply(e),
@@ -211,6 +213,7 @@ fn evalsha_generic(
     argv: &[Vec<u8>],
     read_only: bool,
 ) -> Outcome {
+    server.core.feed_client_to_monitors(client, argv);
     let noscript = || {
         reply(Reply::error(
             "NOSCRIPT No matching script. Please use EVAL.",

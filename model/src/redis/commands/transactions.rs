@@ -65,7 +65,9 @@ pub fn exec(server: &mut RedisServer, client: ClientId, now: i64, _argv: &[Vec<u
     let mut replies = Vec::with_capacity(multi.commands.len());
     for argv in &multi.commands {
         let Some(spec) = lookup(argv) else { continue };
+        server.core.in_exec = true;
         let outcome = server.call(spec, client, now, argv, true);
+        server.core.in_exec = false;
         replies.push(match outcome {
             Outcome::Reply(r) | Outcome::Close(r) => r,
             // WAIT inside a transaction answers at once (`waitCommand` in MULTI).

@@ -1,0 +1,160 @@
+"""The real lock libraries of the conformance suite (sim/src/conform/), unmodified, driven one
+operation at a time. locksim starts this with the library's own Python (a venv under
+target/client-suites/) and talks JSON lines:
+
+  stdin  line 1: {"library": "redis-py", "ports": [p1, ...], "key": "lock", "config": {...}}
+  stdout:        {"ready": true} once the library is set up and connected
+  stdin  then:   {"op": "acquire" | "release" | "extend", "lock": 0, "until_ms": n?}
+  stdout:        {"outcome": "granted" | "refused" | "error" | "pending", "detail": "..."}
+
+`granted`: the call succeeded (acquired, released, extended). `refused`: the library said no
+(acquire returned False, a LockError / LockNotOwnedError). `error`: any other exception
+reached the caller (a timeout, a connection error). `pending`: the call had not returned
+`until_ms` after it started (a lock that waits for ever), it keeps running.
+
+Every operation runs on one worker thread, as one program would call the library (redis-py
+keeps a lock's token in a `threading.local`). Before the first operation the client connects
+(a PING, not a command of the lock), so the first one does not pay for the connection.
+"""
+import json
+import queue
+import sys
+import threading
+import traceback
+import types
+
+
+def outcome(kind, detail=""):
+    return {"outcome": kind, "detail": detail}
+
+
+def classify(exc, refusals):
+    name = type(exc).__name__
+    kind = "refused" if name in refusals else "error"
+    return outcome(kind, f"{name}: {exc}")
+
+
+class RedisPy:
+    """redis-py's `Redis.lock()` (redis/lock.py; 2.10.x picks its LuaLock there)."""
+
+    REFUSALS = {"LockError", "LockNotOwnedError"}
+
+    def __init__(self, setup):
+        import redis
+
+        cfg = setup["config"]
+        kwargs = {"host": "127.0.0.1", "port": setup["ports"][0]}
+        if cfg.get("socket_timeout") is not None:
+            kwargs["socket_timeout"] = cfg["socket_timeout"]
+        client_class = getattr(redis, "StrictRedis", redis.Redis)
+        self.client = client_class(**kwargs)
+        self.client.ping()
+        self.cfg = cfg
+        self.key = setup["key"]
+        self.locks = {}
+
+    def lock(self, n):
+        if n not in self.locks:
+            kwargs = {"timeout": self.cfg.get("timeout"), "sleep": self.cfg.get("sleep", 0.1)}
+            if self.cfg.get("blocking_timeout") is not None:
+                kwargs["blocking_timeout"] = self.cfg["blocking_timeout"]
+            self.locks[n] = self.client.lock(self.key, **kwargs)
+        return self.locks[n]
+
+    def acquire(self, n):
+        got = self.lock(n).acquire()
+        return outcome("granted" if got else "refused", f"acquire returned {got}")
+
+    def release(self, n):
+        self.lock(n).release()
+        return outcome("granted", "released")
+
+    def extend(self, n):
+        self.lock(n).extend(self.cfg["extend_by"])
+        return outcome("granted", "extended")
+
+
+class RedBeat:
+    """celery-redbeat's scheduler lock: `acquire_distributed_beat_lock` (the beat_init
+    handler), `RedBeatScheduler.tick` (extends it) and `close` (releases it)."""
+
+    REFUSALS = {"LockError", "LockNotOwnedError"}
+
+    def __init__(self, setup):
+        from celery import Celery
+
+        cfg = setup["config"]
+        self.app = Celery("conformance")
+        self.app.conf.redbeat_redis_url = f"redis://127.0.0.1:{setup['ports'][0]}/0"
+        self.app.conf.redbeat_lock_key = setup["key"]
+        if cfg.get("beat_max_loop_interval") is not None:
+            self.app.conf.beat_max_loop_interval = cfg["beat_max_loop_interval"]
+        if cfg.get("redbeat_lock_timeout") is not None:
+            self.app.conf.redbeat_lock_timeout = cfg["redbeat_lock_timeout"]
+        self.schedulers = {}
+        from redbeat.schedulers import get_redis
+
+        get_redis(self.app).ping()
+
+    def scheduler(self, n):
+        from redbeat.schedulers import RedBeatScheduler
+
+        if n not in self.schedulers:
+            self.schedulers[n] = RedBeatScheduler(app=self.app, lazy=True)
+        return self.schedulers[n]
+
+    def acquire(self, n):
+        from redbeat.schedulers import acquire_distributed_beat_lock
+
+        acquire_distributed_beat_lock(sender=types.SimpleNamespace(scheduler=self.scheduler(n)))
+        return outcome("granted", "beat lock acquired")
+
+    def extend(self, n):
+        self.scheduler(n).tick()
+        return outcome("granted", "tick extended the lock")
+
+    def release(self, n):
+        scheduler = self.scheduler(n)
+        lock = scheduler.lock
+        scheduler.lock = None
+        lock.release()
+        return outcome("granted", "released")
+
+
+LIBRARIES = {"redis-py": RedisPy, "redbeat": RedBeat}
+
+
+def worker(requests, answers):
+    setup = requests.get()
+    library = LIBRARIES[setup["library"]](setup)
+    answers.put({"ready": True})
+    while True:
+        request = requests.get()
+        try:
+            answer = getattr(library, request["op"])(request.get("lock", 0))
+        except Exception as exc:  # every failure is reported, none ends the driver
+            answer = classify(exc, library.REFUSALS)
+            sys.stderr.write(traceback.format_exc())
+        answers.put(answer)
+
+
+def main():
+    requests, answers = queue.Queue(), queue.Queue()
+    threading.Thread(target=worker, args=(requests, answers), daemon=True).start()
+    requests.put(json.loads(sys.stdin.readline()))
+    sys.stdout.write(json.dumps(answers.get()) + "\n")
+    sys.stdout.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        requests.put(request)
+        until_ms = request.get("until_ms")
+        try:
+            answer = answers.get(timeout=None if until_ms is None else until_ms / 1000)
+        except queue.Empty:
+            answer = outcome("pending", f"still running after {until_ms} ms")
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+//! From MONITOR lines to what the comparison looks at: per master, the lock's commands with
+//! random values and absolute times abstracted, plus the attempts and the delays between them.
+//!
+//! A MONITOR line is `seconds.micros [db who] "arg" ...` (`replicationFeedMonitors`,
+//! replication.c:562-601), `who` an `ip:port`, `unix:path` or `lua`. Both sides produce such
+//! lines (the real library's against `locksim serve`, the model's against the model server
+//! itself), so one parser serves both.
+
+use std::collections::BTreeMap;
+
+/// One command as MONITOR showed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    pub at_us: i64,
+    /// `None`: a script's `redis.call`; otherwise the connection's address.
+    pub who: Option<String>,
+    pub argv: Vec<Vec<u8>>,
+}
+
+/// Parses one MONITOR line (with or without its leading `+`).
+pub fn parse_line(text: &str) -> Option<Line> {
+    let text = text.strip_prefix('+').unwrap_or(text);
+    let (stamp, rest) = text.split_once(' ')?;
+    let (secs, micros) = stamp.split_once('.')?;
+    let at_us = secs.parse::<i64>().ok()? * 1_000_000 + micros.parse::<i64>().ok()?;
+    let rest = rest.strip_prefix('[')?;
+    let (inside, args) = rest.split_once("] ")?;
+    let (_db, who) = inside.split_once(' ')?;
+    let who = (who != "lua").then(|| who.to_string());
+    Some(Line {
+        at_us,
+        who,
+        argv: unquote_all(args)?,
+    })
+}
+
+/// The arguments `sdscatrepr` wrote, each in double quotes.
+fn unquote_all(text: &str) -> Option<Vec<Vec<u8>>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b' ' {
+            i += 1;
+            continue;
+        }
+        if b[i] != b'"' {
+            return None;
+        }
+        i += 1;
+        let mut arg = Vec::new();
+        loop {
+            match *b.get(i)? {
+                b'"' => {
+                    i += 1;
+                    break;
+                }
+                b'\\' => {
+                    let escaped = *b.get(i + 1)?;
+                    i += 2;
+                    arg.push(match escaped {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'a' => 0x07,
+                        b'b' => 0x08,
+                        b'x' => {
+                            let hex = std::str::from_utf8(b.get(i..i + 2)?).ok()?;
+                            i += 2;
+                            u8::from_str_radix(hex, 16).ok()?
+                        }
+                        other => other,
+                    });
+                }
+                other => {
+                    arg.push(other);
+                    i += 1;
+                }
+            }
+        }
+        out.push(arg);
+    }
+    Some(out)
+}
+
+/// The lock's commands among a master's lines, with their index: those naming one of `keys`
+/// (or a SCRIPT command) from any connection but the harness's own (`skip`), and the script
+/// calls that follow a kept EVAL/EVALSHA.
+pub fn lock_lines<'a>(
+    lines: &'a [Line],
+    keys: &[String],
+    skip: &[String],
+) -> Vec<(usize, &'a Line)> {
+    let mut out = Vec::new();
+    let mut keep_script = false;
+    for (index, line) in lines.iter().enumerate() {
+        match &line.who {
+            None => {
+                if keep_script {
+                    out.push((index, line));
+                }
+            }
+            Some(who) => {
+                let name = line.argv.first().map(|a| a.to_ascii_uppercase());
+                let ours = !skip.contains(who)
+                    && (name.as_deref() == Some(b"SCRIPT")
+                        || line
+                            .argv
+                            .iter()
+                            .skip(1)
+                            .any(|a| keys.iter().any(|k| k.as_bytes() == a.as_slice())));
+                keep_script = ours;
+                if ours {
+                    out.push((index, line));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Gives random values and absolute times placeholders, in order of first appearance.
+#[derive(Default)]
+pub struct Abstractor {
+    values: BTreeMap<Vec<u8>, usize>,
+    /// The arguments of the last client command (a script's calls follow their EVAL).
+    caller_args: Vec<Vec<u8>>,
+}
+
+/// Redis command containers whose second word is a subcommand.
+const CONTAINERS: &[&str] = &["SCRIPT", "CLIENT", "CONFIG", "OBJECT"];
+
+impl Abstractor {
+    /// One line as compared: `SET lock <V1> NX PX 10000`, `lua: get lock`, script texts as
+    /// `<script 1a2b3c4d>` (the first 8 hex of their sha1: equal texts, equal names).
+    ///
+    /// A number a script computed (in one of its calls but in none of its EVAL's arguments,
+    /// such as `PTTL + ARGV[2]`) depends on when the server ran it: it shows as `<computed>`.
+    pub fn render(&mut self, line: &Line) -> String {
+        if line.who.is_some() {
+            self.caller_args = line.argv.clone();
+        }
+        let mut words = Vec::with_capacity(line.argv.len());
+        for (i, arg) in line.argv.iter().enumerate() {
+            let word = if i == 0
+                || (i == 1
+                    && CONTAINERS
+                        .iter()
+                        .any(|c| c.as_bytes().eq_ignore_ascii_case(&line.argv[0])))
+            {
+                String::from_utf8_lossy(arg).to_ascii_uppercase()
+            } else if line.who.is_none()
+                && is_number(arg)
+                && !self.caller_args.iter().any(|a| a == arg)
+            {
+                "<computed>".to_string()
+            } else {
+                self.word(arg)
+            };
+            words.push(word);
+        }
+        let text = words.join(" ");
+        match line.who {
+            None => format!("lua: {text}"),
+            Some(_) => text,
+        }
+    }
+
+    fn word(&mut self, arg: &[u8]) -> String {
+        if is_random_value(arg) {
+            let next = self.values.len() + 1;
+            let n = *self.values.entry(arg.to_vec()).or_insert(next);
+            return format!("<V{n}>");
+        }
+        if is_absolute_time(arg) {
+            return "<T>".to_string();
+        }
+        let text = String::from_utf8_lossy(arg);
+        if arg.len() > 40 || arg.iter().any(|b| b.is_ascii_whitespace() || *b == b'"') {
+            let sha = model::redis::lua::sha1_hex(arg);
+            return format!("<script {}>", &sha[..8]);
+        }
+        if arg.is_empty() {
+            return "\"\"".to_string();
+        }
+        text.into_owned()
+    }
+}
+
+/// A lock value a library draws: 16 to 64 characters of hex, base64, base32 or a UUID, not a
+/// script's sha1 (40 lower-case hex digits, compared as they are) and not a number.
+fn is_random_value(arg: &[u8]) -> bool {
+    let sha1 = arg.len() == 40 && arg.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    (16..=64).contains(&arg.len())
+        && !sha1
+        && !arg.iter().all(u8::is_ascii_digit)
+        && arg
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'_' | b'-'))
+}
+
+/// An integer of at least three digits (small ones are flags and counts).
+fn is_number(arg: &[u8]) -> bool {
+    let digits = arg.strip_prefix(b"-").unwrap_or(arg);
+    digits.len() >= 3 && digits.iter().all(u8::is_ascii_digit)
+}
+
+/// A Unix time in ms (13 digits) or seconds (10 digits).
+fn is_absolute_time(arg: &[u8]) -> bool {
+    arg.iter().all(u8::is_ascii_digit)
+        && (arg.len() == 13 || arg.len() == 10)
+        && arg.first() == Some(&b'1')
+}
+
+/// What one side did, ready to compare.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Transcript {
+    /// Per master, the abstracted lock commands.
+    pub masters: Vec<Vec<String>>,
+    /// Acquire attempts seen on the first master.
+    pub attempts: usize,
+    /// The time between one attempt and the next of the same operation, ms.
+    pub delays_ms: Vec<f64>,
+    /// The caller's outcome of each operation (`acquire: granted`).
+    pub outcomes: Vec<String>,
+    /// The outcomes' details (exception texts, the model's reasons), for the report only.
+    pub details: Vec<String>,
+}
+
+/// The lines of the first master each operation spans, `[start, end)` by index, from the
+/// operations' `(start, end)` in µs on the lines' clock.
+pub fn op_ranges(lines: &[Line], windows: &[(i64, i64)]) -> Vec<(usize, usize)> {
+    windows
+        .iter()
+        .map(|&(start, end)| {
+            let first = lines
+                .iter()
+                .position(|l| l.at_us >= start)
+                .unwrap_or(lines.len());
+            let last = lines
+                .iter()
+                .rposition(|l| l.at_us <= end)
+                .map_or(0, |i| i + 1);
+            (first, last.max(first))
+        })
+        .collect()
+}
+
+/// Builds the transcript of one side from each master's raw lines; `ops` are the lines of the
+/// first master each operation spans (`op_ranges`): delays are measured between the attempts
+/// of one operation.
+pub fn transcript(
+    per_master: &[Vec<Line>],
+    keys: &[String],
+    skip: &[String],
+    attempt: &[String],
+    ops: &[(usize, usize)],
+) -> Transcript {
+    let mut abstractor = Abstractor::default();
+    let mut out = Transcript::default();
+    // (time, operation) of each attempt on the first master.
+    let mut attempts = Vec::new();
+    for (m, lines) in per_master.iter().enumerate() {
+        let mut rendered = Vec::new();
+        for (index, line) in lock_lines(lines, keys, skip) {
+            let text = abstractor.render(line);
+            if m == 0 && attempt.iter().any(|p| text.starts_with(p.as_str())) {
+                let op = ops.iter().rposition(|(a, b)| *a <= index && index < *b);
+                attempts.push((line.at_us, op));
+            }
+            rendered.push(text);
+        }
+        out.masters.push(rendered);
+    }
+    out.attempts = attempts.len();
+    out.delays_ms = attempts
+        .windows(2)
+        .filter(|w| w[0].1.is_some() && w[0].1 == w[1].1)
+        .map(|w| (w[1].0 - w[0].0) as f64 / 1000.0)
+        .collect();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monitor_lines_parse_and_abstract() {
+        let line = parse_line(
+            "+1700000000.000042 [0 127.0.0.1:5000] \"SET\" \"lock\" \"8f14e45fceea167a5a36dedd4bea2543\" \"NX\" \"PX\" \"10000\"",
+        )
+        .unwrap();
+        assert_eq!(line.at_us, 1_700_000_000_000_042);
+        assert_eq!(line.who.as_deref(), Some("127.0.0.1:5000"));
+        let lua = parse_line("1.000000 [0 lua] \"get\" \"a b\\n\\x01\"").unwrap();
+        assert_eq!(lua.argv[1], b"a b\n\x01");
+        let mut a = Abstractor::default();
+        assert_eq!(a.render(&line), "SET lock <V1> NX PX 10000");
+        assert_eq!(a.render(&line), "SET lock <V1> NX PX 10000");
+        assert_eq!(
+            a.render(&lua),
+            "lua: GET <script 8a1b0c3e>"
+                .replace("8a1b0c3e", &model::redis::lua::sha1_hex(b"a b\n\x01")[..8])
+        );
+        let sha = parse_line(
+            "1.000000 [0 1:1] \"evalsha\" \"e0e1f9fabfc9d4800c877a703b823ac0578ff8db\" \"1\" \"lock\" \"1700000000123\"",
+        )
+        .unwrap();
+        assert_eq!(
+            a.render(&sha),
+            "EVALSHA e0e1f9fabfc9d4800c877a703b823ac0578ff8db 1 lock <T>"
+        );
+    }
+
+    #[test]
+    fn only_the_lock_commands_are_kept_with_their_script_calls() {
+        let lines: Vec<Line> = [
+            "1.000000 [0 a:1] \"HELLO\" \"3\"",
+            "1.000001 [0 a:1] \"EVAL\" \"return redis.call('get', KEYS[1])\" \"1\" \"lock\"",
+            "1.000002 [0 lua] \"get\" \"lock\"",
+            "1.000003 [0 admin:1] \"SET\" \"lock\" \"x\"",
+            "1.000004 [0 a:1] \"GET\" \"other\"",
+            "1.000005 [0 a:1] \"SCRIPT\" \"LOAD\" \"return 1\"",
+        ]
+        .iter()
+        .map(|l| parse_line(l).unwrap())
+        .collect();
+        let kept = lock_lines(&lines, &["lock".to_string()], &["admin:1".to_string()]);
+        assert_eq!(kept.len(), 3);
+        assert_eq!(kept[1].0, 2);
+        let t = transcript(
+            &[lines],
+            &["lock".to_string()],
+            &["admin:1".to_string()],
+            &["EVAL".to_string()],
+            &[(0, usize::MAX)],
+        );
+        assert_eq!(t.attempts, 1);
+        assert_eq!(t.masters[0][1], "lua: GET lock");
+        assert_eq!(
+            t.masters[0][2],
+            "SCRIPT LOAD <script e0e1f9fa>"
+                .replace("e0e1f9fa", &model::redis::lua::sha1_hex(b"return 1")[..8])
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! Every modelled lock library against the real library, command for command (issue 28,
+//! `locksim::conform`): each situation of `conformance/situations/` runs with the real library
+//! against `locksim serve` (Python libraries from the venvs, node ones from npm, all installed
+//! by `scripts/client-suites.sh setup` into `target/client-suites/`) and with the scheme that
+//! models it; a library not runnable here is checked against the transcripts its situations
+//! quote from its source. Every situation must be identical, and every library that runs here
+//! needs at least 8.
+//!
+//! Without the setup the Python and node suites are skipped with a notice, unless
+//! `LOCKSIM_REQUIRE_CLIENT_SUITES=1` (as in CI), where they fail.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use locksim::conform::real_side::RealSetup;
+use locksim::conform::situation::{Runtime, Situation, load_situation, situation_files};
+
+mod common;
+
+fn setup() -> RealSetup {
+    RealSetup {
+        locksim: PathBuf::from(env!("CARGO_BIN_EXE_locksim")),
+        repo: common::repo(),
+        suites: common::repo().join("target/client-suites"),
+    }
+}
+
+fn situations() -> Vec<Situation> {
+    let repo = common::repo();
+    let files = situation_files(&[repo.join("conformance/situations")]).expect("the situations");
+    files
+        .iter()
+        .map(|f| load_situation(f, &repo.join("conformance/libraries")).expect("a valid situation"))
+        .collect()
+}
+
+/// Runs every situation whose library `runs` selects; fails on any mismatch.
+fn run_suite(what: &str, runs: impl Fn(&Runtime) -> bool) {
+    let setup = setup();
+    let mut per_library: BTreeMap<String, Vec<Situation>> = BTreeMap::new();
+    for situation in situations() {
+        if runs(&situation.library.runtime) {
+            per_library
+                .entry(situation.library.id.clone())
+                .or_default()
+                .push(situation);
+        }
+    }
+    assert!(!per_library.is_empty(), "no {what} situations");
+    let mut failures = Vec::new();
+    for (library, list) in &per_library {
+        let runtime = &list[0].library.runtime;
+        if *runtime != Runtime::Source {
+            if let Err(missing) = setup.available(runtime) {
+                if std::env::var("LOCKSIM_REQUIRE_CLIENT_SUITES").as_deref() == Ok("1") {
+                    panic!("{library}: {missing}");
+                }
+                eprintln!("\n!!! {library} SKIPPED: {missing} !!!\n");
+                continue;
+            }
+            assert!(
+                list.len() >= 8,
+                "{library}: {} situations, every library that runs here needs at least 8",
+                list.len()
+            );
+        }
+        let mut identical = 0;
+        for situation in list {
+            let outcome = locksim::conform::check(&setup, situation);
+            match (outcome.error, outcome.mismatch) {
+                (Some(e), _) => failures.push(format!("{}: could not run: {e}", outcome.name)),
+                (None, Some(m)) => failures.push(format!("{}: MISMATCH\n{m}", outcome.name)),
+                (None, None) => identical += 1,
+            }
+        }
+        println!("{library}: {identical}/{} situations identical", list.len());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn python_libraries_conform() {
+    run_suite("Python", |r| matches!(r, Runtime::Python { .. }));
+}
+
+#[test]
+fn node_libraries_conform() {
+    run_suite("node", |r| matches!(r, Runtime::Node { .. }));
+}
+
+#[test]
+fn libraries_from_source_conform() {
+    run_suite("source", |r| *r == Runtime::Source);
+}
