@@ -185,6 +185,44 @@ fn redlock_survives_a_master_crash_unless_it_was_in_a_bare_majority() {
     }));
 }
 
+/// Issue 26 item 3, antirez 2016 and Kleppmann 2016: with `appendfsync everysec` a killed
+/// process keeps its lock key (the kernel's page cache outlives it, as `kill -9` of redis-server
+/// 7.0.15 shows), a machine that loses power does not — for one instance, and for Redlock when
+/// the machine was in the holder's bare majority; `fsync always` keeps it through a power loss.
+#[test]
+fn a_process_crash_keeps_the_aof_a_power_loss_loses_what_was_not_fsynced() {
+    let killed = matrix_file("master-crash-everysec");
+    let powered_off = matrix_file("master-power-loss-everysec");
+    let bare_killed = matrix_file("bare-majority-crash-everysec");
+    let bare_powered_off = matrix_file("bare-majority-power-loss-everysec");
+    let always = matrix_file("master-crash-aof-always");
+    let holds = |r: &RunResult| {
+        r.verdicts.mutual_exclusion == Safety::Holds && r.verdicts.resource_safety == Safety::Holds
+    };
+    let violated = |r: &RunResult| r.verdicts.mutual_exclusion == Safety::Violated;
+    for row in ["set-nx-px-lua", "watchdog"] {
+        assert!(all(&runs(&killed, row, 2), holds), "{row} after kill -9");
+        assert!(
+            all(&runs(&powered_off, row, 2), violated),
+            "{row} after a power loss"
+        );
+    }
+    for row in ["redlock", "redlock:redsync"] {
+        assert!(
+            all(&runs(&bare_killed, row, 2), holds),
+            "{row} after kill -9"
+        );
+        assert!(
+            all(&runs(&bare_powered_off, row, 2), violated),
+            "{row} after a power loss"
+        );
+        assert!(
+            all(&runs(&always, row, 2), holds),
+            "{row} with fsync always"
+        );
+    }
+}
+
 /// Seeds 000 and 004: SETNX + DEL without a TTL stays locked for ever after its holder dies.
 #[test]
 fn setnx_del_is_stuck_after_a_holder_crash() {
