@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use hdrhistogram::Histogram;
-use model::result::{Liveness, RunResult, Safety};
+use model::result::RunResult;
 
 use crate::summary::{
     CellStats, LatencySummary, Outcome, VerdictCounts, WaitSummary, is_violating, median,
@@ -96,23 +96,7 @@ pub struct CellAccumulator {
 impl CellAccumulator {
     pub fn add(&mut self, r: &RunResult) {
         self.seeds_run += 1;
-        let v = &r.verdicts;
-        let counts = &mut self.verdicts;
-        match v.mutual_exclusion {
-            Safety::Holds => counts.mutual_exclusion.holds += 1,
-            Safety::Violated => counts.mutual_exclusion.violated += 1,
-        }
-        match v.resource_safety {
-            Safety::Holds => counts.resource_safety.holds += 1,
-            Safety::Violated => counts.resource_safety.violated += 1,
-        }
-        match v.liveness {
-            Liveness::Ok => counts.liveness.ok += 1,
-            Liveness::Stuck => counts.liveness.stuck += 1,
-        }
-        if r.lost_fifo_order() {
-            counts.fifo_violated += 1;
-        }
+        self.verdicts.add(r);
         if is_violating(r) {
             self.seeds_violating += 1;
             self.lowest_violating.insert(r.seed);
@@ -175,6 +159,7 @@ impl CellAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::result::{Liveness, Safety};
 
     /// Results with varied verdicts, latencies and waits, seeds in a shuffled order.
     fn results(n: u64) -> Vec<RunResult> {

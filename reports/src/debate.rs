@@ -1,15 +1,14 @@
 //! "The debate, replayed": the claims of Kleppmann's "How to do distributed locking" (2016),
-//! antirez's answer "Is Redlock safe?" (2016), redis.io's Redlock page and the seed articles,
-//! each next to the matrix (or catalog) cells that test it and what the runs say.
+//! antirez's answer "Is Redlock safe?" (2016), redis.io's Redlock page and the five Chinese
+//! articles the project started from (`shared/seeds/`, "article 000" to "article 004": the
+//! word "seed" is kept for simulation seeds), each next to the matrix (or catalog) cells that
+//! test it, with the count of seeds that showed what the claim predicts.
 //!
 //! Claims from the two blog posts and redis.io are paraphrased (the report does not quote what
-//! this repository cannot check); quotes are verbatim from the seed articles in
-//! `shared/seeds/`.
+//! this repository cannot check); quotes are verbatim from the articles.
 
 use std::fmt::Write;
 
-use crate::html::esc;
-use crate::matrix::cell_id;
 use crate::summary::{Cell, Summary};
 
 /// What a claim says a cell will show.
@@ -30,7 +29,7 @@ pub enum Predicts {
 }
 
 impl Predicts {
-    fn words(self) -> &'static str {
+    pub fn words(self) -> &'static str {
         match self {
             Predicts::Unsafe => "two holders",
             Predicts::Corrupts => "lost update",
@@ -55,6 +54,19 @@ impl Predicts {
             Predicts::Live => v.liveness.stuck == 0,
         }
     }
+
+    /// The count the prediction is about: (seeds that showed it, in words), out of the seeds
+    /// run — never the count of something else that broke.
+    pub fn count(self, cell: &Cell) -> (u64, &'static str) {
+        let v = &cell.stats.verdicts;
+        match self {
+            Predicts::Unsafe | Predicts::Safe => (v.unsafe_runs, "two holders or a lost update"),
+            Predicts::Corrupts | Predicts::ResourceSafe => {
+                (v.resource_safety.violated, "a lost update")
+            }
+            Predicts::Stuck | Predicts::Live => (v.liveness.stuck, "stuck"),
+        }
+    }
 }
 
 /// One cell a claim is tested on.
@@ -69,7 +81,7 @@ pub struct Claim {
     pub who: &'static str,
     /// The claim, in this report's words.
     pub claim: &'static str,
-    /// Verbatim, from a seed article, when one says it.
+    /// Verbatim, from one of the articles, when one says it.
     pub quote: Option<&'static str>,
     pub tests: &'static [Test],
 }
@@ -228,9 +240,9 @@ pub const CLAIMS: &[Claim] = &[
         ],
     },
     Claim {
-        who: "redis.io; seeds 001, 004",
+        who: "redis.io; articles 001, 004",
         claim: "A master with a replica is not a fix: replication is asynchronous, the master can crash before the key reaches the replica, and after the failover another client takes the lock.",
-        quote: Some("线程B也得到了和A还持有的相同的锁 (seed 004)"),
+        quote: Some("线程B也得到了和A还持有的相同的锁 (article 004)"),
         tests: &[
             t(
                 "matrix-failover-lagging-replica",
@@ -250,7 +262,7 @@ pub const CLAIMS: &[Claim] = &[
         ],
     },
     Claim {
-        who: "seed 004",
+        who: "article 004",
         claim: "Of Kleppmann's three failures, the clock jump is the one Redlock cannot survive; it was built to withstand the long pause and the long delay.",
         quote: Some("antirez肯定意识到了这三种情况对Redlock最致命的其实是第一点：时钟发生跳跃"),
         tests: &[
@@ -260,27 +272,27 @@ pub const CLAIMS: &[Claim] = &[
         ],
     },
     Claim {
-        who: "seeds 000, 004",
+        who: "articles 000, 004",
         claim: "SETNX + DEL without a TTL: a holder that dies never releases the lock.",
-        quote: Some("那么这个锁就永远释放不掉了 (seed 004)"),
+        quote: Some("那么这个锁就永远释放不掉了 (article 004)"),
         tests: &[
             t("matrix-holder-crash", "setnx-del", Predicts::Stuck),
             t("matrix-holder-crash", "set-nx-px-lua", Predicts::Live),
         ],
     },
     Claim {
-        who: "seeds 001, 002, 004",
+        who: "articles 001, 002, 004",
         claim: "SETNX then EXPIRE is two commands: a crash in between leaves a key that never expires; SET NX PX does both at once.",
-        quote: Some("若在这里程序突然崩溃，则无法设置过期时间，将发生死锁 (seed 001)"),
+        quote: Some("若在这里程序突然崩溃，则无法设置过期时间，将发生死锁 (article 001)"),
         tests: &[
             t("matrix-crash-mid-acquire", "setnx-expire", Predicts::Stuck),
             t("matrix-crash-mid-acquire", "set-nx-px-lua", Predicts::Live),
         ],
     },
     Claim {
-        who: "seed 004",
+        who: "article 004",
         claim: "Work that outlasts the TTL: the lock expires, another thread takes it, and a plain DEL then deletes that thread's lock.",
-        quote: Some("有可能删除掉的是其它线程已经获取到的锁 (seed 004)"),
+        quote: Some("有可能删除掉的是其它线程已经获取到的锁 (article 004)"),
         tests: &[t(
             "matrix-slow-critical-section",
             "set-nx-px-del",
@@ -288,9 +300,9 @@ pub const CLAIMS: &[Claim] = &[
         )],
     },
     Claim {
-        who: "seeds 000, 003",
+        who: "articles 000, 003",
         claim: "A watchdog that renews the lease while the holder still runs keeps a long critical section safe — but it stops with its process, so a GC pause still breaks it.",
-        quote: Some("如果线程还持有锁,则刷新锁过期时间 (seed 000)"),
+        quote: Some("如果线程还持有锁,则刷新锁过期时间 (article 000)"),
         tests: &[
             t("matrix-slow-critical-section", "watchdog", Predicts::Safe),
             t("matrix-slow-critical-section", "redisson", Predicts::Safe),
@@ -298,9 +310,9 @@ pub const CLAIMS: &[Claim] = &[
         ],
     },
     Claim {
-        who: "seed 001",
+        who: "article 001",
         claim: "A lock value that is the client's own expiry time needs every client's clock in sync.",
-        quote: Some("需要强制要求分布式下每个客户端的时间必须同步 (seed 001)"),
+        quote: Some("需要强制要求分布式下每个客户端的时间必须同步 (article 001)"),
         tests: &[t(
             "matrix-client-clock-jump",
             "setnx-getset",
@@ -310,13 +322,13 @@ pub const CLAIMS: &[Claim] = &[
 ];
 
 /// What a test found: the cell (if it ran) and whether it agrees.
-fn judge<'a>(s: &'a Summary, test: &Test) -> Option<(&'a Cell, bool)> {
+pub fn judge<'a>(s: &'a Summary, test: &Test) -> Option<(&'a Cell, bool)> {
     let cell = s.cell(test.scenario, test.scheme)?;
     (cell.stats.seeds_run > 0).then(|| (cell, test.predicts.holds_for(cell)))
 }
 
 /// How a report names a scenario: a matrix column's short header, else its name.
-fn scenario_label<'a>(s: &'a Summary, scenario: &'a str) -> &'a str {
+pub fn scenario_label<'a>(s: &'a Summary, scenario: &'a str) -> &'a str {
     s.scenarios
         .iter()
         .find(|sc| sc.name == scenario)
@@ -324,67 +336,23 @@ fn scenario_label<'a>(s: &'a Summary, scenario: &'a str) -> &'a str {
         .map_or(scenario, |m| m.column.as_str())
 }
 
-fn observed(cell: &Cell) -> String {
+/// What the runs showed, as the prediction counts it: `0/10 seeds: a lost update`.
+pub fn observed(test: &Test, cell: &Cell) -> String {
+    let (k, words) = test.predicts.count(cell);
+    format!("{k}/{} seeds: {words}", cell.stats.seeds_run)
+}
+
+/// Every count of the cell, for a tooltip.
+pub fn all_counts(cell: &Cell) -> String {
     let st = &cell.stats;
     format!(
-        "{} of {} seeds: {} two holders, {} lost updates, {} stuck",
+        "{} of {} seeds broke something: {} with two holders, {} with a lost update, {} stuck",
         st.seeds_violating,
         st.seeds_run,
         st.verdicts.mutual_exclusion.violated,
         st.verdicts.resource_safety.violated,
         st.verdicts.liveness.stuck
     )
-}
-
-/// The claims as an HTML table (only the tests whose cells this report ran).
-pub fn html(s: &Summary, out: &mut String) {
-    out.push_str("<table class=\"debate\">\n<thead><tr><th>who</th><th>claim</th><th>tested on</th><th>predicts</th><th>the runs</th></tr></thead>\n<tbody>\n");
-    for claim in CLAIMS {
-        let tests: Vec<(&Test, &Cell, bool)> = claim
-            .tests
-            .iter()
-            .filter_map(|test| judge(s, test).map(|(cell, ok)| (test, cell, ok)))
-            .collect();
-        if tests.is_empty() {
-            continue;
-        }
-        let quote = claim
-            .quote
-            .map_or(String::new(), |q| format!("<br><q>{}</q>", esc(q)));
-        for (i, (test, cell, ok)) in tests.iter().enumerate() {
-            out.push_str("<tr>");
-            if i == 0 {
-                let _ = write!(
-                    out,
-                    r#"<td rowspan="{n}" class="who">{}</td><td rowspan="{n}">{}{quote}</td>"#,
-                    esc(claim.who),
-                    esc(claim.claim),
-                    n = tests.len()
-                );
-            }
-            let _ = write!(
-                out,
-                r##"<td><a href="#{}">{} × {}</a></td><td>{}</td><td class="{}" title="{}">{} {}</td></tr>"##,
-                cell_id(test.scenario, test.scheme),
-                esc(test.scheme),
-                esc(scenario_label(s, test.scenario)),
-                test.predicts.words(),
-                if *ok { "agree" } else { "disagree" },
-                esc(&observed(cell)),
-                if *ok {
-                    "✓ as claimed:"
-                } else {
-                    "✗ not so:"
-                },
-                esc(&format!(
-                    "{}/{} seeds broke something",
-                    cell.stats.seeds_violating, cell.stats.seeds_run
-                ))
-            );
-            out.push('\n');
-        }
-    }
-    out.push_str("</tbody></table>\n");
 }
 
 /// The claims in Markdown, one list item each with its tests.
@@ -401,7 +369,7 @@ pub fn markdown(s: &Summary, out: &mut String) {
                     scenario_label(s, test.scenario),
                     test.predicts.words(),
                     if ok { "✓ as claimed" } else { "✗ not so" },
-                    observed(cell)
+                    observed(test, cell)
                 ))
             })
             .collect();
@@ -416,13 +384,3 @@ pub fn markdown(s: &Summary, out: &mut String) {
     }
     out.push('\n');
 }
-
-/// The CSS of the debate table.
-pub const CSS: &str = r#"
-table.debate { border-collapse: collapse; width: 100%; font-size: 12.5px; margin: 8px 0; }
-table.debate th, table.debate td { border-bottom: 1px solid #e0e0e0; padding: 4px 6px; vertical-align: top; text-align: left; }
-table.debate td.who { width: 150px; color: #455a64; font-weight: 600; }
-table.debate td.agree { color: #1b5e20; }
-table.debate td.disagree { color: #b71c1c; font-weight: 600; }
-table.debate q { color: #555; }
-"#;

@@ -3,80 +3,49 @@
 //!
 //! A scenario's `incident` object names the case both of its files share, the library, the
 //! version the file runs, its `role` (`failing` | `fixed`), the issue or pull request and the
-//! mechanism in one sentence. A seed counts as violating when a property the file's `expect`
-//! names is broken (computed by `compare`, `sim::scenario::expect::broken`): the failing
-//! version should violate on every seed, the fixed one on none.
+//! mechanism in one sentence (`summary::Incident`). The reported failure is counted on the seeds
+//! where a property the file's `expect` names is broken (computed by `compare`,
+//! `sim::scenario::expect::broken`): the failing version should show it on every seed, the
+//! fixed one on none. Anything else a seed broke is counted as everywhere else
+//! (`seeds_violating`), and shown beside it when the two differ.
 
 use std::fmt::Write;
 
-use serde::{Deserialize, Serialize};
+pub use crate::summary::Incident;
+use crate::summary::{Cell, Summary};
 
-use crate::html::esc;
-use crate::summary::Summary;
-
-/// `incident` in a scenario file, and in `summary.json`'s scenarios.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Incident {
-    /// The case both files share (`redsync-extend-stolen-lock`).
-    pub case: String,
-    /// The library (or server) as its repository names it (`go-redsync/redsync`).
-    pub library: String,
-    /// The version this file runs (`v4.0.3`).
-    pub version: String,
-    /// `failing` or `fixed`.
-    #[schemars(extend("enum" = ["failing", "fixed"]))]
-    pub role: String,
-    /// The issue or pull request that reported or fixed it.
-    pub link: String,
-    /// What goes wrong, in one sentence.
-    pub mechanism: String,
+/// One side of a case as the report shows it: its version and its cells (one per scheme the
+/// file runs, usually one).
+pub struct Side<'a> {
+    pub scenario: &'a str,
+    pub version: &'a str,
+    pub cells: Vec<&'a Cell>,
 }
 
-impl Incident {
-    pub fn validate(&self) -> Result<(), String> {
-        for (field, value) in [
-            ("case", &self.case),
-            ("library", &self.library),
-            ("version", &self.version),
-            ("link", &self.link),
-            ("mechanism", &self.mechanism),
-        ] {
-            if value.trim().is_empty() {
-                return Err(format!("incident.{field}: must not be empty"));
-            }
-        }
-        if !["failing", "fixed"].contains(&self.role.as_str()) {
-            return Err(format!(
-                "incident.role: \"{}\" is not one of failing, fixed",
-                self.role
-            ));
-        }
-        if !self.link.starts_with("https://") {
-            return Err(format!(
-                "incident.link: \"{}\" is not an https:// link to the issue or pull request",
-                self.link
-            ));
-        }
-        Ok(())
-    }
+/// Seeds on which a property the file's `expect` names broke: the reported failure (what the
+/// fix fixes). The cell's `seeds_violating` counts anything judged, as everywhere else.
+pub fn reported(cell: &Cell) -> u64 {
+    cell.expect_broken_seeds
+        .as_ref()
+        .map_or(0, |seeds| seeds.len() as u64)
+}
 
-    pub fn failing(&self) -> bool {
-        self.role == "failing"
+impl Side<'_> {
+    /// The picture of a seed with the reported failure; a control that held has none to show
+    /// here (its cell links the seed that broke something else).
+    pub fn timeline(&self) -> Option<&str> {
+        self.cells
+            .iter()
+            .filter(|c| reported(c) > 0)
+            .find_map(|c| c.timeline.as_deref())
     }
 }
 
-/// One side of a case as the report shows it: its version and how its seeds went.
-struct Side<'a> {
-    scenario: &'a str,
-    version: &'a str,
-    seeds_run: u64,
-    violating: u64,
-    timeline: Option<&'a str>,
-}
+/// One case: the failing side's incident, then the failing and the fixed side.
+pub type Case<'a> = (&'a Incident, Option<Side<'a>>, Option<Side<'a>>);
 
-/// The cases of a report, in report order: (case, failing side's incident, failing, fixed).
-fn cases(s: &Summary) -> Vec<(&Incident, Option<Side<'_>>, Option<Side<'_>>)> {
+/// The cases of a report, in report order.
+pub fn cases(s: &Summary) -> Vec<Case<'_>> {
     let mut order: Vec<&str> = Vec::new();
     for info in &s.scenarios {
         if let Some(i) = &info.incident
@@ -94,29 +63,14 @@ fn cases(s: &Summary) -> Vec<(&Incident, Option<Side<'_>>, Option<Side<'_>>)> {
                         .as_ref()
                         .is_some_and(|i| i.case == case && i.failing() == failing)
                 })?;
-                let cells: Vec<_> = s
-                    .cells
-                    .iter()
-                    .filter(|c| c.stats.scenario == info.name)
-                    .collect();
                 Some(Side {
                     scenario: &info.name,
                     version: &info.incident.as_ref()?.version,
-                    seeds_run: cells.iter().map(|c| c.stats.seeds_run).sum(),
-                    violating: cells
+                    cells: s
+                        .cells
                         .iter()
-                        .map(|c| c.expect_broken_seeds.as_ref().map_or(0, |v| v.len() as u64))
-                        .sum(),
-                    // The picture of a failing seed; a control that held has none to show (its
-                    // cell's timeline is of a seed that broke something it does not judge).
-                    timeline: cells
-                        .iter()
-                        .filter(|c| {
-                            c.expect_broken_seeds
-                                .as_ref()
-                                .is_some_and(|v| !v.is_empty())
-                        })
-                        .find_map(|c| c.timeline.as_deref()),
+                        .filter(|c| c.stats.scenario == info.name)
+                        .collect(),
                 })
             };
             let (failing, fixed) = (side(true), side(false));
@@ -131,49 +85,27 @@ fn cases(s: &Summary) -> Vec<(&Incident, Option<Side<'_>>, Option<Side<'_>>)> {
         .collect()
 }
 
-fn verdict(side: &Side) -> String {
-    format!("{}/{} seeds violating", side.violating, side.seeds_run)
+/// A cell's two counts in words: the reported failure, and anything broken when that differs.
+pub fn verdict(cell: &Cell) -> String {
+    let st = &cell.stats;
+    let mut text = format!(
+        "reported failure on {}/{} seeds",
+        reported(cell),
+        st.seeds_run
+    );
+    if st.seeds_violating != reported(cell) {
+        text.push_str(&format!(
+            "; {}/{} seeds broke something ({})",
+            st.seeds_violating,
+            st.seeds_run,
+            st.outcome.as_str()
+        ));
+    }
+    text
 }
 
-/// The incidents section as HTML (empty when the report has no incident scenarios).
-pub fn html(s: &Summary) -> String {
-    let cases = cases(s);
-    if cases.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from(
-        "<h2 id=\"incidents\">Incidents: reported failures of real lock libraries</h2>\n<p class=\"meta\">Each case runs the failing version and the version (or setting) that fixed it; a seed is violating when a property its scenario judges is broken.</p>\n<table class=\"incidents\"><thead><tr><th>case</th><th>library</th><th>failing version</th><th>fixed control</th><th>mechanism</th></tr></thead><tbody>\n",
-    );
-    for (incident, failing, fixed) in cases {
-        let cell = |side: &Option<Side>| match side {
-            None => "<td>—</td>".to_string(),
-            Some(side) => {
-                let link = side.timeline.map_or(String::new(), |t| {
-                    format!(" <a href=\"{}\">timeline</a>", esc(t))
-                });
-                format!(
-                    "<td><code>{}</code><br>{} <span class=\"meta\">({})</span>{link}</td>",
-                    esc(side.version),
-                    esc(&verdict(side)),
-                    esc(side.scenario)
-                )
-            }
-        };
-        let _ = writeln!(
-            out,
-            "<tr><td>{case}</td><td>{library}</td>{failing}{fixed}<td>{mechanism} <a href=\"{link}\">{link_text}</a></td></tr>",
-            case = esc(&incident.case),
-            library = esc(&incident.library),
-            failing = cell(&failing),
-            fixed = cell(&fixed),
-            mechanism = esc(&incident.mechanism),
-            link = esc(&incident.link),
-            link_text = esc(link_label(&incident.link)),
-        );
-    }
-    out.push_str("</tbody></table>\n");
-    out
-}
+/// The section's introduction: what each of the two counts counts.
+pub const INTRO: &str = "Each case runs the failing version and the version (or setting) that fixed it. “Reported failure”: the seeds on which a property the case's scenario expects to hold broke — what the fix fixes. Where a scenario also breaks something it does not judge the fix by (a pause longer than the lease lets a second client in, whatever the version), the seeds that broke anything are counted too, as in the matrix, the catalog and the terminal.";
 
 /// The incidents section as Markdown (empty when the report has no incident scenarios).
 pub fn markdown(s: &Summary) -> String {
@@ -181,20 +113,21 @@ pub fn markdown(s: &Summary) -> String {
     if cases.is_empty() {
         return String::new();
     }
-    let mut out = String::from(
-        "## Incidents: reported failures of real lock libraries\n\nEach case runs the failing version and the version (or setting) that fixed it; a seed is violating when a property its scenario judges is broken.\n\n| case | library | failing version | fixed control | mechanism |\n|---|---|---|---|---|\n",
+    let mut out = format!(
+        "## Incidents: reported failures of real lock libraries\n\n{INTRO}\n\n| case | library | failing version | fixed control | mechanism |\n|---|---|---|---|---|\n"
     );
     for (incident, failing, fixed) in cases {
         let cell = |side: &Option<Side>| match side {
             None => "—".to_string(),
             Some(side) => {
                 let link = side
-                    .timeline
+                    .timeline()
                     .map_or(String::new(), |t| format!(" ([timeline]({t}))"));
+                let verdicts: Vec<String> = side.cells.iter().map(|c| verdict(c)).collect();
                 format!(
                     "`{}`: {} (`{}`){link}",
                     side.version,
-                    verdict(side),
+                    verdicts.join("; "),
                     side.scenario
                 )
             }
@@ -215,7 +148,7 @@ pub fn markdown(s: &Summary) -> String {
 }
 
 /// `owner/repo#N` for a GitHub issue or pull request link, else the link itself.
-fn link_label(link: &str) -> &str {
+pub fn link_label(link: &str) -> &str {
     link.strip_prefix("https://github.com/").unwrap_or(link)
 }
 
@@ -247,6 +180,7 @@ mod tests {
         ] {
             s.scenarios.push(ScenarioInfo {
                 matrix: None,
+                clients: 2,
                 name: name.into(),
                 file: format!("scenarios/incidents/{name}.json"),
                 description: String::new(),
@@ -270,34 +204,49 @@ mod tests {
     }
 
     #[test]
-    fn one_row_per_case_with_both_versions_and_the_timeline() {
-        let s = with_case();
-        let html = html(&s);
-        assert_eq!(html.matches("<tr><td>").count(), 1, "{html}");
-        assert!(
-            html.contains("<code>v4.0.3</code><br>2/2 seeds violating"),
-            "{html}"
+    fn one_row_per_case_with_both_counts_and_the_timeline() {
+        let mut s = with_case();
+        // The control breaks something it is not judged by on one seed.
+        let fixed = s
+            .cells
+            .iter_mut()
+            .find(|c| c.stats.scenario == "inc-fixed")
+            .unwrap();
+        let runs = [
+            result("inc-fixed", "redlock", 0, OK, (1.0, 2.0)),
+            result(
+                "inc-fixed",
+                "redlock",
+                1,
+                crate::summary::tests::FENCED,
+                (1.0, 2.0),
+            ),
+        ];
+        fixed.stats = CellStats::from_results("inc-fixed", "redlock", &runs);
+        let page = crate::html::render(&s, &crate::charts::ChartSet::render(&s));
+        assert_eq!(
+            page.matches("<tr><td>redsync-<wbr>extend</td>").count(),
+            1,
+            "{page}"
         );
-        assert!(
-            html.contains("<code>v4.0.4</code><br>0/2 seeds violating"),
-            "{html}"
-        );
-        assert!(html.contains(r#"<a href="runs/inc/redlock/seed-0/timeline.svg">timeline</a>"#));
-        assert!(
-            !html.contains("runs/inc-fixed/"),
-            "the control held: no timeline"
-        );
-        assert!(html.contains(">go-redsync/redsync/pull/61</a>"));
+        assert!(page.contains(r#"reported failure on <span class="n" data-cell="cell-inc--redlock" data-count="reported">2/2</span> seeds"#), "{page}");
+        assert!(page.contains(r#"reported failure on <span class="n" data-cell="cell-inc-fixed--redlock" data-count="reported">0/2</span> seeds"#));
+        assert!(page.contains(r#"<span class="n" data-cell="cell-inc-fixed--redlock" data-count="violating">1/2</span> broke something (overlap"#), "{page}");
+        assert!(page.contains(r#"<a href="runs/inc/redlock/seed-0/timeline.svg">timeline</a>"#));
+        assert!(page.contains(">go-redsync/redsync/pull/61</a>"));
+        let (problems, _) = crate::audit::page_problems(&page, &s);
+        assert!(problems.is_empty(), "{problems:#?}");
         let md = markdown(&s);
-        assert!(md.contains("| redsync-extend | go-redsync/redsync | `v4.0.3`: 2/2 seeds violating (`inc`) ([timeline](runs/inc/redlock/seed-0/timeline.svg)) | `v4.0.4`: 0/2 seeds violating (`inc-fixed`) | Extend \\| counts"), "{md}");
-        let charts = crate::charts::ChartSet::render(&s);
-        assert!(crate::html::render(&s, &charts).contains("id=\"incidents\""));
-        assert!(crate::markdown::render(&s, &charts).contains("## Incidents"));
+        assert!(md.contains("| redsync-extend | go-redsync/redsync | `v4.0.3`: reported failure on 2/2 seeds (`inc`) ([timeline](runs/inc/redlock/seed-0/timeline.svg)) | `v4.0.4`: reported failure on 0/2 seeds; 1/2 seeds broke something (overlap) (`inc-fixed`) | Extend \\| counts"), "{md}");
+        assert!(
+            crate::markdown::render(&s, &crate::charts::ChartSet::render(&s))
+                .contains("## Incidents")
+        );
     }
 
     #[test]
     fn reports_without_incidents_have_no_section() {
-        assert!(html(&sample()).is_empty());
+        assert!(cases(&sample()).is_empty());
         assert!(markdown(&sample()).is_empty());
     }
 }

@@ -92,18 +92,23 @@ pub fn from_summary(summary: &Summary, suite: &str) -> String {
     render(suite, &cases, &errors)
 }
 
-/// Text for XML attributes and content: the five special characters as entities (as
-/// `html::esc` writes them; `&#39;` is XML too), and the characters XML 1.0 forbids (most C0
-/// controls) as U+FFFD.
+/// Text for XML attributes and content: the five special characters as XML's entities, and
+/// the characters XML 1.0 forbids (most C0 controls) as U+FFFD.
 pub fn escape(text: &str) -> String {
-    crate::html::esc(text)
-        .chars()
-        .map(|c| match c {
-            '\t' | '\n' | '\r' => c,
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => '\u{FFFD}',
-            c => c,
-        })
-        .collect()
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,13 +1,12 @@
-//! `report.md`: the comparison in Markdown — the same numbers as `index.html`: the fault
-//! matrix as one table (a letter per outcome) and what breaks each scheme, the debate, then the
-//! catalog with one table row per scenario × scheme cell (a wide matrix of long scenario names
-//! reads badly as Markdown), the charts as image links to `charts/*.svg`, the scenarios,
-//! mismatches and errors.
+//! `report.md`: the comparison in Markdown — the same numbers as `index.html`, in the same
+//! order: which lock to use for what, the fault matrix as one table (a letter per outcome) and
+//! what breaks each scheme, the debate, the incidents, then the catalog with one table row per
+//! scenario × scheme cell (a wide matrix of long scenario names reads badly as Markdown), the
+//! charts as image links to `charts/*.svg`, the scenarios, mismatches and errors.
 
 use std::fmt::Write;
 
 use crate::charts::ChartSet;
-use crate::html::{headline, verdict_notes};
 use crate::summary::{Summary, fmt_ms};
 
 /// Makes text safe inside a Markdown table cell.
@@ -19,9 +18,9 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# locksim — which lock survives what, and what it costs\n"
+        "# locksim — which lock should you use, and what breaks it?\n"
     );
-    let _ = writeln!(out, "{}\n", headline(s));
+    let _ = writeln!(out, "{}\n", s.headline());
     if s.interrupted {
         let _ = writeln!(
             out,
@@ -36,6 +35,8 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         );
     }
     if !s.matrix_columns().is_empty() {
+        let _ = writeln!(out, "## Which lock should you use?\n");
+        crate::advice::markdown(s, &mut out);
         let _ = writeln!(out, "## The matrix: every lock under every fault\n");
         crate::matrix::markdown(s, &mut out);
         let _ = writeln!(out, "## The debate, replayed\n");
@@ -44,6 +45,11 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
             "Each claim next to the cells that test it (✓: the runs show what it predicts; ✗: they do not). Claims are paraphrased; quotes are verbatim from the seed articles.\n"
         );
         crate::debate::markdown(s, &mut out);
+    }
+    let incidents = crate::incidents::markdown(s);
+    if !incidents.is_empty() {
+        out.push_str(&incidents);
+        out.push('\n');
     }
     let _ = writeln!(out, "## The catalog\n");
     let _ = writeln!(
@@ -55,7 +61,11 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
         "| scenario | scheme | outcome | seeds run | violating | first failing seed | failed verdicts | acquire p50 | acquire p99 | longest wait | acq/s | expectations |"
     );
     let _ = writeln!(out, "|---|---|---|--:|--:|---|---|--:|--:|--:|--:|---|");
-    for sc in s.catalog_scenarios() {
+    for sc in s
+        .catalog_scenarios()
+        .into_iter()
+        .filter(|sc| sc.incident.is_none())
+    {
         for scheme in &s.schemes {
             let Some(cell) = s.cell(&sc.name, scheme) else {
                 continue;
@@ -66,7 +76,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
                 (Some(seed), None) => format!("seed {seed}"),
                 (None, _) => "—".to_string(),
             };
-            let notes = verdict_notes(cell);
+            let notes = cell.verdict_notes();
             let (p50, p99) = if st.acquire_ms.runs > 0 {
                 (fmt_ms(st.acquire_ms.p50), fmt_ms(st.acquire_ms.p99))
             } else {
@@ -100,7 +110,7 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
     }
     let _ = writeln!(out, "\n## Charts\n");
     for chart in &charts.charts {
-        let _ = writeln!(out, "![{}](charts/{})\n", chart.title, chart.file);
+        let _ = writeln!(out, "![{}](charts/{})\n", chart.caption, chart.file);
     }
     let _ = writeln!(out, "## Scenarios\n");
     for sc in &s.scenarios {
@@ -113,11 +123,6 @@ pub fn render(s: &Summary, charts: &ChartSet) -> String {
             let _ = write!(out, " — source: {}", sc.source);
         }
         out.push('\n');
-    }
-    let incidents = crate::incidents::markdown(s);
-    if !incidents.is_empty() {
-        out.push('\n');
-        out.push_str(&incidents);
     }
     let _ = writeln!(out, "\n## Expectations\n");
     if mismatches == 0 {
@@ -165,7 +170,7 @@ mod tests {
         assert!(md.contains("| gc-pause | fencing | overlap | 1 | 1 | seed 4 |"));
         assert!(md.contains("**1 unexpected**"));
         assert_eq!(md.matches("\n| ").count(), 3 + 1, "header + three cells");
-        assert!(md.contains("![Violation matrix (catalog)](charts/violations.svg)"));
+        assert!(md.contains("](charts/violations.svg)"));
         assert!(md.contains("locksim replay x.json --seed 0"));
         assert!(md.contains("- gc-pause [fencing] seed 4: mutual_exclusion expected holds"));
     }

@@ -1,19 +1,17 @@
-//! The fault matrix at the head of the report: a row per scheme (grouped by family), a column
-//! per fault class (the `"schemes": "all"` scenarios, grouped by fault family), each cell the
-//! seeds that broke something out of the seeds run — for a random-rate column the share of
-//! seeds with its 95% Wilson interval — coloured by the worst outcome and linked to the first
-//! failing seed's timeline; two cost columns from the fault-free column; then one line per
-//! scheme saying what breaks it.
+//! The fault matrix at the head of the report, as data: a row per scheme (grouped by family), a
+//! column per fault class (the `"schemes": "all"` scenarios, grouped by fault family), each cell
+//! the seeds that broke something out of the seeds run — for a random-rate column the share of
+//! seeds with its 95% Wilson interval — and what breaks each row, in words. The HTML
+//! (`html::fault_matrix`) and the Markdown below render it.
 
 use std::fmt::Write;
 
-use crate::html::esc;
-use crate::summary::{Cell, MatrixRow, Outcome, ScenarioInfo, Summary, fmt_ms};
+use crate::summary::{Cell, Outcome, ScenarioInfo, Summary, fmt_ms};
 
-/// The family of the fault-free column whose latency and throughput the cost columns show.
+/// The family of the fault-free columns: the cost columns and charts come from them.
 pub const BASELINE_FAMILY: &str = "baseline";
 
-/// An anchor id for a cell (`#cell-<scenario>-<scheme>`), for links from other sections.
+/// An anchor id for a cell (`#cell-<scenario>--<scheme>`), for links from other sections.
 pub fn cell_id(scenario: &str, scheme: &str) -> String {
     let clean = |s: &str| {
         s.chars()
@@ -21,6 +19,11 @@ pub fn cell_id(scenario: &str, scheme: &str) -> String {
             .collect::<String>()
     };
     format!("cell-{}--{}", clean(scenario), clean(scheme))
+}
+
+/// A share as the report writes it, in whole percent (`35%`).
+pub fn percent(share: f64) -> String {
+    format!("{}%", (share * 100.0).round() as u64)
 }
 
 /// A cell's figure: `7/10`, or for a random-rate column `35%` with its interval.
@@ -32,7 +35,7 @@ pub fn figure(cell: &Cell, random: bool) -> (String, Option<String>) {
     if random {
         let pct = |x: f64| (x * 100.0).round() as u64;
         (
-            format!("{}%", pct(s.violating_share())),
+            percent(s.violating_share()),
             Some(format!(
                 "{}–{}",
                 pct(s.violating_ci95[0]),
@@ -57,7 +60,7 @@ pub fn outcome_letter(outcome: Outcome) -> &'static str {
 }
 
 /// The columns grouped by family, in report order: (family, its columns).
-fn families<'a>(columns: &[&'a ScenarioInfo]) -> Vec<(String, Vec<&'a ScenarioInfo>)> {
+pub fn families<'a>(columns: &[&'a ScenarioInfo]) -> Vec<(String, Vec<&'a ScenarioInfo>)> {
     let mut groups: Vec<(String, Vec<&ScenarioInfo>)> = Vec::new();
     for &col in columns {
         let family = col.matrix.as_ref().map_or("", |m| m.family.as_str());
@@ -77,258 +80,132 @@ pub fn ordered_columns(s: &Summary) -> Vec<&ScenarioInfo> {
         .collect()
 }
 
-fn is_random(col: &ScenarioInfo) -> bool {
+/// A random nemesis drives the column: its cells are rates over the seeds.
+pub fn is_random(col: &ScenarioInfo) -> bool {
     col.matrix.as_ref().is_some_and(|m| m.random)
 }
 
-fn short(col: &ScenarioInfo) -> &str {
+/// A column's short header (its name when it has none).
+pub fn short(col: &ScenarioInfo) -> &str {
     col.matrix
         .as_ref()
         .map_or(col.name.as_str(), |m| m.column.as_str())
 }
 
-/// The fault-free column, when there is one.
-fn baseline(s: &Summary) -> Option<&ScenarioInfo> {
-    s.matrix_columns().into_iter().find(|c| {
-        c.matrix
-            .as_ref()
-            .is_some_and(|m| m.family == BASELINE_FAMILY)
-    })
+/// The column's family.
+pub fn family(col: &ScenarioInfo) -> &str {
+    col.matrix.as_ref().map_or("", |m| m.family.as_str())
 }
 
-fn row_header(row: &MatrixRow) -> String {
-    let name = esc(&row.scheme)
-        .replace(':', ":<wbr>")
-        .replace('/', "/<wbr>");
-    if row.lease {
-        name
-    } else {
-        format!(
-            r#"{name} <span class="nolease" title="no lease: the key stays until deleted">no lease</span>"#
-        )
+/// The fault-free columns, in report order.
+pub fn baselines(s: &Summary) -> Vec<&ScenarioInfo> {
+    s.matrix_columns()
+        .into_iter()
+        .filter(|c| family(c) == BASELINE_FAMILY)
+        .collect()
+}
+
+/// The cost columns: the fault-free column with a single client (what a lock costs when nobody
+/// else wants it) and the one with the most clients (contention: throughput and waits).
+pub struct Cost<'a> {
+    pub uncontended: Option<&'a ScenarioInfo>,
+    pub contended: Option<&'a ScenarioInfo>,
+}
+
+pub fn cost_columns(s: &Summary) -> Cost<'_> {
+    let base = baselines(s);
+    Cost {
+        uncontended: base.iter().copied().find(|c| c.clients == 1),
+        contended: base
+            .iter()
+            .copied()
+            .filter(|c| c.clients > 1)
+            .max_by_key(|c| c.clients),
     }
 }
 
-fn cell_title(cell: &Cell, col: &ScenarioInfo) -> String {
-    let s = &cell.stats;
-    let v = &s.verdicts;
-    let mut title = format!(
-        "{} × {}: {} of {} seeds broke something",
-        s.scheme,
-        short(col),
-        s.seeds_violating,
-        s.seeds_run
-    );
-    if is_random(col) {
-        let _ = write!(
-            title,
-            " ({:.0}%, 95% interval {:.0}–{:.0}%)",
-            s.violating_share() * 100.0,
-            s.violating_ci95[0] * 100.0,
-            s.violating_ci95[1] * 100.0
-        );
-    }
-    let _ = write!(
-        title,
-        "; exclusion violated {}, resource violated {}, stuck {}; acquire p50 {} / p99 {} ms",
-        v.mutual_exclusion.violated,
-        v.resource_safety.violated,
-        v.liveness.stuck,
-        fmt_ms(s.acquire_ms.p50),
-        fmt_ms(s.acquire_ms.p99)
-    );
-    if !cell.mismatches.is_empty() {
-        let _ = write!(title, "; {} UNEXPECTED", cell.mismatches.len());
-    }
-    title
+/// The fault-free column whose breakage means "breaks with no fault at all": the contended one.
+fn unfaulted(s: &Summary) -> Option<&ScenarioInfo> {
+    let cost = cost_columns(s);
+    cost.contended.or(cost.uncontended)
 }
 
-fn cell_html(cell: &Cell, col: &ScenarioInfo) -> String {
-    let (big, small) = figure(cell, is_random(col));
-    let inner = match &cell.timeline {
-        Some(link) => format!(r#"<a href="{}">{}</a>"#, esc(link), esc(&big)),
-        None => esc(&big),
+/// The outcome as the "what breaks it" sentences say it.
+pub fn outcome_words(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Corrupted => "lost updates",
+        Outcome::Overlap => "two holders (no update lost)",
+        Outcome::Stuck => "stuck",
+        Outcome::Unfair => "FIFO order lost",
+        Outcome::Ok | Outcome::NoRuns => "",
+    }
+}
+
+/// The outcomes that break something, worst first.
+pub const BREAKING: [Outcome; 4] = [
+    Outcome::Corrupted,
+    Outcome::Overlap,
+    Outcome::Stuck,
+    Outcome::Unfair,
+];
+
+/// What breaks one row among `columns`, counting only the outcomes in `counted`: its failing
+/// worst-case columns grouped by outcome (worst first), then its random-rate columns with a
+/// non-zero rate of a counted outcome. A row that breaks in a fault-free column says so first.
+/// Empty: nothing here breaks it.
+pub fn breaks_among(
+    s: &Summary,
+    scheme: &str,
+    columns: &[&ScenarioInfo],
+    counted: &[Outcome],
+) -> Vec<String> {
+    let outcome_in = |c: &ScenarioInfo| {
+        s.cell(&c.name, scheme)
+            .map(|cell| cell.stats.outcome)
+            .filter(|o| counted.contains(o))
     };
-    let small = small.map_or(String::new(), |x| format!("<small>{}</small>", esc(&x)));
-    let warn = if cell.mismatches.is_empty() {
-        ""
-    } else {
-        r#"<b class="warn">!</b>"#
-    };
-    format!(
-        r#"<td id="{}" class="fc o-{}" title="{}">{inner}{small}{warn}</td>"#,
-        cell_id(&col.name, &cell.stats.scheme),
-        cell.stats.outcome.as_str(),
-        esc(&cell_title(cell, col))
-    )
-}
-
-/// The CSS of the fault matrix (appended to the page's).
-pub const CSS: &str = r#"
-table.fm { border-collapse: separate; border-spacing: 2px; table-layout: fixed; width: 100%; margin: 8px 0 4px; font-size: 12px; }
-table.fm col.rowhead { width: 188px; }
-table.fm th.fam { font-size: 11px; font-weight: 600; color: #444; border-bottom: 2px solid #90a4ae; padding: 0 2px 2px; text-align: center; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
-table.fm th.col { height: 128px; vertical-align: bottom; padding: 0 0 4px; font-weight: 600; font-size: 11.5px; }
-table.fm th.col span { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowrap; display: inline-block; }
-table.fm th.col.random span { font-style: italic; color: #37474f; }
-table.fm th.cost span { color: #555; }
-table.fm tbody th { text-align: right; font-weight: 600; padding: 1px 6px 1px 0; overflow-wrap: anywhere; line-height: 1.2; }
-table.fm tr.famrow th { text-align: left; padding: 8px 0 1px; font-size: 12px; color: #455a64; border-bottom: 1px solid #cfd8dc; }
-td.fc { text-align: center; padding: 3px 0; border-radius: 3px; line-height: 1.15; border-left: none; white-space: nowrap; }
-td.fc a { color: inherit; font-weight: 700; text-decoration: none; border-bottom: 1px dotted; }
-td.fc small { display: block; font-size: 10px; color: #444; }
-td.fc .warn { color: #b71c1c; margin-left: 1px; }
-td.cost { text-align: right; padding: 3px 3px; color: #333; font-size: 11px; white-space: nowrap; }
-span.nolease { display: inline-block; font-size: 9.5px; font-weight: 600; color: #6d4c41; background: #efebe9; border-radius: 3px; padding: 0 3px; }
-ul.breaks li { margin: 3px 0; }
-"#;
-
-/// The fault matrix as an HTML table, then its legend; nothing without matrix columns.
-pub fn html(s: &Summary, out: &mut String) {
-    let columns = s.matrix_columns();
-    if columns.is_empty() {
-        return;
-    }
-    let groups = families(&columns);
-    let base = baseline(s);
-    let cost_cols = if base.is_some() { 2 } else { 0 };
-    let _ = write!(
-        out,
-        "<table class=\"fm\">\n<colgroup><col class=\"rowhead\">{}</colgroup>\n<thead><tr><th></th>",
-        "<col>".repeat(columns.len() + cost_cols)
-    );
-    for (family, cols) in &groups {
-        // A one-column family is named by its column's own header.
-        let shown = if cols.len() > 1 { family.as_str() } else { "" };
-        let _ = write!(
-            out,
-            r#"<th class="fam" colspan="{}" title="{}">{}</th>"#,
-            cols.len(),
-            esc(family),
-            esc(shown)
-        );
-    }
-    if cost_cols > 0 {
-        out.push_str(r#"<th class="fam" colspan="2" title="cost without faults">cost</th>"#);
-    }
-    out.push_str("</tr>\n<tr><th></th>");
-    for (_, cols) in &groups {
-        for col in cols {
-            let kind = if is_random(col) {
-                "random rate: share of seeds that broke something, with its 95% interval. "
-            } else {
-                "worst case, scripted on the grant. "
-            };
-            let _ = write!(
-                out,
-                r#"<th class="col{}" title="{}"><span>{}</span></th>"#,
-                if is_random(col) { " random" } else { "" },
-                esc(&format!(
-                    "{} ({}): {kind}{}",
-                    short(col),
-                    col.name,
-                    col.description
-                )),
-                esc(short(col))
-            );
-        }
-    }
-    if let Some(base) = base {
-        let _ = write!(
-            out,
-            r#"<th class="col cost" title="acquire latency without faults ({}): each seed's p50 and p99, median over the seeds, simulated ms"><span>p50 / p99 ms</span></th><th class="col cost" title="acquisitions per simulated second without faults ({}), all clients together"><span>acq/s</span></th>"#,
-            esc(&base.name),
-            esc(&base.name)
-        );
-    }
-    out.push_str("</tr></thead>\n<tbody>\n");
-    let width = columns.len() + cost_cols + 1;
-    let mut family = "";
-    for row in &s.matrix_rows {
-        if row.family != family {
-            family = &row.family;
-            let _ = writeln!(
-                out,
-                r#"<tr class="famrow"><th colspan="{width}">{}</th></tr>"#,
-                esc(family)
-            );
-        }
-        let _ = write!(out, "<tr><th>{}</th>", row_header(row));
-        for (_, cols) in &groups {
-            for col in cols {
-                match s.cell(&col.name, &row.scheme) {
-                    Some(cell) => out.push_str(&cell_html(cell, col)),
-                    None => out.push_str(
-                        r#"<td class="none" title="this scheme does not run in this scenario">—</td>"#,
-                    ),
-                }
-            }
-        }
-        if let Some(base) = base {
-            match s.cell(&base.name, &row.scheme) {
-                Some(c) if c.stats.acquire_ms.runs > 0 => {
-                    let _ = write!(
-                        out,
-                        r#"<td class="cost">{}/{}</td><td class="cost">{:.1}</td>"#,
-                        fmt_ms(c.stats.acquire_ms.p50),
-                        fmt_ms(c.stats.acquire_ms.p99),
-                        c.stats.throughput_per_s
-                    );
-                }
-                _ => out.push_str(r#"<td class="cost">—</td><td class="cost">—</td>"#),
-            }
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</tbody></table>\n");
-}
-
-/// What breaks one row: its failing worst-case columns grouped by outcome (worst first), then
-/// its random-rate columns with a non-zero rate. A row that breaks without faults says so and
-/// lists only the columns that break it otherwise.
-pub fn breaks(s: &Summary, scheme: &str) -> String {
-    let columns = ordered_columns(s);
-    let outcome_in = |c: &ScenarioInfo| s.cell(&c.name, scheme).map(|cell| cell.stats.outcome);
-    let unfaulted = baseline(s)
-        .and_then(&outcome_in)
-        .filter(|o| *o > Outcome::Ok);
+    let base = unfaulted(s).filter(|b| columns.iter().any(|c| c.name == b.name));
+    let unfaulted = base.and_then(&outcome_in);
     let mut parts = Vec::new();
     if let Some(outcome) = unfaulted {
-        parts.push(format!(
-            "{} with no fault at all",
-            outcome_words(outcome).trim_end_matches(" under")
-        ));
+        parts.push(format!("{} with no fault at all", outcome_words(outcome)));
     }
-    for outcome in [
-        Outcome::Corrupted,
-        Outcome::Overlap,
-        Outcome::Stuck,
-        Outcome::Unfair,
-    ] {
-        if unfaulted == Some(outcome) {
+    for outcome in BREAKING {
+        if unfaulted == Some(outcome) || !counted.contains(&outcome) {
             continue;
         }
         let names: Vec<&str> = columns
             .iter()
             .filter(|c| !is_random(c) && outcome_in(c) == Some(outcome))
+            .filter(|c| Some(c.name.as_str()) != base.map(|b| b.name.as_str()))
             .map(|c| short(c))
             .collect();
         if !names.is_empty() {
-            parts.push(format!("{} {}", outcome_words(outcome), names.join(" · ")));
+            parts.push(format!(
+                "{} under {}",
+                outcome_words(outcome),
+                names.join(" · ")
+            ));
         }
     }
     let random: Vec<String> = columns
         .iter()
-        .filter(|c| is_random(c))
+        .filter(|c| is_random(c) && outcome_in(c).is_some())
         .filter_map(|c| {
             let cell = s.cell(&c.name, scheme)?;
             (cell.stats.seeds_violating > 0)
-                .then(|| format!("{} {:.0}%", short(c), cell.stats.violating_share() * 100.0))
+                .then(|| format!("{} {}", short(c), percent(cell.stats.violating_share())))
         })
         .collect();
     if !random.is_empty() {
         parts.push(format!("random faults: {}", random.join(" · ")));
     }
+    parts
+}
+
+/// What breaks one row anywhere in the matrix, as one sentence.
+pub fn breaks(s: &Summary, scheme: &str) -> String {
+    let parts = breaks_among(s, scheme, &ordered_columns(s), &BREAKING);
     if parts.is_empty() {
         "nothing in this matrix breaks it".into()
     } else {
@@ -336,33 +213,29 @@ pub fn breaks(s: &Summary, scheme: &str) -> String {
     }
 }
 
-/// The outcome as the "what breaks it" lines say it.
-fn outcome_words(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Corrupted => "lost updates under",
-        Outcome::Overlap => "held twice (the resource stayed safe) under",
-        Outcome::Stuck => "stuck under",
-        Outcome::Unfair => "FIFO order lost under",
-        Outcome::Ok | Outcome::NoRuns => "",
-    }
+/// A row's cost from the cost columns: (uncontended acquire p50 and p99, contended
+/// acquisitions per second), each when its column ran the row.
+pub fn cost(s: &Summary, scheme: &str) -> (Option<(f64, f64)>, Option<f64>) {
+    let cost = cost_columns(s);
+    let cell = |c: Option<&ScenarioInfo>| {
+        c.and_then(|c| s.cell(&c.name, scheme))
+            .filter(|cell| cell.stats.acquire_ms.runs > 0)
+    };
+    (
+        cell(cost.uncontended).map(|c| (c.stats.acquire_ms.p50, c.stats.acquire_ms.p99)),
+        cell(cost.contended).map(|c| c.stats.throughput_per_s),
+    )
 }
 
-/// "What breaks it": one line per matrix row.
-pub fn breaks_html(s: &Summary, out: &mut String) {
-    if s.matrix_rows.is_empty() {
-        return;
-    }
-    out.push_str("<ul class=\"breaks\">\n");
-    for row in &s.matrix_rows {
-        let _ = writeln!(
-            out,
-            "<li><b>{}</b>{} — {}</li>",
-            esc(&row.scheme),
-            if row.lease { "" } else { " (no lease)" },
-            esc(&breaks(s, &row.scheme))
-        );
-    }
-    out.push_str("</ul>\n");
+/// The cost columns' headers: (uncontended, contended), with the client count.
+pub fn cost_headers(s: &Summary) -> (Option<String>, Option<String>) {
+    let cost = cost_columns(s);
+    (
+        cost.uncontended
+            .map(|_| "1 client: p50 / p99 ms".to_string()),
+        cost.contended
+            .map(|c| format!("{} clients: acq/s", c.clients)),
+    )
 }
 
 /// The fault matrix as a Markdown table (a letter per outcome), then "what breaks it".
@@ -371,7 +244,7 @@ pub fn markdown(s: &Summary, out: &mut String) {
     if columns.is_empty() {
         return;
     }
-    let base = baseline(s);
+    let (uncontended, contended) = cost_headers(s);
     let _ = writeln!(
         out,
         "Cells: seeds that broke something / seeds run (random-rate columns, marked ~: the share of seeds, with its 95% Wilson interval), then the worst outcome: C lost update, X held twice but the resource stayed safe, S stuck, F FIFO order lost, ok. Linked: the first failing seed's timeline.\n"
@@ -383,9 +256,9 @@ pub fn markdown(s: &Summary, out: &mut String) {
         let _ = write!(header, " {mark}{} |", short(col).replace('|', "\\|"));
         rule.push_str("---|");
     }
-    if base.is_some() {
-        header.push_str(" p50 / p99 ms | acq/s |");
-        rule.push_str("--:|--:|");
+    for h in [&uncontended, &contended].into_iter().flatten() {
+        let _ = write!(header, " {h} |");
+        rule.push_str("--:|");
     }
     let _ = writeln!(out, "{header}\n{rule}");
     for row in &s.matrix_rows {
@@ -410,19 +283,20 @@ pub fn markdown(s: &Summary, out: &mut String) {
             };
             let _ = write!(out, " {text} |");
         }
-        if let Some(base) = base {
-            match s.cell(&base.name, &row.scheme) {
-                Some(c) if c.stats.acquire_ms.runs > 0 => {
-                    let _ = write!(
-                        out,
-                        " {} / {} | {:.1} |",
-                        fmt_ms(c.stats.acquire_ms.p50),
-                        fmt_ms(c.stats.acquire_ms.p99),
-                        c.stats.throughput_per_s
-                    );
-                }
-                _ => out.push_str(" — | — |"),
-            }
+        let (lat, thr) = cost(s, &row.scheme);
+        if uncontended.is_some() {
+            let _ = write!(
+                out,
+                " {} |",
+                lat.map_or("—".into(), |(p50, p99)| format!(
+                    "{} / {}",
+                    fmt_ms(p50),
+                    fmt_ms(p99)
+                ))
+            );
+        }
+        if contended.is_some() {
+            let _ = write!(out, " {} |", thr.map_or("—".into(), |t| format!("{t:.1}")));
         }
         out.push('\n');
     }
@@ -434,19 +308,19 @@ pub fn markdown(s: &Summary, out: &mut String) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::charts::ChartSet;
     use crate::summary::tests::{BAD, FENCED, OK, result};
-    use crate::summary::{Cell, CellStats, MatrixColumn};
+    use crate::summary::{Cell, CellStats, MatrixColumn, MatrixRow};
 
-    fn column(name: &str, column: &str, family: &str, random: bool) -> ScenarioInfo {
+    pub fn column(name: &str, column: &str, family: &str, random: bool) -> ScenarioInfo {
         ScenarioInfo {
             name: name.into(),
             file: format!("scenarios/matrix/{name}.json"),
             description: format!("{column}, in full"),
             source: String::new(),
             seeds: "0..3".into(),
+            clients: 2,
             incident: None,
             matrix: Some(MatrixColumn {
                 column: column.into(),
@@ -462,7 +336,7 @@ mod tests {
         model::result::Liveness,
     );
 
-    fn cell(scenario: &str, scheme: &str, verdicts: &[(Verdicts, u64)]) -> Cell {
+    pub fn cell(scenario: &str, scheme: &str, verdicts: &[(Verdicts, u64)]) -> Cell {
         let results: Vec<_> = verdicts
             .iter()
             .map(|(v, seed)| result(scenario, scheme, *seed, *v, (2.0, 9.0)))
@@ -476,10 +350,14 @@ mod tests {
         }
     }
 
-    /// Two rows (one without a lease) × a fault-free column, a worst case and a random rate.
-    fn sample() -> Summary {
+    /// Two rows (one without a lease) × a one-client and a contended fault-free column, a
+    /// worst case and a random rate.
+    pub fn sample() -> Summary {
         let mut s = crate::html::tests::sample();
+        let mut one = column("m-one", "one client", BASELINE_FAMILY, false);
+        one.clients = 1;
         s.scenarios = vec![
+            one,
             column("m-none", "no faults", BASELINE_FAMILY, false),
             column("m-pause", "GC pause", "pauses", false),
             column("m-rand", "random pauses", "pauses", true),
@@ -498,9 +376,11 @@ mod tests {
         ];
         s.schemes = vec!["setnx-del".into(), "fencing".into()];
         s.cells = vec![
+            cell("m-one", "setnx-del", &[(OK, 0), (OK, 1)]),
             cell("m-none", "setnx-del", &[(OK, 0), (OK, 1)]),
             cell("m-pause", "setnx-del", &[(OK, 0), (OK, 1)]),
             cell("m-rand", "setnx-del", &[(OK, 0), (OK, 1), (OK, 2), (OK, 3)]),
+            cell("m-one", "fencing", &[(OK, 0), (OK, 1)]),
             cell("m-none", "fencing", &[(OK, 0), (OK, 1)]),
             cell("m-pause", "fencing", &[(FENCED, 0), (FENCED, 1)]),
             cell("m-rand", "fencing", &[(BAD, 0), (OK, 1), (OK, 2), (OK, 3)]),
@@ -509,35 +389,38 @@ mod tests {
     }
 
     #[test]
-    fn the_matrix_groups_rows_and_columns_and_reports_rates() {
+    fn what_breaks_a_row_and_what_it_costs() {
         let s = sample();
-        let mut html = String::new();
-        super::html(&s, &mut html);
-        assert!(html.contains(r#"<th class="fam" colspan="2" title="pauses">pauses</th>"#));
-        assert!(
-            html.contains(r#"<tr class="famrow"><th colspan="6">SETNX</th></tr>"#),
-            "{html}"
-        );
-        assert!(html.contains("no lease"));
-        // Worst case: seeds violating / run; random rate: a share with its Wilson interval.
-        assert!(html.contains(">2/2<"));
-        assert!(html.contains(">25%<small>5–70</small>"), "{html}");
-        assert!(html.contains(r#"id="cell-m-pause--fencing" class="fc o-overlap""#));
-        // The cost columns come from the fault-free column.
-        assert!(html.contains(r#"<td class="cost">2.0/9.0</td><td class="cost">10.0</td>"#));
         assert_eq!(
             breaks(&s, "fencing"),
-            "held twice (the resource stayed safe) under GC pause; random faults: random pauses 25%"
+            "two holders (no update lost) under GC pause; random faults: random pauses 25%"
         );
         assert_eq!(breaks(&s, "setnx-del"), "nothing in this matrix breaks it");
-        let page = crate::html::render(&s, &ChartSet::render(&s));
-        assert!(page.find("The matrix").unwrap() < page.find("The catalog").unwrap());
+        // Only lost updates counted: the overlap under the pause does not break it.
+        let cols = ordered_columns(&s);
+        assert_eq!(
+            breaks_among(&s, "fencing", &cols, &[Outcome::Corrupted]),
+            ["random faults: random pauses 25%"]
+        );
+        assert_eq!(cost(&s, "fencing"), (Some((2.0, 9.0)), Some(10.0)));
         let mut md = String::new();
         markdown(&s, &mut md);
         assert!(
-            md.contains("| fencing | 0/2 ok | 2/2 X | 25% [5–70] C | 2.0 / 9.0 | 10.0 |"),
+            md.contains("| fencing | 0/2 ok | 0/2 ok | 2/2 X | 25% [5–70] C | 2.0 / 9.0 | 10.0 |"),
             "{md}"
         );
         assert!(md.contains("| setnx-del (no lease) |"));
+        assert!(md.contains("1 client: p50 / p99 ms | 2 clients: acq/s |"));
+    }
+
+    #[test]
+    fn a_row_broken_without_faults_says_so_first() {
+        let mut s = sample();
+        s.cells[5] = cell("m-none", "fencing", &[(BAD, 0), (OK, 1)]);
+        assert!(
+            breaks(&s, "fencing").starts_with("lost updates with no fault at all; two holders"),
+            "{}",
+            breaks(&s, "fencing")
+        );
     }
 }

@@ -32,6 +32,35 @@ pub struct VerdictCounts {
     /// Runs with a `fifo_order` violation (only scenarios that judge fairness look for them).
     #[serde(default)]
     pub fifo_violated: u64,
+    /// Runs on which two clients held the lock at once or an update was lost (either verdict
+    /// violated): what "two holders or a lost update" counts.
+    #[serde(default)]
+    pub unsafe_runs: u64,
+}
+
+impl VerdictCounts {
+    /// Counts one run's verdicts.
+    pub fn add(&mut self, r: &RunResult) {
+        let v = &r.verdicts;
+        match v.mutual_exclusion {
+            Safety::Holds => self.mutual_exclusion.holds += 1,
+            Safety::Violated => self.mutual_exclusion.violated += 1,
+        }
+        match v.resource_safety {
+            Safety::Holds => self.resource_safety.holds += 1,
+            Safety::Violated => self.resource_safety.violated += 1,
+        }
+        match v.liveness {
+            Liveness::Ok => self.liveness.ok += 1,
+            Liveness::Stuck => self.liveness.stuck += 1,
+        }
+        if r.lost_fifo_order() {
+            self.fifo_violated += 1;
+        }
+        if v.mutual_exclusion == Safety::Violated || v.resource_safety == Safety::Violated {
+            self.unsafe_runs += 1;
+        }
+    }
 }
 
 /// Acquire latency across seeds, in simulated ms (see the module doc).
@@ -238,22 +267,7 @@ impl CellStats {
             Outcome::Ok
         };
         for r in results {
-            let v = &r.verdicts;
-            match v.mutual_exclusion {
-                Safety::Holds => verdicts.mutual_exclusion.holds += 1,
-                Safety::Violated => verdicts.mutual_exclusion.violated += 1,
-            }
-            match v.resource_safety {
-                Safety::Holds => verdicts.resource_safety.holds += 1,
-                Safety::Violated => verdicts.resource_safety.violated += 1,
-            }
-            match v.liveness {
-                Liveness::Ok => verdicts.liveness.ok += 1,
-                Liveness::Stuck => verdicts.liveness.stuck += 1,
-            }
-            if r.lost_fifo_order() {
-                verdicts.fifo_violated += 1;
-            }
+            verdicts.add(r);
             if is_violating(r) {
                 violating_seeds.push(r.seed);
             }
@@ -304,12 +318,67 @@ pub struct ScenarioInfo {
     pub source: String,
     /// The seeds this report ran, `A..B` (both ends included).
     pub seeds: String,
+    /// How many lock owners contend (clients × threads): 1 is the uncontended cost.
+    #[serde(default)]
+    pub clients: u64,
     /// The reported failure it reproduces (`scenarios/incidents/`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub incident: Option<crate::incidents::Incident>,
+    pub incident: Option<Incident>,
     /// Its column in the fault matrix, for a `"schemes": "all"` scenario.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub matrix: Option<MatrixColumn>,
+}
+
+/// `incident` in a scenario file, and in `summary.json`'s scenarios.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Incident {
+    /// The case both files share (`redsync-extend-stolen-lock`).
+    pub case: String,
+    /// The library (or server) as its repository names it (`go-redsync/redsync`).
+    pub library: String,
+    /// The version this file runs (`v4.0.3`).
+    pub version: String,
+    /// `failing` or `fixed`.
+    #[schemars(extend("enum" = ["failing", "fixed"]))]
+    pub role: String,
+    /// The issue or pull request that reported or fixed it.
+    pub link: String,
+    /// What goes wrong, in one sentence.
+    pub mechanism: String,
+}
+
+impl Incident {
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, value) in [
+            ("case", &self.case),
+            ("library", &self.library),
+            ("version", &self.version),
+            ("link", &self.link),
+            ("mechanism", &self.mechanism),
+        ] {
+            if value.trim().is_empty() {
+                return Err(format!("incident.{field}: must not be empty"));
+            }
+        }
+        if !["failing", "fixed"].contains(&self.role.as_str()) {
+            return Err(format!(
+                "incident.role: \"{}\" is not one of failing, fixed",
+                self.role
+            ));
+        }
+        if !self.link.starts_with("https://") {
+            return Err(format!(
+                "incident.link: \"{}\" is not an https:// link to the issue or pull request",
+                self.link
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn failing(&self) -> bool {
+        self.role == "failing"
+    }
 }
 
 /// A column of the fault matrix (one `"schemes": "all"` scenario).
@@ -445,6 +514,39 @@ impl Summary {
 
     pub fn mismatch_count(&self) -> usize {
         self.cells.iter().map(|c| c.mismatches.len()).sum()
+    }
+
+    /// A one-line description of what ran.
+    pub fn headline(&self) -> String {
+        format!(
+            "{} scenario(s) × {} scheme(s): {} run(s) in {:.1} s wall; seeds: {}",
+            self.scenarios.len(),
+            self.schemes.len(),
+            self.runs,
+            self.wall_s,
+            self.seed_policy
+        )
+    }
+}
+
+impl Cell {
+    /// The verdict counts worth showing: only the ones that are not all good.
+    pub fn verdict_notes(&self) -> Vec<String> {
+        let v = &self.stats.verdicts;
+        let mut notes = Vec::new();
+        if v.mutual_exclusion.violated > 0 {
+            notes.push(format!("exclusion ✗ {}", v.mutual_exclusion.violated));
+        }
+        if v.resource_safety.violated > 0 {
+            notes.push(format!("resource ✗ {}", v.resource_safety.violated));
+        }
+        if v.liveness.stuck > 0 {
+            notes.push(format!("stuck {}", v.liveness.stuck));
+        }
+        if v.fifo_violated > 0 {
+            notes.push(format!("FIFO order ✗ {}", v.fifo_violated));
+        }
+        notes
     }
 }
 

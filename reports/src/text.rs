@@ -82,5 +82,48 @@ pub fn summary(r: &RunResult, description: &str) -> String {
             v.detail
         );
     }
+    // The checkers keep the first `MAX_VIOLATIONS_PER_KIND` of each kind: say what is left out.
+    for (kind, total, what) in [
+        ("mutual_exclusion", c.lock_overlaps, "lock overlaps"),
+        ("lost_update", c.resource_conflicts, "lost updates"),
+    ] {
+        let shown = r.violations.iter().filter(|v| v.kind == kind).count() as u64;
+        if total > shown {
+            let _ = writeln!(
+                out,
+                "  ({shown} of {total} {what} shown; the result keeps the first {} of each kind)",
+                model::check::MAX_VIOLATIONS_PER_KIND
+            );
+        }
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::tests::{BAD, result};
+
+    #[test]
+    fn says_how_many_overlaps_it_leaves_out() {
+        let mut r = result("s", "x", 1, BAD, (1.0, 2.0));
+        r.counts.lock_overlaps = 15;
+        r.violations = (0..10)
+            .map(|i| model::result::Violation {
+                kind: "mutual_exclusion".into(),
+                t_ms: i as f64,
+                nodes: vec!["client-1".into(), "client-2".into()],
+                detail: "both held it".into(),
+            })
+            .collect();
+        let text = summary(&r, "");
+        assert!(
+            text.contains(
+                "  (10 of 15 lock overlaps shown; the result keeps the first 10 of each kind)"
+            ),
+            "{text}"
+        );
+        r.counts.lock_overlaps = 10;
+        assert!(!summary(&r, "").contains("shown"));
+    }
 }

@@ -61,6 +61,7 @@ enum Command {
 
 fn main() -> ExitCode {
     restore_sigpipe();
+    cli::invocation::record();
     let result = match Cli::parse().command {
         Command::Run(args) => cli::run::execute(args),
         Command::Schemes(args) => cli::schemes::execute(args),

@@ -14,8 +14,9 @@ const LAYERS: &[&str] = &[
     "signal", "scenario", "world", "nodes", "faults", "runner", "serve", "live", "fidelity", "cli",
 ];
 
-/// Module path (`world::net::socket`, `""` for the crate root) → source, without tests.
-fn modules() -> BTreeMap<String, String> {
+/// Module path (`world::net::socket`, `""` for the crate root) → source, without tests, of the
+/// crate whose sources are in `root`.
+fn modules(root: &Path) -> BTreeMap<String, String> {
     fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .expect("sim/src is readable")
@@ -43,16 +44,33 @@ fn modules() -> BTreeMap<String, String> {
             out.insert(parts.join("::"), code_only(&source));
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut out = BTreeMap::new();
-    walk(&root, &root, &mut out);
+    walk(root, root, &mut out);
     out
 }
 
+/// `sim/src`.
+fn sim_src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// `reports/src`.
+fn reports_src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports/src")
+}
+
 /// The source without comments, string and character literals, and its unit tests (a
-/// `#[cfg(test)] mod tests` at the end of the file).
+/// `#[cfg(test)] mod tests`, or `pub(crate) mod tests` that other tests share, at the end of
+/// the file).
 fn code_only(source: &str) -> String {
-    let source = match source.find("#[cfg(test)]\nmod tests") {
+    let tests = [
+        "#[cfg(test)]\nmod tests",
+        "#[cfg(test)]\npub(crate) mod tests",
+    ]
+    .iter()
+    .filter_map(|t| source.find(t))
+    .min();
+    let source = match tests {
         Some(at) => &source[..at],
         None => source,
     };
@@ -158,7 +176,8 @@ fn named_paths(code: &str) -> Vec<String> {
     while let Some(at) = rest.find("use ") {
         let word_start = at == 0 || {
             let before = rest[..at].chars().last().expect("not at the start");
-            !(before.is_alphanumeric() || before == '_')
+            // `.use` is a field or, in a maud template, a CSS class (`div.use`): not a `use`.
+            !(before.is_alphanumeric() || before == '_' || before == '.')
         };
         let after = &rest[at + 4..];
         rest = after;
@@ -216,9 +235,9 @@ fn resolve(from: &str, path: &str, known: &BTreeSet<String>) -> Option<String> {
         .find(|m| known.contains(m))
 }
 
-/// Module → the modules it uses (itself excluded).
-fn edges() -> BTreeMap<String, BTreeSet<String>> {
-    let modules = modules();
+/// Module → the modules it uses (itself excluded), in the crate at `root`.
+fn edges(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules(root);
     let known: BTreeSet<String> = modules.keys().cloned().collect();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, code) in &modules {
@@ -248,7 +267,7 @@ fn top_level_modules_only_use_the_layers_below() {
         LAYERS.iter().position(|l| *l == top)
     };
     let mut wrong = Vec::new();
-    for (from, targets) in edges() {
+    for (from, targets) in edges(&sim_src()) {
         if from.is_empty() {
             continue;
         }
@@ -268,9 +287,19 @@ fn top_level_modules_only_use_the_layers_below() {
 
 #[test]
 fn sibling_modules_use_each_other_without_a_cycle() {
+    no_sibling_cycle(&sim_src());
+}
+
+/// `reports/src` too (issue 30: `html` and the sections it renders used each other).
+#[test]
+fn report_modules_use_each_other_without_a_cycle() {
+    no_sibling_cycle(&reports_src());
+}
+
+fn no_sibling_cycle(root: &Path) {
     // For every edge, the two children of the deepest common ancestor that lead to its ends.
     let mut levels: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    for (from, targets) in edges() {
+    for (from, targets) in edges(root) {
         for to in targets {
             let (a, b) = (segments(&from), segments(&to));
             let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
@@ -314,7 +343,8 @@ fn sibling_modules_use_each_other_without_a_cycle() {
         }
         assert!(
             left.is_empty(),
-            "modules of `{parent}` use each other in a circle: {left:#?}"
+            "modules of `{parent}` in {} use each other in a circle: {left:#?}",
+            root.display()
         );
     }
     assert!(levels.contains_key(""), "the edges were found");

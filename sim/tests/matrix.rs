@@ -3,6 +3,8 @@
 //! seed ranges and every recorded expectation are `locksim check`'s job in CI (release); here,
 //! in debug, each file runs on one seed and the literature cells on three.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -91,11 +93,26 @@ fn every_scheme_runs_in_every_matrix_scenario_and_the_report_shows_them() {
             assert!(cell.stats.seeds_run > 0, "{row} × {}", scenario.name);
         }
     }
+    // Every count agrees with summary.json and the terminal; no chart or timeline overprints.
+    common::audit_report(
+        &out,
+        &summary,
+        &locksim::cli::compare::summary_text(&summary, &out),
+    );
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
-    let matrix = html.find("The matrix").expect("the matrix section");
-    let debate = html.find("The debate, replayed").expect("the debate");
-    let catalog = html.find("The catalog").expect("the catalog");
-    assert!(matrix < debate && debate < catalog, "the matrix leads");
+    // Sections by their headings' ids (the stylesheet's comments name sections too).
+    let section = |id: &str| {
+        html.find(&format!("<h2 id=\"{id}\">"))
+            .unwrap_or_else(|| panic!("the {id} section"))
+    };
+    let advice = section("advice");
+    let matrix = section("matrix");
+    let debate = section("debate");
+    let catalog = section("catalog");
+    assert!(
+        advice < matrix && matrix < debate && debate < catalog,
+        "the answer, then the matrix"
+    );
     assert!(out.join("charts/matrix.svg").is_file());
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(

@@ -258,7 +258,10 @@ fn check_junit_lists_each_mismatch_with_its_replay_command() {
         "{text}"
     );
     assert!(
-        text.contains("reproduce: locksim replay") && text.contains("wrong <&> "),
+        text.contains(&format!(
+            "reproduce: {} replay",
+            env!("CARGO_BIN_EXE_locksim")
+        )) && text.contains("wrong <&> "),
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);

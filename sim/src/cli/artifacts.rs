@@ -34,6 +34,12 @@ pub fn write_run(dir: &Path, scenario: &Scenario, output: &RunOutput) -> Result<
         clients: scenario.owner_names(),
         servers: scenario.redis_names(),
         end_us: output.result.sim_ms * 1000,
+        addresses: scenario
+            .redis_names()
+            .into_iter()
+            .chain(scenario.sentinel_names())
+            .map(|name| (crate::world::procs::node_ip(&name).to_string(), name))
+            .collect(),
     };
     write_file(
         &dir.join("timeline.svg"),

@@ -155,19 +155,17 @@ pub fn scheme_spec_json(scenario: &Scenario, index: usize) -> serde_json::Value 
     serde_json::Value::Object(map)
 }
 
-/// The exact command that reproduces one seed (`--scheme` when the scenario sweeps schemes).
+/// The exact command that reproduces one seed (`--scheme` when the scenario sweeps schemes),
+/// started the way locksim was run (`cli::invocation`).
 pub fn replay_command(scenario: &Scenario, scheme: usize, seed: u64) -> String {
-    let mut cmd = format!(
-        "locksim replay {} --seed {seed}",
-        shell_quote(&scenario.path)
-    );
+    let mut cmd = format!("replay {} --seed {seed}", shell_quote(&scenario.path));
     if scenario.schemes.len() > 1 {
         cmd.push_str(&format!(
             " --scheme {}",
             shell_quote(&scenario.schemes[scheme].label())
         ));
     }
-    cmd
+    crate::cli::invocation::command(&cmd)
 }
 
 #[cfg(test)]

@@ -395,6 +395,7 @@ pub fn report(
                 description: s.description.clone(),
                 source: s.source.clone(),
                 seeds: seeds_for(s).to_string(),
+                clients: s.owner_names().len() as u64,
                 incident: s.incident.clone(),
                 matrix: matrix_column(s),
             })
@@ -484,7 +485,8 @@ pub fn shard_text(manifest: &Manifest, out: &Path) -> String {
     }
     let _ = writeln!(
         text,
-        "merge every shard's folder into one report: locksim report DIR..."
+        "merge every shard's folder into one report: {}",
+        crate::cli::invocation::command("report DIR...")
     );
     text
 }
@@ -492,7 +494,7 @@ pub fn shard_text(manifest: &Manifest, out: &Path) -> String {
 /// What `compare` prints: one line per cell, then where the report is.
 pub fn summary_text(summary: &Summary, out: &Path) -> String {
     let mut text = String::new();
-    let _ = writeln!(text, "compare: {}", reports::html::headline(summary));
+    let _ = writeln!(text, "compare: {}", summary.headline());
     if summary.interrupted {
         let _ = writeln!(
             text,

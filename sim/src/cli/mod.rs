@@ -5,7 +5,8 @@
 //! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `fidelity`. Their helpers: `batch`
 //! (many runs on worker threads with a stop flag), `catalog` (which scenario files and
 //! schemes), `shard` (`--shard I/N`), `results` (results.jsonl and run.json), `artifacts` (what
-//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`).
+//! a run writes), `interrupt` (Ctrl-C), `record` (`check --record`), `invocation` (the printed
+//! commands start the way locksim was run).
 
 pub mod artifacts;
 pub mod batch;
@@ -16,6 +17,7 @@ pub mod compare;
 pub mod fidelity;
 pub mod floor;
 pub mod interrupt;
+pub mod invocation;
 pub mod record;
 pub mod replay;
 pub mod report;

@@ -143,8 +143,9 @@ impl Shrunk {
         ));
         let out = shell_quote(&self.out.display().to_string());
         text.push_str(&format!(
-            "wrote {out} ({})\n  check it: locksim check {out}\n",
-            self.name
+            "wrote {out} ({})\n  check it: {}\n",
+            self.name,
+            crate::cli::invocation::command(&format!("check {out}"))
         ));
         text
     }

@@ -22,9 +22,11 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Runs the `locksim` binary with `args`.
+/// Runs the `locksim` binary with `args`, by its path (as a user runs `./target/release/locksim`:
+/// the commands it prints start with that path; `CARGO` unset, else they would say `cargo run`).
 pub fn locksim(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .env_remove("CARGO")
         .args(args)
         .output()
         .expect("the locksim binary runs")
@@ -76,4 +78,60 @@ pub fn serve(args: &[&str]) -> Serve {
         }
     }
     panic!("locksim serve did not start");
+}
+
+/// Everything `reports::audit` checks in a report folder written by `compare`: every count of
+/// seeds on the page and in the terminal's lines (`terminal`, `compare::summary_text`) against
+/// `summary.json`, the heat maps' figures, and the layout of every chart and every timeline
+/// (no text over other text or off the canvas, no cell over another). Panics with every problem.
+pub fn audit_report(dir: &std::path::Path, summary: &reports::summary::Summary, terminal: &str) {
+    use reports::audit::{heat_map_problems, page_problems, svg_problems, terminal_problems};
+    let mut problems = Vec::new();
+    let page = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let (on_page, checked) = page_problems(&page, summary);
+    assert!(checked > 0, "the page has counts");
+    problems.extend(on_page);
+    problems.extend(terminal_problems(terminal, summary));
+    let mut svgs = Vec::new();
+    collect_svgs(dir, &mut svgs);
+    assert!(!svgs.is_empty(), "charts and timelines");
+    for path in &svgs {
+        let svg = std::fs::read_to_string(path).unwrap();
+        let name = path.strip_prefix(dir).unwrap().display().to_string();
+        let found = match name.as_str() {
+            "charts/matrix.svg" => heat_map_problems(&svg, summary, true),
+            "charts/violations.svg" => heat_map_problems(&svg, summary, false),
+            _ => Ok(Vec::new()),
+        }
+        .and_then(|mut p| {
+            p.extend(svg_problems(&svg)?);
+            Ok(p)
+        });
+        match found {
+            Ok(p) => problems.extend(p.into_iter().map(|p| format!("{name}: {p}"))),
+            Err(e) => problems.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s) in {}:\n{}",
+        problems.len(),
+        dir.display(),
+        problems.join("\n")
+    );
+}
+
+fn collect_svgs(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            collect_svgs(&path, out);
+        } else if path.extension().is_some_and(|e| e == "svg") {
+            out.push(path);
+        }
+    }
 }
