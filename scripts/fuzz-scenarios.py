@@ -6,17 +6,25 @@ huge values and fractions; strings to empty, long, Unicode or control characters
 emptied, duplicated or grown; fields dropped, added or given another type — plus the issue-17
 cases (a 10^15 ms run with 2^32-1 acquisitions, empty or duplicated partition groups, a fault
 every millisecond, a 50 MB string, seed ranges to 2^64-1, a zero-latency loop, an extension
-every millisecond, a 1 ms lease). Each runs as `locksim run MUTANT` under a bound of CPU time
-and a 4 GiB address-space limit (so a runaway allocation aborts instead of swapping) and is
+every millisecond, a 1 ms lease). A share of the random mutants (--bytes-share) is then
+changed as text, where a JSON document cannot go (issue 31): bytes after the object (a word, a
+second copy, a NUL), a key given twice (at the top, in `scheme`, in `nemesis`), the text cut
+short, Unicode or invalid UTF-8 inserted, a number replaced by an extreme that only text can
+hold (1e400, -0, 2^64, 1e-400, 123456789012345678901234567890). Each runs under one command
+drawn from --commands (`run FILE`, `check FILE --seeds 0..0`, `sweep FILE --seeds 0..0 --out
+TMP`, `shrink FILE --seed 0 --max-runs 3 --out TMP`) with --jobs 1, under a bound of CPU time
+and a 4 GiB address-space limit (so a runaway allocation aborts instead of swapping), and is
 classified:
 
-  error     exit 2, stderr `locksim: error: FILE: ...` naming the mutant file (a clean error)
-  ok        exit 0: the mutant was valid and ran
+  error     exit 2, stderr `locksim: error: ...` naming the mutant file (a clean error)
+  ok        exit 0: the mutant was valid and ran (for `check`, also exit 1: expectations
+            not met)
   unclear   exit 2 without the file named, or any other exit code
   panic     stderr says a thread panicked
   abort     killed by a signal (SIGABRT after a failed allocation, SIGSEGV, ...)
   overtime  more CPU time than the bound (BOUND CPU-seconds per scheme run; `"schemes": "all"`
-            is 24 runs), or still running after ten times that in wall-clock time
+            is 24 runs; `shrink` makes up to 3), or still running after ten times that in
+            wall-clock time
 
 It prints the counts, the slowest run per scheme and each bad mutant (kept in --keep DIR for
 reproduction); the exit status is 1 if any mutant is unclear, panic, abort or overtime. Mutant
@@ -26,6 +34,7 @@ compare).
 
 Usage: python3 scripts/fuzz-scenarios.py [--mutants-per-scenario N] [--minutes M] [--bound-s S]
                                          [--jobs J] [--seed K] [--keep DIR] [--binary PATH]
+                                         [--commands run,check,sweep,shrink] [--bytes-share F]
                                          [FILE...]
 """
 
@@ -35,6 +44,7 @@ import glob
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -205,6 +215,53 @@ def targeted(doc):
     return out
 
 
+# Numbers only JSON text can hold: out of f64's range, below its precision, beyond u64.
+TEXT_NUMBERS = ["1e400", "-1e400", "1e-400", "-0", "-0.0", "18446744073709551616",
+                "123456789012345678901234567890", "9007199254740993", "0e0", "1E+2"]
+UNICODE = ["é", "🔒", "\u2028", "\ufeff", "\u0000"]
+
+
+def mutate_text(rng, text):
+    """One change to the scenario's text (str), as bytes, and its description."""
+    data = text.encode("utf-8")
+    op = rng.randrange(7)
+    if op == 0:
+        tail = rng.choice([b" x", b"\n" + data, b"\x00", b"}", b" {}", b" 1", b"\n//c"])
+        return data + tail, f"bytes after the object: {tail[:20]!r}"
+    if op == 1:
+        # A key given twice: at the top, or inside the first `scheme` / `nemesis` object.
+        anchors = [m for m in (b'"scheme": {', b'"nemesis": {') if m in data]
+        anchor = rng.choice(anchors) if anchors and rng.random() < 0.7 else b"{"
+        at = data.index(anchor) + len(anchor)
+        inner = data[at:].lstrip()
+        if inner.startswith(b'"'):
+            key = inner[:inner.index(b'"', 1) + 1]
+            dup = key + b": " + rng.choice([b"1", b'"x"', b"null", b"{}"]) + b", "
+        else:
+            dup = b'"name": "twice", "name": "again", '
+        return data[:at] + b" " + dup + data[at:], f"key given twice after {anchor.decode()}"
+    if op == 2:
+        cut = rng.randrange(len(data))
+        return data[:cut], f"cut at byte {cut} of {len(data)}"
+    if op == 3:
+        at = rng.randrange(len(data) + 1)
+        piece = rng.choice(UNICODE).encode("utf-8") if rng.random() < 0.5 else \
+            rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80"])
+        return data[:at] + piece + data[at:], f"{piece!r} inserted at byte {at}"
+    if op == 4:
+        numbers = [(m.start(), m.end()) for m in re.finditer(
+            rb"(?<![\w.\"])-?\d+(\.\d+)?([eE][+-]?\d+)?(?![\w\"])", data)]
+        if numbers:
+            start, end = rng.choice(numbers)
+            new = rng.choice(TEXT_NUMBERS).encode()
+            return data[:start] + new + data[end:], \
+                f"number at byte {start} ({data[start:end].decode()}) = {new.decode()}"
+    if op == 5:
+        return b"\xef\xbb\xbf" + data, "a UTF-8 byte-order mark first"
+    depth = rng.choice([200, 10_000])
+    return data[:-1] + b', "deep": ' + b"[" * depth + b"]" * depth + b"}", f"nesting {depth} deep"
+
+
 def mutant(file, index, seed):
     """Mutant `index` of `file`: the targeted cases first, then random ones, each drawn from its
     own stream (so any mutant can be made again without the others, and none is kept in memory
@@ -250,14 +307,26 @@ def schemes_run(doc):
     return 1
 
 
-def run_one(binary, path, doc, bound_s):
-    """Runs `locksim run` on one mutant; returns (class, CPU-seconds, detail). The bound is CPU
+def command_line(binary, command, path, out):
+    """The invocation of `command` on the mutant at `path`; `out` is a scratch path."""
+    return {
+        "run": [binary, "run", path],
+        "check": [binary, "check", path, "--seeds", "0..0", "--jobs", "1"],
+        "sweep": [binary, "sweep", path, "--seeds", "0..0", "--jobs", "1", "--out", out],
+        "shrink": [binary, "shrink", path, "--seed", "0", "--max-runs", "3", "--out", out],
+    }[command]
+
+
+def run_one(binary, command, path, doc, bound_s):
+    """Runs `command` on one mutant; returns (class, CPU-seconds, detail). The bound is CPU
     time (user + system, every thread), which other work on the machine does not stretch as it
     does wall-clock time; a wall-clock guard ten times longer catches a run that hangs idle."""
-    cpu_bound = bound_s * schemes_run(doc)
+    cpu_bound = bound_s * schemes_run(doc) * (3 if command == "shrink" else 1)
     guard = 10 * cpu_bound
+    out = path + ".out"
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([binary, "run", path], stdout=subprocess.DEVNULL, stderr=err,
+        proc = subprocess.Popen(command_line(binary, command, path, out),
+                                stdout=subprocess.DEVNULL, stderr=err,
                                 preexec_fn=limits(int(cpu_bound) + 1))
         start = time.monotonic()
         while True:
@@ -274,6 +343,9 @@ def run_one(binary, path, doc, bound_s):
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         stderr = err.read().decode("utf-8", "replace")
+    shutil.rmtree(out, ignore_errors=True)
+    if os.path.exists(out):
+        os.unlink(out)
     seconds = usage.ru_utime + usage.ru_stime
     first = stderr.strip().splitlines()[0][:300] if stderr.strip() else ""
     if seconds > cpu_bound or proc.returncode == -signal.SIGXCPU:
@@ -282,9 +354,9 @@ def run_one(binary, path, doc, bound_s):
         return "panic", seconds, first
     if proc.returncode < 0:
         return "abort", seconds, f"signal {-proc.returncode}: {first}"
-    if proc.returncode == 0:
+    if proc.returncode == 0 or (command == "check" and proc.returncode == 1):
         return "ok", seconds, ""
-    if proc.returncode == 2 and stderr.startswith(f"locksim: error: {path}: "):
+    if proc.returncode == 2 and stderr.startswith("locksim: error: ") and path in first:
         return "error", seconds, first
     return "unclear", seconds, f"exit {proc.returncode}: {first}"
 
@@ -302,9 +374,17 @@ def main():
     parser.add_argument("--keep", default=None, help="copy every bad mutant here")
     parser.add_argument("--binary", default=None,
                         help="an already built locksim to try (default: build this checkout's)")
+    parser.add_argument("--commands", default="run",
+                        help="commands to draw from, comma-separated: run, check, sweep, shrink")
+    parser.add_argument("--bytes-share", type=float, default=0.0,
+                        help="share of the random mutants also changed as text (0 to 1)")
     args = parser.parse_args()
 
     binary = args.binary or BINARY
+    commands = args.commands.split(",")
+    unknown = set(commands) - {"run", "check", "sweep", "shrink"}
+    if unknown:
+        parser.error(f"--commands: unknown {sorted(unknown)}")
     if not args.binary:
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True,
                        env={k: v for k, v in os.environ.items() if k != "RUSTFLAGS"})
@@ -325,10 +405,17 @@ def main():
             return None
         name = os.path.basename(file)
         doc, description = mutant(file, index, args.seed)
+        rng = random.Random(f"{args.seed}/{name}/{index}/text")
+        data = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8")
+        if index >= TARGETED and rng.random() < args.bytes_share:
+            data, change = mutate_text(rng, data.decode("utf-8"))
+            description += "; " + change
+        command = rng.choice(commands)
+        description = f"{command}: {description}"
         path = os.path.join(tmp, f"m{index:03d}-{name}")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False)
-        verdict, seconds, detail = run_one(binary, path, doc, args.bound_s)
+        with open(path, "wb") as f:
+            f.write(data)
+        verdict, seconds, detail = run_one(binary, command, path, doc, args.bound_s)
         seconds /= schemes_run(doc)
         if verdict in ("ok", "error") or not args.keep:
             os.unlink(path)
@@ -337,6 +424,7 @@ def main():
         return name, description, verdict, seconds, detail, os.path.basename(path)
 
     counts = {k: 0 for k in ("error", "ok", "unclear", "panic", "abort", "overtime")}
+    by_command = {c: 0 for c in commands}
     bad = []
     slowest = (0.0, "")
     started = time.monotonic()
@@ -346,6 +434,7 @@ def main():
                 continue
             name, description, verdict, seconds, detail, kept = result
             counts[verdict] += 1
+            by_command[description.split(":")[0]] += 1
             if seconds > slowest[0]:
                 slowest = (seconds, f"{name}: {description} ({verdict})")
             if verdict not in ("ok", "error"):
@@ -355,6 +444,7 @@ def main():
     print(f"fuzz: {total} of {len(work)} mutants of {len(files)} scenarios in "
           f"{time.monotonic() - started:.0f} s (seed {args.seed}, bound {args.bound_s:g} CPU-s per scheme run)")
     print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print("  by command: " + ", ".join(f"{k} {v}" for k, v in by_command.items()))
     print(f"  slowest per scheme run: {slowest[0]:.1f} CPU-s, {slowest[1]}")
     for line in bad:
         print("  " + line)

@@ -81,7 +81,7 @@ fn on_own_thread<T: Send + 'static>(
     budget: Budget,
     finish: impl FnOnce(RunOutput) -> T + Send + 'static,
 ) -> Result<T, String> {
-    let name = scenario.name.clone();
+    let (path, name) = (scenario.path.clone(), scenario.name.clone());
     let scenario = scenario.clone();
     std::thread::Builder::new()
         .name(format!("seed-{seed}"))
@@ -94,7 +94,7 @@ fn on_own_thread<T: Send + 'static>(
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            format!("the simulation of {name} seed {seed} panicked: {message}")
+            format!("{path}: the simulation of {name} seed {seed} panicked: {message}")
         })?
 }
 
@@ -308,6 +308,15 @@ async fn simulate(
     for id in world.procs.ids() {
         handle.kill(id);
     }
+    if let Some(work) = world.history.script_work_spent() {
+        return Err(format!(
+            "{}: {} seed {seed}: stopped at {:.3} s of simulated time: its Lua scripts and their large replies did {work} units of work (limit {} for a run, about 10 s of one core); make the script end sooner or return less, or lower topology.lua_time_limit_work, clients.acquisitions, clients.count or clients.threads",
+            scenario.path,
+            scenario.schemes[scheme_index].label(),
+            end_us as f64 / 1e6,
+            budget.script_work
+        ));
+    }
     if world.history.full() {
         let (events, bytes) = world.history.size();
         return Err(format!(
@@ -331,37 +340,86 @@ pub fn run_parallel(
     jobs: usize,
     mut on_done: impl FnMut(Result<RunSummary, String>),
 ) {
-    let queue = Arc::new(std::sync::Mutex::new(work.into_iter()));
+    on_workers(
+        work,
+        jobs,
+        || false,
+        |&(scheme_index, seed)| run_summary(scenario, scheme_index, seed),
+        |_, output| on_done(output),
+    );
+}
+
+/// Runs `run_one` on each item of `work` on up to `jobs` worker threads, never more than there
+/// are items, calling `on_done` in the caller's thread as each finishes (completion order).
+/// Takes no new item once `stop()` says so. The items are drawn as the workers need them, so a
+/// sweep of a million seeds need not list them first. A worker the system refuses to start
+/// (too many threads) is done without: the others take its share, or with none the caller's
+/// thread does the work (issue 31: `--jobs 1000000` panicked in `thread::spawn`).
+pub fn on_workers<W: Send, T: Send>(
+    work: impl IntoIterator<Item = W, IntoIter: Send>,
+    jobs: usize,
+    stop: impl Fn() -> bool + Sync,
+    run_one: impl Fn(&W) -> T + Sync,
+    mut on_done: impl FnMut(W, T),
+) {
+    let work = work.into_iter();
+    let items_at_most = work.size_hint().1.unwrap_or(usize::MAX);
+    let workers = jobs.clamp(1, items_at_most.max(1));
+    let queue = Mutex::new(work);
+    let next = || {
+        if stop() {
+            return None;
+        }
+        queue
+            .lock()
+            .expect("no worker panics holding the queue")
+            .next()
+    };
+    let run_one = &run_one;
     let (tx, rx) = std::sync::mpsc::channel();
-    let workers: Vec<_> = (0..jobs.max(1))
-        .map(|_| {
-            let (queue, tx, scenario) = (queue.clone(), tx.clone(), scenario.clone());
-            std::thread::spawn(move || {
-                loop {
-                    let next = queue
-                        .lock()
-                        .expect("no worker panics holding the queue")
-                        .next();
-                    let Some((scheme_index, seed)) = next else {
-                        break;
-                    };
-                    if tx.send(run_summary(&scenario, scheme_index, seed)).is_err() {
-                        break;
+    std::thread::scope(|scope| {
+        let mut started = 0;
+        for worker in 0..workers {
+            let tx = tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("worker-{worker}"))
+                .spawn_scoped(scope, move || {
+                    while let Some(item) = next() {
+                        let output = run_one(&item);
+                        if tx.send((item, output)).is_err() {
+                            break;
+                        }
                     }
-                }
-            })
-        })
-        .collect();
-    drop(tx);
-    for output in rx {
-        on_done(output);
-    }
-    for worker in workers {
-        let _ = worker.join();
-    }
+                });
+            if spawned.is_err() {
+                break;
+            }
+            started += 1;
+        }
+        drop(tx);
+        if started == 0 {
+            while let Some(item) = next() {
+                let output = run_one(&item);
+                on_done(item, output);
+            }
+        }
+        for (item, output) in rx {
+            on_done(item, output);
+        }
+    });
 }
 
 /// How many jobs to run at once by default: every core.
 pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The jobs to run at once for `--jobs N`: every core for none or 0, and never more than the
+/// cores (each run keeps one core busy: more threads only share them, and a million of them
+/// is more than the system starts).
+pub fn jobs_for(requested: Option<usize>) -> usize {
+    match requested {
+        None | Some(0) => default_jobs(),
+        Some(n) => n.min(default_jobs()),
+    }
 }

@@ -163,10 +163,12 @@ fn a_run_past_its_history_budget_stops_with_an_error() {
         Budget {
             events: 500,
             bytes: usize::MAX,
+            script_work: u64::MAX,
         },
         Budget {
             events: usize::MAX,
             bytes: 50_000,
+            script_work: u64::MAX,
         },
     ] {
         let err = match run_within(&scenario, 0, 1, budget) {
@@ -187,6 +189,76 @@ fn a_run_past_its_history_budget_stops_with_an_error() {
         );
     }
     assert!(run_within(&scenario, 0, 1, Budget::DEFAULT).is_ok());
+}
+
+/// A runaway `script` scheme records a few events per attempt however long each runs, and
+/// simulated time stands still meanwhile: the work of the run's scripts together is counted
+/// into its budget, so a thousand retries stop with an error naming the fields to lower
+/// (issue 31: 1,000 clients x 1,000 acquisitions passed validation and would have taken ~300
+/// CPU-hours). Small limits here: 1,000,000 units per script, 10,000,000 for the run.
+#[test]
+fn runaway_scripts_stop_at_the_runs_script_work_budget() {
+    let scenario = Scenario::parse(
+        r#"{ "name": "runaway", "duration_ms": 600000,
+             "topology": { "lua_time_limit_work": 1000000 },
+             "scheme": { "name": "script",
+                         "acquire": { "script": "while true do end", "keys": ["{key}"],
+                                      "success": { "status": "OK" } },
+                         "release": { "script": "return 1", "keys": ["{key}"],
+                                      "success": { "equals": 1 } } },
+             "clients": { "count": 10, "acquisitions": 1000 } }"#,
+        "runaway.json",
+    )
+    .unwrap();
+    let budget = Budget {
+        script_work: 10_000_000,
+        ..Budget::DEFAULT
+    };
+    let err = match run_within(&Arc::new(scenario), 0, 1, budget) {
+        Ok(out) => panic!("the run should stop: {:?}", out.result),
+        Err(e) => e,
+    };
+    assert!(
+        err.starts_with("runaway.json: script seed 1: stopped at "),
+        "{err}"
+    );
+    assert!(
+        err.contains("its Lua scripts and their large replies did ")
+            && err.contains("units of work (limit 10000000 for a run")
+            && err.contains("lower topology.lua_time_limit_work, clients.acquisitions"),
+        "{err}"
+    );
+}
+
+/// A script that returns a large reply at every attempt is stopped by the same budget: its
+/// replies count. Here 100 KB from one `string.rep`, a few instructions and never a checkpoint
+/// of the script's own work, so only the replies can spend the budget.
+#[test]
+fn large_replies_count_into_the_runs_work_budget() {
+    let scenario = Scenario::parse(
+        r#"{ "name": "large", "duration_ms": 600000,
+             "scheme": { "name": "script",
+                         "acquire": { "script": "return string.rep('x', 100000)",
+                                      "keys": ["{key}"], "success": { "status": "OK" } },
+                         "release": { "script": "return 1", "keys": ["{key}"],
+                                      "success": { "equals": 1 } } },
+             "clients": { "count": 10, "acquisitions": 1000 } }"#,
+        "large.json",
+    )
+    .unwrap();
+    let budget = Budget {
+        script_work: 20_000_000,
+        ..Budget::DEFAULT
+    };
+    let err = match run_within(&Arc::new(scenario), 0, 1, budget) {
+        Ok(out) => panic!("the run should stop: {:?}", out.result),
+        Err(e) => e,
+    };
+    assert!(
+        err.starts_with("large.json: script seed 1: stopped at ")
+            && err.contains("units of work (limit 20000000 for a run"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -546,6 +546,54 @@ fn holder_placeholders_land_on_the_holders_nodes() {
     );
 }
 
+/// `{rest}` resolves however the fault fires: at 0 ms (before any node runs), at a later
+/// `at_ms`, on a trigger at once and on a trigger `after_ms` later, through the one resolution
+/// every injection goes through (issue 31: fired at `at_ms`, it reached the world as a node
+/// name and the run panicked in `procs.rs`). The random nemesis takes no such placeholder: the
+/// file is refused when it loads, naming the field.
+#[test]
+fn rest_resolves_however_the_fault_fires() {
+    for when in [
+        r#""at_ms": 0"#,
+        r#""at_ms": 50"#,
+        r#""on": { "event": "acquired" }"#,
+        r#""on": { "event": "acquired" }, "after_ms": 20"#,
+    ] {
+        let out = run_json(
+            &format!(
+                r#"{{ "name": "rest", "duration_ms": 2000,
+                     "topology": {{ "sentinels": 1 }},
+                     "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 500 }},
+                     "clients": {{ "count": 2, "acquisitions": 2 }},
+                     "faults": [ {{ "kind": "partition", "duration_ms": 300, {when},
+                                   "groups": [["client-1", "redis-1"], ["{{rest}}"]] }} ] }}"#
+            ),
+            1,
+        );
+        let partition = injected(&out.events)
+            .into_iter()
+            .find(|(_, _, d)| d.starts_with("partition"))
+            .unwrap_or_else(|| panic!("{when}: the partition fired"));
+        assert_eq!(
+            partition.2, r#"partition [["client-1", "redis-1"], ["sentinel-1", "client-2"]]"#,
+            "{when}"
+        );
+    }
+    let err = Scenario::parse(
+        r#"{ "name": "n", "scheme": "set-nx-px-lua",
+             "nemesis": { "partition": { "every_ms": [100, 200], "duration_ms": [10, 20],
+                                         "nodes": ["client-1", "{rest}"] } } }"#,
+        "n.json",
+    )
+    .unwrap_err();
+    assert!(
+        err.starts_with(
+            "n.json: nemesis.partition.nodes[1]: {rest} is not a placeholder of the nemesis"
+        ),
+        "{err}"
+    );
+}
+
 /// `lock_granted` fires the instant a client's writes stand on a quorum of the masters (the
 /// third of Redlock's five), before the client has seen the reply; `lock_written` on the first
 /// write (SETNX, before setnx-expire's EXPIRE).

@@ -13,6 +13,18 @@ use super::{Lease, LockScheme, SchemeInfo, scheme_info};
 /// event and key-owner record repeats them (a 50 MB `value` would be copied into each).
 pub const MAX_STRING_PARAM_BYTES: usize = 1024;
 
+/// The largest `*_ms` integer parameter: one year, as for every `*_ms` field of a scenario
+/// (times are added, doubled and turned into microseconds, and must stay far from overflowing).
+pub const MAX_MS_PARAM: u64 = 365 * 24 * 3_600_000;
+
+/// The largest other integer parameter (a count: `retry_count`, `retry_attempts`, `permits`):
+/// counts are multiplied by times (Redisson's unlock latch lives `(timeout + delay) × attempts`).
+pub const MAX_COUNT_PARAM: u64 = 1_000_000;
+
+/// The largest number parameter (`drift_factor`: a factor of the lease; Redlock's is 0.01, and
+/// from 1 on no grant is ever valid).
+pub const MAX_NUMBER_PARAM: f64 = 100.0;
+
 /// The scheme part of a scenario, validated against the catalog.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchemeSpec {
@@ -148,9 +160,11 @@ impl SchemeSpec {
 pub enum ParamKind {
     Integer {
         min: u64,
+        max: u64,
         default: u64,
     },
     Number {
+        max: f64,
         default: f64,
     },
     Bool {
@@ -247,35 +261,42 @@ impl<'a> Params<'a> {
 
     /// A non-negative integer parameter.
     pub fn u64(&mut self, name: &str, default: u64) -> Result<u64, String> {
-        self.declare(name, ParamKind::Integer { min: 0, default });
-        match self.take(name) {
-            None => Ok(default),
-            Some(v) => v
-                .as_u64()
-                .ok_or_else(|| self.bad(name, "a non-negative integer", v)),
-        }
+        self.integer(name, 0, default)
     }
 
     /// A positive integer parameter.
     pub fn positive(&mut self, name: &str, default: u64) -> Result<u64, String> {
-        self.declare(name, ParamKind::Integer { min: 1, default });
+        self.integer(name, 1, default)
+    }
+
+    /// An integer parameter from `min` to its largest: [`MAX_MS_PARAM`] for a time (`*_ms`),
+    /// else [`MAX_COUNT_PARAM`].
+    fn integer(&mut self, name: &str, min: u64, default: u64) -> Result<u64, String> {
+        let max = if name.ends_with("_ms") {
+            MAX_MS_PARAM
+        } else {
+            MAX_COUNT_PARAM
+        };
+        self.declare(name, ParamKind::Integer { min, max, default });
         match self.take(name) {
             None => Ok(default),
             Some(v) => v
                 .as_u64()
-                .filter(|x| *x > 0)
-                .ok_or_else(|| self.bad(name, "a positive integer", v)),
+                .filter(|x| (min..=max).contains(x))
+                .ok_or_else(|| self.bad(name, &format!("an integer from {min} to {max}"), v)),
         }
     }
 
+    /// A number parameter from 0 to [`MAX_NUMBER_PARAM`].
     pub fn f64(&mut self, name: &str, default: f64) -> Result<f64, String> {
-        self.declare(name, ParamKind::Number { default });
+        let max = MAX_NUMBER_PARAM;
+        self.declare(name, ParamKind::Number { max, default });
         match self.take(name) {
             None => Ok(default),
             Some(v) => v
                 .as_f64()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| self.bad(name, "a non-negative number", v)),
+                .filter(|x| (0.0..=max).contains(x))
+                .ok_or_else(|| self.bad(name, &format!("a number from 0 to {max}"), v)),
         }
     }
 
@@ -449,8 +470,30 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err,
-            "schemes[1].ttl_ms: expected a positive integer, got \"x\""
+            "schemes[1].ttl_ms: expected an integer from 1 to 31536000000, got \"x\""
         );
+        // Counts and factors have a largest value too: times are multiplied by them.
+        for (param, value, expected) in [
+            (
+                "ttl_ms",
+                json!(31_536_000_001u64),
+                "an integer from 1 to 31536000000",
+            ),
+            (
+                "retry_count",
+                json!(u64::MAX),
+                "an integer from 0 to 1000000",
+            ),
+            ("drift_factor", json!(1e300), "a number from 0 to 100"),
+            ("drift_factor", json!(-0.5), "a number from 0 to 100"),
+        ] {
+            let err = SchemeSpec::from_json(&json!({"name": "redlock", param: value}), "scheme")
+                .unwrap_err();
+            assert_eq!(
+                err,
+                format!("scheme.{param}: expected {expected}, got {value}")
+            );
+        }
         let err = SchemeSpec::from_json(&json!({"name": "set-nx-px-lua", "tll_ms": 5}), "scheme")
             .unwrap_err();
         assert!(

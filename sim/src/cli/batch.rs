@@ -5,9 +5,8 @@
 //! reported.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::runner::{RunOutput, RunSummary, run, run_summary};
+use crate::runner::{RunOutput, RunSummary, on_workers, run, run_summary};
 use crate::scenario::Scenario;
 use crate::scenario::limits::MAX_RUNS;
 use crate::scenario::range::SeedRange;
@@ -70,41 +69,16 @@ pub fn every_run(
 }
 
 /// Runs `work` on `jobs` threads, calling `on_done` in the caller's thread as each run finishes
-/// (completion order). Stops taking new work once `stop` is set. `work` is drawn as the threads
-/// need it, so a sweep of a million seeds need not list them first.
+/// (completion order). Stops taking new work once `stop()` says so (see `runner::on_workers`).
 pub fn run_jobs<T: Send>(
     work: impl IntoIterator<Item = Job, IntoIter: Send>,
     jobs: usize,
-    stop: &AtomicBool,
+    stop: impl Fn() -> bool + Sync,
     run_one: fn(&Job) -> Result<T, String>,
     mut on_done: impl FnMut(&Job, Result<T, String>),
 ) {
-    let queue = std::sync::Mutex::new(work.into_iter());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            let (queue, tx) = (&queue, tx.clone());
-            scope.spawn(move || {
-                loop {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let next = queue
-                        .lock()
-                        .expect("no worker panics holding the queue")
-                        .next();
-                    let Some(job) = next else { break };
-                    let output = run_one(&job);
-                    if tx.send((job, output)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for (job, output) in rx {
-            on_done(&job, output);
-        }
+    on_workers(work, jobs, stop, run_one, |job, output| {
+        on_done(&job, output)
     });
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::floor::Floor;
 use crate::cli::batch::within_run_limit;
-use crate::runner::{default_jobs, run_parallel};
+use crate::runner::{jobs_for, run_parallel};
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -21,7 +21,7 @@ pub struct Args {
     /// Seeds to run, both ends included.
     #[arg(long, default_value = "0..49")]
     seeds: String,
-    /// Parallel jobs (default: 1, to measure one core).
+    /// Parallel jobs (default: 1, to measure one core; at most every core).
     #[arg(long, default_value_t = 1)]
     jobs: usize,
     /// Also run a bare madsim TcpStream ping-pong with the scenario's latency and client count,
@@ -33,11 +33,7 @@ pub struct Args {
 pub fn execute(args: Args) -> Result<ExitCode, String> {
     let scenario = super::load(&args.file)?;
     let seeds = super::seed_range(&args.seeds)?;
-    let jobs = if args.jobs == 0 {
-        default_jobs()
-    } else {
-        args.jobs
-    };
+    let jobs = jobs_for(Some(args.jobs));
     let report = bench(&scenario, seeds, jobs)?;
     println!("{}: {report}", scenario.name);
     if args.floor {

@@ -25,6 +25,7 @@ use crate::cli::catalog::{
 use crate::cli::interrupt;
 use crate::cli::results::{Line, Manifest, write_batch};
 use crate::cli::shard::Shard;
+use crate::runner::jobs_for;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
 use crate::scenario::expect::{Mismatch, mismatches};
@@ -37,7 +38,7 @@ pub struct Args {
     /// Seeds for every scenario, both ends included (default: each scenario's own `seeds`).
     #[arg(long)]
     seeds: Option<String>,
-    /// Parallel jobs (default: every core).
+    /// Parallel jobs (default and most: every core).
     #[arg(long)]
     jobs: Option<usize>,
     /// Only shard I of N of the (scenario, scheme, seed) runs (`I/N`, or `env/N` in a
@@ -61,7 +62,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     let scenarios = load_all(&scenario_files(&args.paths)?)?;
     let opts = CheckOptions {
         seeds,
-        jobs: super::jobs_or_default(args.jobs),
+        jobs: jobs_for(args.jobs),
         shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
     };
@@ -258,23 +259,29 @@ pub fn check(
     let mut results: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut runs = 0;
-    run_jobs(work, opts.jobs, stop, Job::run_summary, |job, output| {
-        bar.inc(1);
-        match output {
-            Ok(output) => {
-                runs += 1;
-                let si = scenarios
-                    .iter()
-                    .position(|s| Arc::ptr_eq(s, &job.scenario))
-                    .unwrap_or(0);
-                results
-                    .entry((si, job.scheme))
-                    .or_default()
-                    .push(output.result);
+    run_jobs(
+        work,
+        opts.jobs,
+        || stop.load(Ordering::SeqCst),
+        Job::run_summary,
+        |job, output| {
+            bar.inc(1);
+            match output {
+                Ok(output) => {
+                    runs += 1;
+                    let si = scenarios
+                        .iter()
+                        .position(|s| Arc::ptr_eq(s, &job.scenario))
+                        .unwrap_or(0);
+                    results
+                        .entry((si, job.scheme))
+                        .or_default()
+                        .push(output.result);
+                }
+                Err(e) => errors.push(e),
             }
-            Err(e) => errors.push(e),
-        }
-    });
+        },
+    );
     bar.finish_and_clear();
     let interrupted = stop.load(Ordering::SeqCst);
     let mut found = Vec::new();

@@ -35,6 +35,7 @@ use crate::cli::interrupt;
 use crate::cli::results::{Line, Manifest, RESULTS, write_batch};
 use crate::cli::shard::Shard;
 use crate::runner::RunOutput;
+use crate::runner::jobs_for;
 use crate::scenario::Scenario;
 use crate::scenario::expect::Expect;
 use crate::scenario::expect::{broken, mismatches};
@@ -52,7 +53,7 @@ pub struct Args {
     /// default).
     #[arg(long, default_value_t = 0)]
     seeds_per_scenario: u64,
-    /// Parallel jobs (default: every core).
+    /// Parallel jobs (default and most: every core).
     #[arg(long)]
     jobs: Option<usize>,
     /// The report folder.
@@ -77,7 +78,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     let opts = CompareOptions {
         seeds,
         seeds_per_scenario: args.seeds_per_scenario,
-        jobs: super::jobs_or_default(args.jobs),
+        jobs: jobs_for(args.jobs),
         out: args.out,
         shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
@@ -198,32 +199,38 @@ pub fn run_all(
     let mut first_failing: BTreeMap<(usize, usize), RunOutput> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut violating = 0;
-    run_jobs(work, opts.jobs, stop, Job::run, |job, output| {
-        bar.inc(1);
-        let key = (index_of[&job.scenario.name], job.scheme);
-        match output {
-            Ok(output) => {
-                if is_violating(&output.result) {
-                    violating += 1;
-                    bar.set_message(format!("{violating} violating"));
-                    let lower = first_failing
-                        .get(&key)
-                        .is_none_or(|o| output.result.seed < o.result.seed);
-                    if lower {
-                        first_failing.insert(
-                            key,
-                            RunOutput {
-                                result: output.result.clone(),
-                                ..output
-                            },
-                        );
+    run_jobs(
+        work,
+        opts.jobs,
+        || stop.load(Ordering::SeqCst),
+        Job::run,
+        |job, output| {
+            bar.inc(1);
+            let key = (index_of[&job.scenario.name], job.scheme);
+            match output {
+                Ok(output) => {
+                    if is_violating(&output.result) {
+                        violating += 1;
+                        bar.set_message(format!("{violating} violating"));
+                        let lower = first_failing
+                            .get(&key)
+                            .is_none_or(|o| output.result.seed < o.result.seed);
+                        if lower {
+                            first_failing.insert(
+                                key,
+                                RunOutput {
+                                    result: output.result.clone(),
+                                    ..output
+                                },
+                            );
+                        }
                     }
+                    results.entry(key).or_default().push(output.result);
                 }
-                results.entry(key).or_default().push(output.result);
+                Err(e) => errors.push(e),
             }
-            Err(e) => errors.push(e),
-        }
-    });
+        },
+    );
     bar.finish_and_clear();
     for rs in results.values_mut() {
         rs.sort_by_key(|r| r.seed);

@@ -34,7 +34,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::runner::default_jobs;
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -47,13 +46,6 @@ fn load(file: &Path) -> Result<Arc<Scenario>, String> {
 
 fn seed_range(text: &str) -> Result<SeedRange, String> {
     SeedRange::parse(text).map_err(|e| format!("--seeds: {e}"))
-}
-
-fn jobs_or_default(jobs: Option<usize>) -> usize {
-    match jobs {
-        None | Some(0) => default_jobs(),
-        Some(n) => n,
-    }
 }
 
 /// The exit code of a multi-run command: interrupted, failed, or success.

@@ -35,6 +35,8 @@ use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
 use crate::scenario::expect::{Expect, broken_verdicts};
 use crate::scenario::faults::{Fault, FaultKind, FaultSpec, When};
+use crate::scenario::json::parse_strict;
+use crate::scenario::limits::read_file;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -180,7 +182,10 @@ pub fn shrink(
     } else {
         format!("{}-seed{seed}-shrunk", scenario.name)
     };
-    let out = out.unwrap_or_else(|| Path::new("shrunk").join(format!("{name}.json")));
+    // The name is the file's own text: as a path it could climb out of `shrunk/` (`../x`) or
+    // be absolute; `sweep` and `replay` make their folders of it the same way.
+    let out =
+        out.unwrap_or_else(|| Path::new("shrunk").join(format!("{}.json", path_component(&name))));
     let file = read_object(&scenario.path)?;
     let scripted: Vec<Value> = match file.get("faults") {
         Some(Value::Array(faults)) => faults.clone(),
@@ -345,8 +350,8 @@ pub fn shrink(
 }
 
 fn read_object(path: &str) -> Result<Map<String, Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read: {e}"))?;
-    match serde_json::from_str(&text) {
+    let text = read_file(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
+    match parse_strict(&text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(format!("{path}: expected a JSON object")),
         Err(e) => Err(format!("{path}: {e}")),

@@ -9,7 +9,7 @@ use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use model::result::RunResult;
 use reports::accumulate::CellAccumulator;
@@ -21,6 +21,7 @@ use crate::cli::catalog::{replay_command, scheme_spec_json, select_schemes};
 use crate::cli::results::{Line, MANIFEST, Manifest};
 use crate::cli::shard::Shard;
 use crate::cli::{interrupt, shrink};
+use crate::runner::jobs_for;
 use crate::scenario::Scenario;
 use crate::scenario::range::SeedRange;
 
@@ -34,7 +35,7 @@ pub struct Args {
     /// Only this scheme, for a scenario with a `schemes` list.
     #[arg(long)]
     scheme: Option<String>,
-    /// Parallel jobs (default: every core).
+    /// Parallel jobs (default and most: every core).
     #[arg(long)]
     jobs: Option<usize>,
     /// Where results.jsonl goes (default: sweeps/<scenario>/).
@@ -59,7 +60,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     let opts = SweepOptions {
         seeds,
         schemes: select_schemes(&scenario, &args.file, args.scheme.as_deref())?,
-        jobs: super::jobs_or_default(args.jobs),
+        jobs: jobs_for(args.jobs),
         dir: args.out.unwrap_or_else(|| default_dir(&scenario)),
         shard: Shard::from_arg(args.shard.as_deref())?,
         progress: true,
@@ -260,44 +261,65 @@ pub fn sweep(
 
     let bar = progress_bar(planned - already_done, opts.progress);
     let mut new_runs = 0;
+    let mut written = 0;
     let mut violating = 0;
     let mut errors = Vec::new();
     let mut write_error = None;
-    run_jobs(work, opts.jobs, stop, Job::run_summary, |job, output| {
-        bar.inc(1);
-        match output {
-            Ok(output) => {
-                let line = Line {
-                    result: &output.result,
-                    scheme_spec: scheme_spec_json(scenario, job.scheme),
-                    scenario_file: &scenario.path,
-                };
-                let mut text = serde_json::to_string(&line).expect("results serialise");
-                text.push('\n');
-                if let Err(e) = file.write_all(text.as_bytes()) {
-                    write_error.get_or_insert(format!("{}: cannot write: {e}", path.display()));
+    // The first append that fails (a full disk) stops the sweep: no run starts after it.
+    let write_failed = AtomicBool::new(false);
+    let should_stop = || stop.load(Ordering::SeqCst) || write_failed.load(Ordering::SeqCst);
+    run_jobs(
+        work,
+        opts.jobs,
+        should_stop,
+        Job::run_summary,
+        |job, output| {
+            bar.inc(1);
+            match output {
+                Ok(output) => {
+                    let line = Line {
+                        result: &output.result,
+                        scheme_spec: scheme_spec_json(scenario, job.scheme),
+                        scenario_file: &scenario.path,
+                    };
+                    let mut text = serde_json::to_string(&line).expect("results serialise");
+                    text.push('\n');
+                    if write_error.is_none()
+                        && let Err(e) = file.write_all(text.as_bytes())
+                    {
+                        write_failed.store(true, Ordering::SeqCst);
+                        write_error = Some(e);
+                    }
+                    if write_error.is_none() {
+                        written += 1;
+                    }
+                    if reports::summary::is_violating(&output.result) {
+                        violating += 1;
+                        bar.set_message(format!("{violating} violating"));
+                    }
+                    new_runs += 1;
+                    runs += 1;
+                    let k = opts
+                        .schemes
+                        .iter()
+                        .position(|&i| i == job.scheme)
+                        .expect("every job is of a requested scheme");
+                    cells[k].add(&output.result);
                 }
-                if reports::summary::is_violating(&output.result) {
-                    violating += 1;
-                    bar.set_message(format!("{violating} violating"));
-                }
-                new_runs += 1;
-                runs += 1;
-                let k = opts
-                    .schemes
-                    .iter()
-                    .position(|&i| i == job.scheme)
-                    .expect("every job is of a requested scheme");
-                cells[k].add(&output.result);
+                Err(e) => errors.push(e),
             }
-            Err(e) => errors.push(e),
-        }
-    });
+        },
+    );
     bar.finish_and_clear();
     if let Some(e) = write_error {
-        return Err(e);
+        // `run.json` is left as it was: it describes the last sweep that finished writing.
+        return Err(format!(
+            "{}: cannot write: {e}; the sweep stopped there: {written} new run(s) written, {} not run (make room and run the same command again to resume)",
+            path.display(),
+            planned - already_done - new_runs - errors.len() as u64
+        ));
     }
-    let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
+    let interrupted = stop.load(Ordering::SeqCst);
     // What this invocation asked, for `locksim report` (which shards are there).
     let manifest = Manifest {
         command: "sweep".into(),
@@ -453,7 +475,6 @@ pub fn summary_text(scenario: &Scenario, opts: &SweepOptions, report: &SweepRepo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering;
 
     fn scenario() -> Arc<Scenario> {
         let path = concat!(

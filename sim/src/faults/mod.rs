@@ -25,14 +25,27 @@ use crate::world::World;
 const FOREVER_MS: u64 = 1000 * 3600 * 24 * 365;
 
 /// Injects a fault, records it, and heals it after its duration — or earlier, when `heal_all`
-/// turns true (the random nemesis's liveness phase).
-pub async fn run(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
-    begin(&world, &fault);
+/// turns true (the random nemesis's liveness phase). `holder`: see [`begin`].
+pub async fn run(
+    world: Arc<World>,
+    fault: Fault,
+    holder: Option<String>,
+    heal_all: Option<Signal>,
+) {
+    let fault = begin(&world, &fault, holder.as_deref());
     finish(world, fault, heal_all).await;
 }
 
-/// Injects a fault and records it, at once.
-pub fn begin(world: &Arc<World>, fault: &Fault) {
+/// Injects a fault and records it, at once; returns it as injected, for [`finish`]. Every way
+/// a fault fires (at its time, on its trigger, drawn by the random nemesis) comes through
+/// here, so its placeholders are resolved now, in this one place (`targets::resolve`), for
+/// `holder`, the client whose event fired its trigger (issue 31: a `{rest}` fired at `at_ms`
+/// had reached the world unresolved).
+pub fn begin(world: &Arc<World>, fault: &Fault, holder: Option<&str>) -> Fault {
+    let fault = Fault {
+        kind: targets::resolve(&fault.kind, world, holder),
+        ..fault.clone()
+    };
     fault.kind.inject(world);
     world.record(
         fault.kind.target(),
@@ -42,6 +55,7 @@ pub fn begin(world: &Arc<World>, fault: &Fault) {
             detail: fault.kind.describe(),
         },
     );
+    fault
 }
 
 /// Waits out an injected fault, heals it and records that. A crashed Redis (process or machine)

@@ -148,7 +148,7 @@ async fn kind_process(
         log.lock().expect("never poisoned").push(fault.clone());
         let (world, heal_all, busy) = (world.clone(), heal_all.clone(), busy.clone());
         madsim::task::spawn(async move {
-            run(world, fault, Some(heal_all)).await;
+            run(world, fault, None, Some(heal_all)).await;
             busy.lock().expect("never poisoned").remove(&key);
         });
     }

@@ -5,32 +5,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::faults::targets::resolve;
 use crate::faults::{begin, finish, run};
-use crate::scenario::faults::{Fault, FaultKind, When};
+use crate::scenario::faults::{FaultKind, When};
 use crate::world::World;
-
-/// Fault `index` with its placeholders resolved now, for the client its trigger named.
-fn resolved(world: &World, index: usize, holder: Option<&str>) -> Fault {
-    let fault = &world.scenario.faults[index];
-    Fault {
-        kind: resolve(&fault.kind, world, holder),
-        ..fault.clone()
-    }
-}
 
 /// Injects a triggered fault with `after_ms` 0 at the instant of its event, from the task that
 /// recorded it (before that task's node takes another step); its healing runs on the nemesis.
 pub fn fire_now(world: &Arc<World>, index: usize, holder: Option<String>) {
-    let fault = resolved(world, index, holder.as_deref());
+    let fault = world.scenario.faults[index].clone();
     if matches!(fault.kind, FaultKind::Failover { .. }) {
         // A request to the Sentinels: it leaves from the nemesis node, at this same instant.
         world
             .procs
-            .spawn_on_nemesis(run(world.clone(), fault, None));
+            .spawn_on_nemesis(run(world.clone(), fault, holder, None));
         return;
     }
-    begin(world, &fault);
+    let fault = begin(world, &fault, holder.as_deref());
     world
         .procs
         .spawn_on_nemesis(finish(world.clone(), fault, None));
@@ -45,7 +35,7 @@ pub fn start_initial(
     let mut healers = Vec::new();
     for fault in world.scenario.faults.iter().cloned() {
         if fault.when == (When::At { at_ms: 0 }) {
-            begin(world, &fault);
+            let fault = begin(world, &fault, None);
             healers.push(finish(world.clone(), fault, None));
         }
     }
@@ -66,7 +56,7 @@ pub async fn scripted_nemesis(
             let world = world.clone();
             madsim::task::spawn(async move {
                 madsim::time::sleep(Duration::from_millis(at_ms)).await;
-                run(world, fault, None).await;
+                run(world, fault, None, None).await;
             });
         }
     }
@@ -79,8 +69,8 @@ pub async fn scripted_nemesis(
         madsim::task::spawn(async move {
             madsim::time::sleep(Duration::from_millis(after_ms)).await;
             // Placeholders are resolved when the fault fires, not when its trigger did.
-            let fault = resolved(&world, index, holder.as_deref());
-            run(world, fault, None).await;
+            let fault = world.scenario.faults[index].clone();
+            run(world, fault, holder, None).await;
         });
     }
 }

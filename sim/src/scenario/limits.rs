@@ -4,9 +4,13 @@
 //! values are noted); the history's own budget (`world::history`) stops any run whose product
 //! of fields still gets out of hand.
 
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
 use serde_json::Value;
 
-/// A scenario file is read whole: larger files are refused before reading them.
+/// A scenario file is read whole: larger files are refused.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// Any string of a scenario (a description, a script, a node name). Scheme parameters that are
@@ -62,6 +66,56 @@ pub const MAX_SEEDS: u64 = 1_000_000;
 /// Runs one command may start (scenarios × schemes × seeds): each is listed before the first
 /// starts and its result kept (the whole catalog compared is 7,300).
 pub const MAX_RUNS: u64 = 1_000_000;
+
+/// Reads a scenario file whole: a regular file of at most [`MAX_FILE_BYTES`] bytes of UTF-8.
+/// A device (`/dev/zero`, whose length reads 0) is read no further than the limit, and a FIFO
+/// is opened without waiting for a writer and then refused, so no path makes a command read
+/// for ever or block.
+pub fn read_file(path: &Path) -> Result<String, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let metadata = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    let kind = metadata.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "a special file"
+        };
+        return Err(format!(
+            "cannot read: {what}, not a scenario file (give a regular JSON file)"
+        ));
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(too_large(metadata.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "cannot read: not UTF-8 text (an invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+fn too_large(bytes: u64) -> String {
+    format!("{bytes} bytes is too large for a scenario file (limit {MAX_FILE_BYTES} bytes)")
+}
 
 /// Checks the sizes every field shares before the file is read into its types: strings, lists,
 /// `*_ms` numbers and `duration_ms`. Errors read `FIELD: PROBLEM (limit …)`.

@@ -6,6 +6,7 @@
 
 pub mod expect;
 pub mod faults;
+pub mod json;
 pub mod limits;
 pub mod nemesis;
 pub mod range;
@@ -316,28 +317,18 @@ impl Scenario {
     /// Loads and validates a scenario file. Errors read `FILE: FIELD: PROBLEM`.
     pub fn load(path: &Path) -> Result<Scenario, String> {
         let shown = path.display().to_string();
-        let bytes = std::fs::metadata(path)
-            .map_err(|e| format!("{shown}: cannot read: {e}"))?
-            .len();
-        if bytes > limits::MAX_FILE_BYTES {
-            return Err(format!(
-                "{shown}: {bytes} bytes is too large for a scenario file (limit {} bytes)",
-                limits::MAX_FILE_BYTES
-            ));
-        }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        let text = limits::read_file(path).map_err(|e| format!("{shown}: {e}"))?;
         Scenario::parse(&text, &shown)
     }
 
     /// Parses scenario JSON; `path` is only used in messages.
     pub fn parse(text: &str, path: &str) -> Result<Scenario, String> {
-        // Sizes first: an oversized string or list is named before anything is built from it.
-        if let Ok(value) = serde_json::from_str::<Value>(text) {
-            limits::check_sizes(&value).map_err(|e| format!("{path}: {e}"))?;
-        }
+        // The whole text first: one value, no key twice, within the size limits, before
+        // anything is built from it.
+        let value = json::parse_strict(text).map_err(|e| format!("{path}: {e}"))?;
+        limits::check_sizes(&value).map_err(|e| format!("{path}: {e}"))?;
         let de = &mut serde_json::Deserializer::from_str(text);
-        let file: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
+        let file: ScenarioFile = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
             let field = e.path().to_string();
             let inner = e.into_inner();
             if field == "." || field.is_empty() {
@@ -346,6 +337,7 @@ impl Scenario {
                 format!("{path}: {field}: {inner}")
             }
         })?;
+        de.end().map_err(|e| format!("{path}: {e}"))?;
         file.validate(path).map_err(|e| format!("{path}: {e}"))
     }
 

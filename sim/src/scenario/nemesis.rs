@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::scenario::faults::is_master_name;
+use crate::scenario::faults::{is_master_name, placeholder};
 use crate::scenario::limits::{MAX_LINK_CHANGES, MIN_NEMESIS_EVERY_MS};
 use crate::scenario::range::MsRange;
 
@@ -190,6 +190,13 @@ impl KindSpec {
                     if let Some(group) = group_nodes(name, nodes) {
                         out.extend(group);
                         continue;
+                    }
+                    if placeholder::is_placeholder(name) {
+                        // The nemesis draws among node names when the run starts: nothing has
+                        // fired, so there is no holder nor anything left over to stand for.
+                        return Err(format!(
+                            "{field}.nodes[{i}]: {name} is not a placeholder of the nemesis (it takes {{masters}} and {{clients}}; the others are for scripted faults)"
+                        ));
                     }
                     if !nodes.contains(name) {
                         return Err(format!(

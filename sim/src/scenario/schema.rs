@@ -89,11 +89,11 @@ impl JsonSchema for SchemesSchema {
 
 fn param_schema(kind: &ParamKind) -> Value {
     match kind {
-        ParamKind::Integer { min, default } => {
-            json!({ "type": "integer", "minimum": min, "default": default })
+        ParamKind::Integer { min, max, default } => {
+            json!({ "type": "integer", "minimum": min, "maximum": max, "default": default })
         }
-        ParamKind::Number { default } => {
-            json!({ "type": "number", "minimum": 0, "default": default })
+        ParamKind::Number { max, default } => {
+            json!({ "type": "number", "minimum": 0, "maximum": max, "default": default })
         }
         ParamKind::Bool { default } => json!({ "type": "boolean", "default": default }),
         ParamKind::String { default } => json!({ "type": "string", "default": default }),

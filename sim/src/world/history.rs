@@ -47,15 +47,25 @@ pub struct Budget {
     pub events: usize,
     /// As `Event::size_bytes` counts them.
     pub bytes: usize,
+    /// The work of every Lua script of the run together, in the units of the simulated
+    /// `lua-time-limit` (`model::redis::script_limits::ScriptProgress::work`), and of the large
+    /// replies (see `nodes::redis`): a script that runs away, or returns millions of elements
+    /// at every attempt, records few events however long it runs, and simulated time stands
+    /// still while it does (issue 31).
+    pub script_work: u64,
 }
 
 impl Budget {
     /// 1,000,000 events — 50 times the catalog's busiest run (18,783 events); 3 s of one core
     /// for two clients, 14 s for a thousand (measured in release on the project's 2-core
-    /// machine) — or 256 MiB.
+    /// machine) — or 256 MiB — or 4,000,000,000 units of script work: twenty scripts stopped at
+    /// the default `lua_time_limit_work`, two at its largest, about 10 s of one core (a runaway
+    /// script stopped at the default limit costs 0.5 s; the catalog's scripts do a few thousand
+    /// units per run).
     pub const DEFAULT: Budget = Budget {
         events: 1_000_000,
         bytes: 256 << 20,
+        script_work: 4_000_000_000,
     };
 }
 
@@ -110,6 +120,8 @@ struct State {
     bytes: usize,
     /// The budget ran out: nothing more is recorded.
     full: bool,
+    /// Script work done so far (see [`Budget::script_work`]).
+    script_work: u64,
     /// Lock values → the client that wrote them, for attributing key owners.
     tokens: BTreeMap<String, String>,
     /// The lock key's owner on each Redis node, as last recorded.
@@ -130,6 +142,7 @@ impl History {
                 events: Vec::new(),
                 bytes: 0,
                 full: false,
+                script_work: 0,
                 tokens: BTreeMap::new(),
                 key_owners: BTreeMap::new(),
                 triggers: group(triggers),
@@ -187,6 +200,23 @@ impl History {
     /// Whether the run's budget is spent: the run must stop.
     pub fn full(&self) -> bool {
         self.state().full
+    }
+
+    /// Counts `units` of script work; past the budget's `script_work` the run must stop, as
+    /// when its events fill the budget. Returns whether the budget is spent.
+    pub fn add_script_work(&self, units: u64) -> bool {
+        let mut state = self.state();
+        state.script_work = state.script_work.saturating_add(units);
+        if state.script_work > state.budget.script_work {
+            state.full = true;
+        }
+        state.full
+    }
+
+    /// The script work counted so far, when it is what spent the budget.
+    pub fn script_work_spent(&self) -> Option<u64> {
+        let state = self.state();
+        (state.script_work > state.budget.script_work).then_some(state.script_work)
     }
 
     /// Events and bytes recorded so far.

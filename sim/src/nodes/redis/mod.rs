@@ -25,7 +25,10 @@ use madsim::task::JoinHandle;
 use madsim::time::sleep;
 use model::history::{EventKind, owner_node, render_command, render_reply};
 use model::redis::keyspace::Value;
-use model::redis::{ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ServerConfig};
+use model::redis::{
+    ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ScriptBudget, ScriptMonitor,
+    ScriptProgress, ScriptVerdict, ServerConfig,
+};
 use tokio::sync::oneshot;
 
 use crate::nodes::REDIS_PORT;
@@ -66,6 +69,37 @@ enum Response {
     Close(Reply),
 }
 
+/// The simulated `lua-time-limit` of one script ([`ScriptBudget`]), and each script's work
+/// counted into the run's budget (`Budget::script_work`) at its checkpoints: once the run's
+/// scripts together spent it, the running script is stopped and the run ends with an error
+/// (issue 31: each runaway attempt cost 0.5 s of CPU while simulated time stood still, so a
+/// thousand clients retrying would have run for hours).
+struct RunScriptWork {
+    per_script: ScriptBudget,
+    world: Arc<World>,
+    /// The running script's work already counted.
+    counted: u64,
+}
+
+impl ScriptMonitor for RunScriptWork {
+    fn start(&mut self) {
+        self.counted = 0;
+    }
+
+    fn check(&mut self, progress: &ScriptProgress) -> ScriptVerdict {
+        let work = progress.work();
+        let spent = self
+            .world
+            .history
+            .add_script_work(work.saturating_sub(self.counted));
+        self.counted = work;
+        if spent {
+            return ScriptVerdict::Kill;
+        }
+        self.per_script.check(progress)
+    }
+}
+
 pub async fn redis_node(world: Arc<World>, name: String) {
     let start = world.procs.started(&name);
     if start > 1 && world.scenario.topology.restart_delay_ms > 0 {
@@ -84,9 +118,17 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         lua_memory_limit_bytes: (world.scenario.topology.lua_memory_limit_mb << 20) as usize,
         ..ServerConfig::default()
     };
+    let mut server = RedisServer::new(config);
+    server.set_script_monitor(Box::new(RunScriptWork {
+        per_script: ScriptBudget {
+            work: world.scenario.topology.lua_time_limit_work,
+        },
+        world: world.clone(),
+        counted: 0,
+    }));
     let node = Rc::new(Node {
         lock_key: world.scheme.key().into_bytes(),
-        server: RefCell::new(RedisServer::new(config)),
+        server: RefCell::new(server),
         repl: RefCell::new(Repl::new(world.seed, &format!("{name}/{start}"))),
         fsync,
         replica_task: RefCell::new(None),
@@ -169,6 +211,16 @@ async fn active_expiry(node: Rc<Node>) {
     }
 }
 
+/// Replies of at least this many bytes count into the run's work budget (`Budget::script_work`):
+/// a script can return millions of elements at every attempt (a 2,000,000-element reply costs
+/// about 0.3 s to build, send and read), few events record them and simulated time barely
+/// moves. Smaller replies are what every scheme exchanges, bounded by the event budget.
+const LARGE_REPLY_BYTES: usize = 64 << 10;
+
+/// Work units per byte of a large reply: about its cost next to the script's own units (a unit
+/// is about 2.5 ns, a reply byte encoded, carried and parsed about 15 ns).
+const WORK_PER_REPLY_BYTE: u64 = 6;
+
 /// One client connection: parses and executes requests in order; replies, pub/sub messages
 /// and (for a replica's connection) the replication stream all go through its one writer.
 async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
@@ -210,6 +262,11 @@ async fn serve_connection(node: Rc<Node>, conn: NetConn, client: String) {
                     break 'connection;
                 }
             }
+        }
+        if out.len() >= LARGE_REPLY_BYTES {
+            node.world
+                .history
+                .add_script_work(out.len() as u64 * WORK_PER_REPLY_BYTE);
         }
         if !out.is_empty() && writer.send(out).is_err() {
             break;
