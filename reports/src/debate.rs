@@ -156,6 +156,11 @@ pub const CLAIMS: &[Claim] = &[
                 "redlock",
                 Predicts::Unsafe,
             ),
+            t(
+                "matrix-bare-majority-power-loss-everysec",
+                "redlock",
+                Predicts::Unsafe,
+            ),
             t("redlock-crash-restart", "redlock", Predicts::Unsafe),
         ],
     },

@@ -372,6 +372,9 @@ fn as_scripted(fault: &Fault, heal_at_ms: u64) -> Fault {
     match &mut fault.kind {
         FaultKind::Crash {
             restart_after_ms, ..
+        }
+        | FaultKind::PowerLoss {
+            restart_after_ms, ..
         } => *restart_after_ms = cut(*restart_after_ms),
         FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
         _ => fault.duration_ms = cut(fault.duration_ms).map(|ms| ms.max(1)),

@@ -23,11 +23,27 @@ impl FaultKind {
             } => {
                 // The process dies. What it wrote to its sockets is the kernel's now: it still
                 // arrives (after any extra delay of its link), then the peers read EOF, as a
-                // killed process's kernel sends FIN after the data (`world::net::socket`).
+                // killed process's kernel sends FIN after the data (`world::net::socket`). What
+                // it wrote to its AOF is the kernel's too: the disk keeps it.
                 world.procs.crash(node);
-                // The machine went down: what was not on disk is lost, and so is the key.
-                world.disks.crash(node);
                 world.lost_key_owner(node, "crash");
+                world.lock_gone(node);
+                if restart_after_ms.is_none() {
+                    world.procs.gone(node);
+                }
+            }
+            FaultKind::PowerLoss {
+                node,
+                restart_after_ms,
+            } => {
+                // The machine goes down with its process: its peers hear nothing more (no data
+                // in flight, no FIN), connection attempts go unanswered while it is down, and
+                // what was not fsynced is lost.
+                world.procs.crash(node);
+                world.net.silence_peers(node);
+                clog_links(world, &machine_links(node), true);
+                world.disks.power_loss(node);
+                world.lost_key_owner(node, "power_loss");
                 world.lock_gone(node);
                 if restart_after_ms.is_none() {
                     world.procs.gone(node);
@@ -45,10 +61,7 @@ impl FaultKind {
             FaultKind::ClockJump { node, delta_ms } => world.time.jump(node, *delta_ms),
             FaultKind::ClockDrift { node, rate } => world.time.set_rate(node, *rate),
             FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
-                for (a, b) in self.links(&world.scenario.node_names()) {
-                    let ids = (world.procs.id(&a), world.procs.id(&b));
-                    world.net.clog(&a, &b, ids);
-                }
+                clog_links(world, self, true)
             }
         }
     }
@@ -61,16 +74,37 @@ impl FaultKind {
             FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
             FaultKind::Pause { node } => world.procs.resume(node),
             FaultKind::Crash { node, .. } => world.procs.restart(node),
+            FaultKind::PowerLoss { node, .. } => {
+                clog_links(world, &machine_links(node), false);
+                world.net.reset_silenced(node);
+                world.procs.restart(node);
+            }
             // A clock step is not undone (NTP would slew it back slowly); healing ends the fault window.
             FaultKind::ClockJump { .. } => {}
             FaultKind::ClockDrift { node, .. } => world.time.set_rate(node, 1.0),
             FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
-                for (a, b) in self.links(&world.scenario.node_names()) {
-                    let ids = (world.procs.id(&a), world.procs.id(&b));
-                    world.net.unclog(&a, &b, ids);
-                }
+                clog_links(world, self, false)
             }
         }
+    }
+}
+
+/// Cuts (`cut`) or restores the directed links a network fault names.
+fn clog_links(world: &World, kind: &FaultKind, cut: bool) {
+    for (a, b) in kind.links(&world.scenario.node_names()) {
+        let ids = (world.procs.id(&a), world.procs.id(&b));
+        if cut {
+            world.net.clog(&a, &b, ids);
+        } else {
+            world.net.unclog(&a, &b, ids);
+        }
+    }
+}
+
+/// Every link of a machine that lost power: the links `isolate` cuts.
+fn machine_links(node: &str) -> FaultKind {
+    FaultKind::Isolate {
+        node: node.to_string(),
     }
 }
 

@@ -58,17 +58,12 @@ pub fn begin(world: &Arc<World>, fault: &Fault, holder: Option<&str>) -> Fault {
     fault
 }
 
-/// Waits out an injected fault, heals it and records that. A crashed Redis counts as healed
-/// once it is back: after its restart and the scenario's `restart_delay_ms`.
+/// Waits out an injected fault, heals it and records that. A crashed Redis (process or machine)
+/// counts as healed once it is back: after its restart and the scenario's `restart_delay_ms`.
 pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
     let target = fault.kind.target().to_string();
     let detail = fault.kind.describe();
-    let lasts_ms = match fault.kind {
-        FaultKind::Crash {
-            restart_after_ms, ..
-        } => restart_after_ms,
-        _ => fault.duration_ms,
-    };
+    let lasts_ms = fault.kind.restart_after_ms().unwrap_or(fault.duration_ms);
     let instantaneous = matches!(
         fault.kind,
         FaultKind::DropConnections { .. } | FaultKind::Failover { .. }
@@ -95,7 +90,8 @@ pub async fn finish(world: Arc<World>, fault: Fault, heal_all: Option<Signal>) {
     if healed {
         fault.kind.heal(&world);
         let restart_delay_ms = world.scenario.topology.restart_delay_ms;
-        if matches!(&fault.kind, FaultKind::Crash { node, .. } if node.starts_with("redis-"))
+        if fault.kind.restart_after_ms().is_some()
+            && fault.kind.target().starts_with("redis-")
             && restart_delay_ms > 0
         {
             madsim::time::sleep(Duration::from_millis(restart_delay_ms)).await;

@@ -129,6 +129,13 @@ async fn kind_process(
                 },
                 None,
             ),
+            FaultKind::PowerLoss { node, .. } => (
+                FaultKind::PowerLoss {
+                    node,
+                    restart_after_ms: duration_ms,
+                },
+                None,
+            ),
             other => (other, duration_ms),
         };
         let fault = Fault {
@@ -153,6 +160,10 @@ fn pick(kind: &KindSpec, rng: &mut ChaCha8Rng) -> (FaultKind, String) {
     let fault = match kind.kind.as_str() {
         "pause" => FaultKind::Pause { node: node.clone() },
         "crash" => FaultKind::Crash {
+            node: node.clone(),
+            restart_after_ms: None,
+        },
+        "power_loss" => FaultKind::PowerLoss {
             node: node.clone(),
             restart_after_ms: None,
         },

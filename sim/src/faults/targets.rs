@@ -48,6 +48,13 @@ pub fn resolve(kind: &FaultKind, world: &World, holder: Option<&str>) -> FaultKi
             node: one(node),
             restart_after_ms: *restart_after_ms,
         },
+        FaultKind::PowerLoss {
+            node,
+            restart_after_ms,
+        } => FaultKind::PowerLoss {
+            node: one(node),
+            restart_after_ms: *restart_after_ms,
+        },
         FaultKind::ClockJump { node, delta_ms } => FaultKind::ClockJump {
             node: one(node),
             delta_ms: *delta_ms,

@@ -23,6 +23,8 @@ pub struct Figures {
     pub min_replicas: Samples,
     pub failover: Samples,
     pub crash_aof: Samples,
+    /// The same probe with a `power_loss`: simulated only (not producible on loopback).
+    pub power_loss_aof: Samples,
     /// The redis-server the real side ran (`redis-server --version`), if it ran.
     pub redis_version: Option<String>,
 }
@@ -41,6 +43,7 @@ pub fn measure(
         min_replicas: Samples::default(),
         failover: Samples::default(),
         crash_aof: Samples::default(),
+        power_loss_aof: Samples::default(),
         redis_version: None,
     };
     progress("min-replicas refusal (simulated)");
@@ -52,10 +55,15 @@ pub fn measure(
     figures.failover.simulated = failover::simulated(repeats)?;
     for policy in crash_aof::POLICIES {
         progress(&format!("kill -9 with appendfsync {policy} (simulated)"));
-        figures
-            .crash_aof
-            .simulated
-            .insert(policy.into(), crash_aof::simulated(policy, repeats)?);
+        figures.crash_aof.simulated.insert(
+            policy.into(),
+            crash_aof::simulated("crash", policy, repeats)?,
+        );
+        progress(&format!("power loss with appendfsync {policy} (simulated)"));
+        figures.power_loss_aof.simulated.insert(
+            policy.into(),
+            crash_aof::simulated("power_loss", policy, repeats)?,
+        );
     }
     if simulated_only {
         return Ok(figures);

@@ -218,29 +218,31 @@ pub mod failover {
 
 /// Acknowledged writes a `crash` (kill -9) loses, per `appendfsync`: 20 `SET key v PX 20000`
 /// acknowledged, the master killed at once, restarted from its AOF: how many keys are back.
+/// The simulation also runs the machine's `power_loss`, which loopback processes cannot.
 pub mod crash_aof {
     use super::*;
 
     pub const POLICIES: [&str; 3] = ["no", "everysec", "always"];
     const WRITES: usize = 20;
 
-    fn scenario(appendfsync: &str) -> String {
+    /// The probe's scenario; `kind`: `crash` or `power_loss`.
+    fn scenario(kind: &str, appendfsync: &str) -> String {
         format!(
             r#"{{ "name": "probe-crash-aof", "duration_ms": 3000,
                  "topology": {{ "appendfsync": "{appendfsync}" }},
                  "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 20000 }},
                  "clients": {{ "count": 1, "acquisitions": 1, "hold_ms": [1000, 1000] }},
-                 "faults": [ {{ "kind": "crash", "node": "redis-1", "restart_after_ms": 100,
+                 "faults": [ {{ "kind": "{kind}", "node": "redis-1", "restart_after_ms": 100,
                                "on": {{ "event": "acquired", "node": "client-1", "nth": 1 }}, "after_ms": 0 }} ] }}"#
         )
     }
 
     /// The lock key written by the one acquisition: 1 when the restarted node has it again
     /// (a `key_owner` event of the restart), else 0 — as a share of acknowledged writes.
-    pub fn simulated(appendfsync: &str, repeats: u32) -> Result<Vec<f64>, String> {
+    pub fn simulated(kind: &str, appendfsync: &str, repeats: u32) -> Result<Vec<f64>, String> {
         let mut out = Vec::new();
         for i in 0..repeats {
-            let events = simulate(&scenario(appendfsync), u64::from(i))?;
+            let events = simulate(&scenario(kind, appendfsync), u64::from(i))?;
             let kept = events.iter().any(|e| {
                 matches!(&e.kind, EventKind::KeyOwner { owner: Some(_), by, .. } if by == "restart")
             });
@@ -255,7 +257,7 @@ pub mod crash_aof {
             stopped()?;
             let mut cluster = start(
                 real,
-                &scenario(appendfsync),
+                &scenario("crash", appendfsync),
                 &format!("crash-{appendfsync}-{i}"),
             )?;
             let master = cluster.addr("redis-1");

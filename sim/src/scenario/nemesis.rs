@@ -24,6 +24,7 @@ use crate::scenario::range::MsRange;
 pub const KINDS: &[&str] = &[
     "pause",
     "crash",
+    "power_loss",
     "clock_jump",
     "clock_drift",
     "partition",
@@ -171,7 +172,7 @@ impl KindSpec {
         if required.contains(&"duration_ms") && duration_ms.is_none() {
             return Err(format!(
                 "{field}.duration_ms: missing ([min, max] ms each fault lasts{})",
-                if kind == "crash" {
+                if matches!(kind, "crash" | "power_loss") {
                     "; the time until the restart"
                 } else {
                     ""
@@ -202,9 +203,14 @@ impl KindSpec {
                             "{field}.nodes[{i}]: no node \"{name}\" in this scenario"
                         ));
                     }
-                    if kind == "crash" && name == "resource" {
+                    if matches!(kind, "crash" | "power_loss") && name == "resource" {
                         return Err(format!(
-                            "{field}.nodes[{i}]: the protected resource does not crash"
+                            "{field}.nodes[{i}]: the protected resource does not {}",
+                            if kind == "crash" {
+                                "crash"
+                            } else {
+                                "lose power"
+                            }
                         ));
                     }
                     if kind == "failover" && !is_master_name(name) {
@@ -340,13 +346,15 @@ fn group_nodes(name: &str, nodes: &BTreeSet<String>) -> Option<Vec<String>> {
     Some(nodes.iter().filter(|n| keep(n)).cloned().collect())
 }
 
-/// Who a kind picks from when the scenario does not say: crashes and dropped connections hit
+/// Who a kind picks from when the scenario does not say: crashes (of a process or a machine) and dropped connections hit
 /// Redis and Sentinel processes, failovers master groups, everything else any node but the
 /// resource (which stands for durable storage).
 fn default_nodes(kind: &str, nodes: &BTreeSet<String>) -> Vec<String> {
     let servers = |n: &&String| n.starts_with("redis-") || n.starts_with("sentinel-");
     match kind {
-        "crash" | "drop_connections" => nodes.iter().filter(servers).cloned().collect(),
+        "crash" | "power_loss" | "drop_connections" => {
+            nodes.iter().filter(servers).cloned().collect()
+        }
         "failover" => nodes
             .iter()
             .filter(|n| is_master_name(n))

@@ -4,9 +4,9 @@
 //! | part | module | owns | fault hooks |
 //! |---|---|---|---|
 //! | `time` | `time` | true time since the start, per-node clocks | `clock_jump`, `clock_drift` |
-//! | `net` | `net` (`net::socket`) | cut links, per-link delays, open connections, the `network` node | `partition`, `isolate`, `delay`, `drop_connections` |
-//! | `disks` | `storage` | every node's disk: AOF (fsynced or not), config files | `crash` |
-//! | `procs` | `procs` | node names, ids and addresses; starts, pauses, crashes; the `nemesis` node | `pause`, `crash` |
+//! | `net` | `net` (`net::socket`) | cut links, per-link delays, open connections, the `network` node | `partition`, `isolate`, `delay`, `drop_connections`, `power_loss` |
+//! | `disks` | `storage` | every node's disk: AOF (fsynced or not), config files | `power_loss` |
+//! | `procs` | `procs` | node names, ids and addresses; starts, pauses, crashes; the `nemesis` node | `pause`, `crash`, `power_loss` |
 //! | `history` | `history` | the events, lock tokens, key owners, event triggers | — |
 //!
 //! The world only composes them, and records events: `record` appends to the history and hands

@@ -1,8 +1,8 @@
 //! The process table: every node's name, madsim id and address, and the life of its process —
 //! how often it started, whether a fault holds it paused or crashed, when a client is done.
 //!
-//! Fault hooks: `pause`/`resume` (`pause`), `crash`/`restart` (`crash`), `gone` (a crash without
-//! restart). Overlapping faults of one kind on one node are counted: the node resumes (restarts)
+//! Fault hooks: `pause`/`resume` (`pause`), `crash`/`restart` (`crash`, `power_loss`), `gone` (a
+//! crash without restart). Overlapping faults of one kind on one node are counted: the node resumes (restarts)
 //! when the last of them heals.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,14 +4,17 @@
 //! receives it), appended as each command executes (`write(2)` in `beforeSleep`, before replies
 //! go out). What reaches the disk depends on `appendfsync`:
 //! - `always`: fsynced before the reply is sent — nothing acknowledged is ever lost;
-//! - `everysec`: a background fsync once a second — a crash loses what was written since;
-//! - `no`: the OS writes dirty pages back every 30 s (`dirty_expire_centisecs`) — a crash loses
-//!   up to 30 s;
+//! - `everysec`: a background fsync once a second — a power loss loses what was written since;
+//! - `no`: the OS writes dirty pages back every 30 s (`dirty_expire_centisecs`) — a power loss
+//!   loses up to 30 s;
 //! - `off`: no AOF at all (`appendonly no`, and no RDB snapshots here): a restart starts empty.
 //!
-//! A `crash` fault is the machine going down (power loss, kernel panic, VM reset), not a mere
-//! process exit: data in the page cache that was never fsynced is lost — the case antirez and
-//! redis.io discuss for Redlock ("if the instance restarts without the key...").
+//! Two faults end a process. A `crash` is the process dying (`kill -9`, OOM killer): what it
+//! wrote is in the kernel's page cache, which outlives it, so the restart reads every command
+//! written, fsynced or not (`aof.c` `loadAppendOnlyFiles` reads the file through the same page
+//! cache). A `power_loss` is the machine going down (power, kernel panic, VM reset): the page
+//! cache that was never fsynced is lost — the case antirez and redis.io discuss for Redlock
+//! ("if the instance restarts without the key...").
 //!
 //! The disk itself (`world::storage`) outlives the process; it also holds the node's
 //! `redis.conf` `replicaof` line, which Sentinel persists with `CONFIG REWRITE`.
@@ -85,10 +88,15 @@ pub async fn flush_loop(world: std::sync::Arc<World>, node: String, policy: Fsyn
     }
 }
 
-/// Loads the AOF into a fresh server (`loadAppendOnlyFiles`): every command is replayed with
-/// keys' absolute expiry times as written.
+/// Loads the AOF into a fresh server (`loadAppendOnlyFiles`): every command the file holds —
+/// fsynced, then still in the page cache — is replayed with keys' absolute expiry times as
+/// written.
 pub fn load(world: &World, node: &str, server: &mut RedisServer, now_ms: i64) -> usize {
-    let commands = world.disks.with(node, |disk| disk.durable.clone());
+    let commands = world.disks.with(node, |disk| {
+        let mut file = disk.durable.clone();
+        file.extend_from_slice(&disk.page_cache);
+        file
+    });
     for argv in &commands {
         server.apply_replicated(now_ms, argv);
     }

@@ -14,10 +14,20 @@ pub fn is_master_name(name: &str) -> bool {
 pub enum FaultKind {
     /// Stop-the-world pause (GC): every task of the node stops; timers keep running.
     Pause { node: String },
-    /// The process dies: its tasks and timers are gone, its peers see the connection close, and
-    /// whatever it kept only in memory is lost. It restarts afresh after `restart_after_ms`, or
-    /// stays down.
+    /// The process dies (`kill -9`): its tasks and timers are gone and whatever it kept only in
+    /// memory is lost, but its machine lives on: the bytes it wrote to its sockets arrive, then
+    /// its peers read EOF, and what it wrote to files (the AOF's page cache) stays. It restarts
+    /// afresh after `restart_after_ms`, or stays down.
     Crash {
+        node: String,
+        restart_after_ms: Option<u64>,
+    },
+    /// The node's machine loses power (or its kernel panics): the process dies as in `Crash`,
+    /// and with it what the machine had not yet made durable — the un-fsynced page cache, the
+    /// bytes still in flight — and its peers hear nothing at all (no FIN; connection attempts go
+    /// unanswered) until their own timeouts give up or the machine is back after
+    /// `restart_after_ms`, when its old connections are reset.
+    PowerLoss {
         node: String,
         restart_after_ms: Option<u64>,
     },
@@ -51,6 +61,7 @@ pub enum FaultKind {
 pub const FAULT_KINDS: &[&str] = &[
     "pause",
     "crash",
+    "power_loss",
     "clock_jump",
     "clock_drift",
     "partition",
@@ -66,6 +77,7 @@ impl FaultKind {
         match self {
             FaultKind::Pause { node }
             | FaultKind::Crash { node, .. }
+            | FaultKind::PowerLoss { node, .. }
             | FaultKind::ClockJump { node, .. }
             | FaultKind::ClockDrift { node, .. }
             | FaultKind::Isolate { node }
@@ -133,11 +145,26 @@ impl FaultKind {
         }
     }
 
+    /// How long a `crash` or `power_loss` keeps its node down (`None`: for good); `None` for
+    /// every other kind.
+    pub fn restart_after_ms(&self) -> Option<Option<u64>> {
+        match self {
+            FaultKind::Crash {
+                restart_after_ms, ..
+            }
+            | FaultKind::PowerLoss {
+                restart_after_ms, ..
+            } => Some(*restart_after_ms),
+            _ => None,
+        }
+    }
+
     /// The kind's name in scenarios and traces.
     pub fn name(&self) -> &'static str {
         match self {
             FaultKind::Pause { .. } => "pause",
             FaultKind::Crash { .. } => "crash",
+            FaultKind::PowerLoss { .. } => "power_loss",
             FaultKind::ClockJump { .. } => "clock_jump",
             FaultKind::ClockDrift { .. } => "clock_drift",
             FaultKind::Partition { .. } => "partition",
@@ -161,6 +188,7 @@ impl FaultKind {
         match self {
             FaultKind::Pause { node } => format!("{node} paused (stop the world)"),
             FaultKind::Crash { node, .. } => format!("{node} crashed"),
+            FaultKind::PowerLoss { node, .. } => format!("{node}'s machine lost power"),
             FaultKind::ClockJump { node, delta_ms } => {
                 format!("{node}'s wall clock jumps {delta_ms:+} ms")
             }

@@ -82,6 +82,10 @@ impl From<&Fault> for FaultSpec {
             FaultKind::Crash {
                 node,
                 restart_after_ms,
+            }
+            | FaultKind::PowerLoss {
+                node,
+                restart_after_ms,
             } => {
                 spec.node = Some(node.clone());
                 spec.restart_after_ms = *restart_after_ms;

@@ -48,22 +48,35 @@ impl FaultSpec {
                     node: node_field("node", &self.node)?,
                 }
             }
-            "crash" => {
+            kind @ ("crash" | "power_loss") => {
                 allowed.extend(["node", "restart_after_ms"]);
                 let node = node_field("node", &self.node)?;
                 if node == "resource" {
                     return Err(format!(
-                        "{field}.node: the protected resource does not crash (it stands for durable storage)"
+                        "{field}.node: the protected resource does not {} (it stands for durable storage)",
+                        if kind == "crash" {
+                            "crash"
+                        } else {
+                            "lose power"
+                        }
                     ));
                 }
                 if self.duration_ms.is_some() {
                     return Err(format!(
-                        "{field}.duration_ms: a crash lasts until restart_after_ms (omit it to stay down)"
+                        "{field}.duration_ms: a {kind} lasts until restart_after_ms (omit it to stay down)"
                     ));
                 }
-                FaultKind::Crash {
-                    node,
-                    restart_after_ms: self.restart_after_ms,
+                let restart_after_ms = self.restart_after_ms;
+                if kind == "crash" {
+                    FaultKind::Crash {
+                        node,
+                        restart_after_ms,
+                    }
+                } else {
+                    FaultKind::PowerLoss {
+                        node,
+                        restart_after_ms,
+                    }
                 }
             }
             "clock_jump" => {
@@ -371,6 +384,7 @@ mod tests {
             r#"{ "kind": "pause", "node": "client-1", "duration_ms": 20, "at_ms": 5 }"#,
             r#"{ "kind": "crash", "node": "redis-1", "restart_after_ms": 0, "at_ms": 5 }"#,
             r#"{ "kind": "crash", "node": "client-2", "at_ms": 5 }"#,
+            r#"{ "kind": "power_loss", "node": "redis-1", "restart_after_ms": 40, "at_ms": 5 }"#,
             r#"{ "kind": "clock_jump", "node": "redis-1", "delta_ms": -300, "at_ms": 5 }"#,
             r#"{ "kind": "clock_drift", "node": "client-1", "rate": 1.25, "duration_ms": 9, "at_ms": 1 }"#,
             r#"{ "kind": "partition", "groups": [["client-1"], ["redis-1"]], "one_way": true, "at_ms": 1 }"#,

@@ -2,9 +2,9 @@
 //! connection, and the `network` node that carries bytes in flight (`socket`: the connections
 //! processes hold, over madsim TCP).
 //!
-//! Fault hooks: `clog`/`unclog` (`partition`, `isolate`: counted per directed link, so
-//! overlapping faults heal correctly), `add_delay`/`remove_delay` (`delay`), `drop_connections`
-//! (`drop_connections`).
+//! Fault hooks: `clog`/`unclog` (`partition`, `isolate`, `power_loss`: counted per directed
+//! link, so overlapping faults heal correctly), `add_delay`/`remove_delay` (`delay`),
+//! `drop_connections` (`drop_connections`), `silence_peers`/`reset_silenced` (`power_loss`).
 
 pub mod socket;
 
@@ -32,11 +32,21 @@ struct State {
     clogs: BTreeMap<(String, String), u32>,
     /// Extra one-way latency (µs) of each directed link, summed over active `delay` faults.
     delays: BTreeMap<(String, String), u64>,
-    /// Open connections: (local, peer) and the switch that resets them.
-    conns: BTreeMap<u64, (String, String, Signal)>,
+    /// Open connections, by id.
+    conns: BTreeMap<u64, Conn>,
     next_conn: u64,
     /// The node that runs the connections' writer queues (`socket`).
     node: Option<NodeHandle>,
+}
+
+/// One registered connection end.
+struct Conn {
+    local: String,
+    peer: String,
+    /// Resets this end (reads and writes fail), as a TCP RST does.
+    reset: Signal,
+    /// Set when the peer's machine lost power: this end hears nothing more (`socket`).
+    silence: Signal,
 }
 
 fn link(from: &str, to: &str) -> (String, String) {
@@ -124,13 +134,17 @@ impl Network {
         }
     }
 
-    pub fn register_conn(&self, local: &str, peer: &str, reset: Signal) -> u64 {
+    pub fn register_conn(&self, local: &str, peer: &str, reset: Signal, silence: Signal) -> u64 {
         let mut state = self.state();
         state.next_conn += 1;
         let id = state.next_conn;
-        state
-            .conns
-            .insert(id, (local.to_string(), peer.to_string(), reset));
+        let conn = Conn {
+            local: local.to_string(),
+            peer: peer.to_string(),
+            reset,
+            silence,
+        };
+        state.conns.insert(id, conn);
         id
     }
 
@@ -140,7 +154,7 @@ impl Network {
 
     /// Resets one connection end (and, through the peer's EOF, the connection).
     pub fn reset_conn(&self, id: u64) {
-        let reset = self.state().conns.get(&id).map(|(_, _, r)| r.clone());
+        let reset = self.state().conns.get(&id).map(|c| c.reset.clone());
         if let Some(reset) = reset {
             reset.set();
         }
@@ -152,13 +166,39 @@ impl Network {
             .state()
             .conns
             .values()
-            .filter(|(local, peer, _)| local == node || peer == node)
-            .map(|(_, _, reset)| reset.clone())
+            .filter(|c| c.local == node || c.peer == node)
+            .map(|c| c.reset.clone())
             .collect();
         for reset in &resets {
             reset.set();
         }
         resets.len()
+    }
+
+    /// `node`'s machine lost power: every other end of its connections hears nothing more — no
+    /// bytes still in flight, no FIN — until its own timeouts, or until the machine is back
+    /// (`reset_silenced`). Writes to it vanish, as unacknowledged segments do.
+    pub fn silence_peers(&self, node: &str) {
+        for c in self.state().conns.values() {
+            if c.peer == node && c.local != node {
+                c.silence.set();
+            }
+        }
+    }
+
+    /// `node`'s machine is back: its kernel answers the old connections' segments with RST, so
+    /// every end it silenced is reset.
+    pub fn reset_silenced(&self, node: &str) {
+        let resets: Vec<Signal> = self
+            .state()
+            .conns
+            .values()
+            .filter(|c| c.peer == node && c.silence.is_set())
+            .map(|c| c.reset.clone())
+            .collect();
+        for reset in &resets {
+            reset.set();
+        }
     }
 
     pub fn set_node(&self, node: NodeHandle) {

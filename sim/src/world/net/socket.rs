@@ -14,6 +14,10 @@
 //! - **Dropped connections** (`drop_connections` fault): every connection is registered with the
 //!   network (`world::net`); dropping a node's connections resets both ends at once (reads fail, queued bytes are
 //!   discarded), as a TCP RST does. Clients reconnect.
+//! - **A peer's machine losing power** (`power_loss` fault): the connection's other ends are
+//!   silenced (`world::net::silence_peers`): their reads wait, ignoring bytes still in flight
+//!   and the EOF madsim delivers when the dead process's sockets are dropped, and their writes
+//!   vanish — until the machine is back and they are reset, or their own timeouts give up.
 //! - **Unanswered SYNs**: madsim refuses a connect across a clogged link at once; a real SYN goes
 //!   unanswered and is retried (Linux: after 1, 2, 4, ... s), so `connect` waits and retries while
 //!   the link is cut. Callers bound it with their own timeouts.
@@ -81,6 +85,7 @@ pub struct NetWriter {
     peer: Rc<str>,
     out: Rc<RefCell<Out>>,
     reset: Signal,
+    silence: Signal,
     _registration: Rc<Registration>,
 }
 
@@ -90,6 +95,9 @@ impl NetWriter {
     pub fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
         if self.reset.is_set() {
             return Err(reset_error());
+        }
+        if self.silence.is_set() {
+            return Ok(());
         }
         self.world.net.count_message();
         let extra_us = self.world.net.extra_delay_us(&self.local, &self.peer);
@@ -127,6 +135,7 @@ pub struct NetConn {
     reset: Signal,
     /// This end's address: what the peer's `accept` saw as its peer.
     local_addr: SocketAddr,
+    silence: Signal,
 }
 
 fn reset_error() -> io::Error {
@@ -141,7 +150,10 @@ impl NetConn {
             .expect("a simulated stream knows its address");
         let (reader, writer) = tokio::io::split(stream);
         let reset = Signal::new();
-        let id = world.net.register_conn(local, peer, reset.clone());
+        let silence = Signal::new();
+        let id = world
+            .net
+            .register_conn(local, peer, reset.clone(), silence.clone());
         let registration = Rc::new(Registration {
             world: world.clone(),
             id,
@@ -157,10 +169,12 @@ impl NetConn {
                     queue: None,
                 })),
                 reset: reset.clone(),
+                silence: silence.clone(),
                 _registration: registration,
             },
             reset,
             local_addr,
+            silence,
         }
     }
 
@@ -202,7 +216,7 @@ impl NetConn {
 
     /// Reads more bytes into `buf`; `Ok(0)` is EOF. A reset connection fails at once.
     pub async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        read_or_reset(&mut self.reader, &self.reset, buf).await
+        read_or_reset(&mut self.reader, &self.reset, &self.silence, buf).await
     }
 
     /// Splits into a reader (this connection without its writer handle) and the writer.
@@ -211,6 +225,7 @@ impl NetConn {
             NetReader {
                 reader: self.reader,
                 reset: self.reset,
+                silence: self.silence,
             },
             self.writer,
         )
@@ -221,27 +236,35 @@ impl NetConn {
 pub struct NetReader {
     reader: ReadHalf<TcpStream>,
     reset: Signal,
+    silence: Signal,
 }
 
 impl NetReader {
     pub async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        read_or_reset(&mut self.reader, &self.reset, buf).await
+        read_or_reset(&mut self.reader, &self.reset, &self.silence, buf).await
     }
 }
 
+/// Reads, failing once the connection is reset; a silenced end reads nothing until then.
 async fn read_or_reset(
     reader: &mut ReadHalf<TcpStream>,
     reset: &Signal,
+    silence: &Signal,
     buf: &mut BytesMut,
 ) -> io::Result<usize> {
     if reset.is_set() {
         return Err(reset_error());
     }
-    tokio::select! {
-        biased;
-        _ = reset.wait_set() => Err(reset_error()),
-        read = reader.read_buf(buf) => read,
+    if !silence.is_set() {
+        tokio::select! {
+            biased;
+            _ = reset.wait_set() => return Err(reset_error()),
+            _ = silence.wait_set() => {}
+            read = reader.read_buf(buf) => return read,
+        }
     }
+    reset.wait_set().await;
+    Err(reset_error())
 }
 
 /// The writer queue of one direction of one connection, run on the network node: holds each
