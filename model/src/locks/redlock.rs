@@ -647,7 +647,7 @@ impl Redlock {
                 Library::Redsync => {
                     // go-redis `SetNX` (redis/go-redis@v9.7.0 `string_commands.go:249-267`,
                     // `commands.go:25-27`): `set k v ex s nx` for whole seconds, else `px ms`.
-                    let cmd = if ttl_ms % 1000 == 0 {
+                    let cmd = if ttl_ms.is_multiple_of(1000) {
                         let secs = (ttl_ms / 1000).to_string();
                         argv(&["set", &key, &value, "ex", &secs, "nx"])
                     } else {

@@ -466,14 +466,19 @@ fn classify(ok: Result<String, String>) -> (String, String) {
 
 type Slot = Rc<RefCell<Option<(String, String)>>>;
 
+/// A lock object of the situation, shared by the steps that use it.
+type SharedScheme = Rc<RefCell<Box<dyn LockScheme>>>;
+
 fn op_future(
     op: Op,
-    scheme: Rc<RefCell<Box<dyn LockScheme>>>,
+    scheme: SharedScheme,
     env: Rc<dyn LockEnv>,
     timeout_ms: u64,
     slot: Slot,
 ) -> LocalBoxFuture<'static, ()> {
     Box::pin(async move {
+        // Steps run one at a time, so no other operation borrows this lock while it awaits.
+        #[allow(clippy::await_holding_refcell_ref)]
         let mut scheme = scheme.borrow_mut();
         let result = match op {
             Op::Acquire => scheme
@@ -503,8 +508,7 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
             world.admin(master, command);
         }
     }
-    let mut locks: BTreeMap<usize, (Rc<RefCell<Box<dyn LockScheme>>>, Rc<dyn LockEnv>)> =
-        BTreeMap::new();
+    let mut locks: BTreeMap<usize, (SharedScheme, Rc<dyn LockEnv>)> = BTreeMap::new();
     let mut outcomes = Vec::new();
     let mut ops = Vec::new();
     let lines_now = || world.masters[0].lines.borrow().len();
