@@ -20,7 +20,7 @@ const parse = (address) => {
   return { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
 };
 
-let redlock, resource, lock, fencing, fence;
+let redlock, resource, lock, fencing, fence, value;
 const lines = createInterface({ input: process.stdin });
 lines.on("close", () => process.exit(0));
 
@@ -61,10 +61,11 @@ for await (const line of lines) {
         break;
       }
       case "work": {
+        // One critical section, or a part of one split by extends (read first, write last).
         const extra = fence === undefined ? [] : [fence];
-        const value = Number(await resource.call("LOCKSIM.READ", ...extra));
+        if (request.read ?? true) value = Number(await resource.call("LOCKSIM.READ", ...extra));
         await new Promise((ok) => setTimeout(ok, request.hold_ms));
-        await resource.call("LOCKSIM.WRITE", value - 1, ...extra);
+        if (request.write ?? true) await resource.call("LOCKSIM.WRITE", value - 1, ...extra);
         answer(request, "ok");
         break;
       }
