@@ -33,7 +33,10 @@ for await (const line of lines) {
         const options = { commandTimeout: timeout, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: false };
         const clients = request.redis.map((a) => new Redis({ ...parse(a), ...options }));
         for (const c of clients) c.on("error", (e) => console.error(`redis: ${e.message}`));
-        redlock = new Redlock(clients, { retryCount: -1, retryDelay: 100, retryJitter: 50 });
+        // One attempt per call: `acquire` below retries itself until wait_ms; a retryCount of -1
+        // would retry the release of a lock lost to another client forever (redlock
+        // dist/cjs/index.js `_execute`: -1 is Infinity), and the driver would see no answer.
+        redlock = new Redlock(clients, { retryCount: 0, retryDelay: 100, retryJitter: 50 });
         resource = new Redis({ ...parse(request.resource), ...options });
         resource.on("error", (e) => console.error(`resource: ${e.message}`));
         fencing = request.fencing;
