@@ -350,26 +350,14 @@ fn repeat_runs(
     adapter: &[&str],
     env: &[(&str, &Path)],
 ) -> (PathBuf, serde_json::Value) {
-    let dir = out_dir(test);
-    let mut command = locksim();
-    command.envs(env.iter().copied());
-    command
-        .arg("live")
-        .arg(scenario(file))
-        .arg("--out")
-        .arg(&dir)
-        .args(["--repeat", &repeat.to_string(), "--jobs", "2"]);
-    if !adapter.is_empty() {
-        command.arg("--").args(adapter);
-    }
-    let (output, pid) = run(command);
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let repeat = repeat.to_string();
+    let dir = live_run(
+        test,
+        file,
+        &["--repeat", &repeat, "--jobs", "2"],
+        adapter,
+        env,
     );
-    assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
     let text = std::fs::read_to_string(dir.join("rates.json")).expect("rates.json");
     (dir, serde_json::from_str(&text).unwrap())
 }
@@ -575,6 +563,18 @@ fn completed(dir: &Path, f: &str, kind: &str) -> usize {
 
 /// One live run of `file` with `adapter` (the built-in scheme when empty); its output folder.
 fn single_run(test: &str, file: &str, adapter: &[&str], env: &[(&str, &Path)]) -> PathBuf {
+    live_run(test, file, &[], adapter, env)
+}
+
+/// `locksim live` of `file` with `options`, `adapter` (the built-in scheme when empty) and `env`
+/// set for locksim and its clients, asserted to succeed and leave no process; its output folder.
+fn live_run(
+    test: &str,
+    file: &str,
+    options: &[&str],
+    adapter: &[&str],
+    env: &[(&str, &Path)],
+) -> PathBuf {
     let dir = out_dir(test);
     let mut command = locksim();
     command.envs(env.iter().copied());
@@ -582,7 +582,8 @@ fn single_run(test: &str, file: &str, adapter: &[&str], env: &[(&str, &Path)]) -
         .arg("live")
         .arg(scenario(file))
         .arg("--out")
-        .arg(&dir);
+        .arg(&dir)
+        .args(options);
     if !adapter.is_empty() {
         command.arg("--").args(adapter);
     }
@@ -667,25 +668,9 @@ fn an_observed_service_shows_the_overlap_the_servers_saw() {
     };
     let service = root().join("examples/live/observed_service.py");
     let observe = |test: &str, stall_ms: &str| {
-        let dir = out_dir(test);
-        let mut command = locksim();
-        command
-            .env("STALL_MS", stall_ms)
-            .arg("live")
-            .arg(scenario("no-faults.json"))
-            .arg("--observe")
-            .arg("--out")
-            .arg(&dir)
-            .arg("--")
-            .arg(&adapter[0])
-            .arg(&service);
-        let (output, pid) = run(command);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
+        let service = [adapter[0].as_str(), service.to_str().unwrap()];
+        let env = [("STALL_MS", Path::new(stall_ms))];
+        let dir = live_run(test, "no-faults.json", &["--observe"], &service, &env);
         (result_json(&dir), dir)
     };
     let (stalled, dir) = observe("observe-stall", "1500");
