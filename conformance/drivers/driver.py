@@ -38,6 +38,14 @@ class LockObject:
     """A library with one lock object per `lock` (`self.lock(n)`) whose `release()` and
     `extend()` take no arguments."""
 
+    def keep(self, setup, *clients):
+        """Connects the clients (a PING each) and keeps what the lock objects are made from."""
+        for client in clients:
+            client.ping()
+        self.cfg = setup["config"]
+        self.key = setup["key"]
+        self.locks = {}
+
     def release(self, n):
         self.lock(n).release()
         return outcome("granted", "released")
@@ -61,10 +69,7 @@ class RedisPy(LockObject):
             kwargs["socket_timeout"] = cfg["socket_timeout"]
         client_class = getattr(redis, "StrictRedis", redis.Redis)
         self.client = client_class(**kwargs)
-        self.client.ping()
-        self.cfg = cfg
-        self.key = setup["key"]
-        self.locks = {}
+        self.keep(setup, self.client)
 
     def lock(self, n):
         if n not in self.locks:
@@ -145,11 +150,7 @@ class Pottery(LockObject):
             Redis(host="127.0.0.1", port=port, socket_timeout=cfg.get("socket_timeout"))
             for port in setup["ports"]
         ]
-        for master in self.masters:
-            master.ping()
-        self.cfg = cfg
-        self.key = setup["key"]
-        self.locks = {}
+        self.keep(setup, *self.masters)
 
     def lock(self, n):
         from pottery import Redlock
@@ -184,10 +185,7 @@ class PythonRedisLock(LockObject):
         self.client = StrictRedis(
             host="127.0.0.1", port=setup["ports"][0], socket_timeout=cfg.get("socket_timeout")
         )
-        self.client.ping()
-        self.cfg = cfg
-        self.key = setup["key"]
-        self.locks = {}
+        self.keep(setup, self.client)
 
     def lock(self, n):
         import redis_lock
