@@ -929,6 +929,11 @@ impl LockScheme for Redlock {
                     fence: None,
                 });
             }
+            crate::marks::mark(if locked >= quorum {
+                crate::marks::Mark::RedlockValidityExpired
+            } else {
+                crate::marks::Mark::RedlockNoQuorum
+            });
             *last.borrow_mut() =
                 format!("{locked}/{} masters, validity {validity} ms", env.servers());
             // node-redlock keeps what it got and tries again with the same value.

@@ -5,6 +5,7 @@
 
 mod env;
 
+use model::marks::{Mark, mark};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -50,6 +51,7 @@ impl ResourceClient {
         match with_timeout(&world, &name, limit, self.conn.as_mut()?.call(&argv)).await {
             Some(Ok(reply)) => Some(reply),
             _ => {
+                mark(Mark::ResourceCallFailed);
                 self.conn = None;
                 None
             }
@@ -129,6 +131,9 @@ impl Lease<'_> {
             .await;
         let extension = self.scheme.extend(self.dyn_env).await;
         let ok = extension.ok;
+        if !ok {
+            mark(Mark::ExtendFailed);
+        }
         self.world
             .emit(
                 &name,
@@ -249,13 +254,19 @@ async fn worker(
                     .await;
                 record(EventKind::ReleaseStarted).await;
                 let release = scheme.release(&dyn_env).await;
+                if !release.ok {
+                    mark(Mark::ReleaseFailed);
+                }
                 record(EventKind::Released {
                     ok: release.ok,
                     detail: release.detail,
                 })
                 .await;
             }
-            Err(reason) => record(EventKind::AcquireFailed { reason }).await,
+            Err(reason) => {
+                mark(Mark::AcquireFailed);
+                record(EventKind::AcquireFailed { reason }).await
+            }
         }
         env.sleep_ms(draw(&mut rng, clients.think_ms)).await;
     }
