@@ -336,3 +336,99 @@ impl<'a> Campaign<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::run;
+
+    /// A small row: two clients, set-nx-px-lua with a long TTL, short pauses and a Redis
+    /// crash drawn by hunt.
+    fn target() -> Target {
+        let text = r#"{
+          "name": "hunt-unit",
+          "description": "hunt's unit tests",
+          "source": "sim/src/hunt/mod.rs",
+          "seed": 3,
+          "duration_ms": 4000,
+          "topology": { "masters": 1 },
+          "network": { "latency_ms": [1, 5] },
+          "scheme": { "name": "set-nx-px-lua", "ttl_ms": 5000 },
+          "clients": { "count": 2, "acquisitions": 20, "hold_ms": [10, 40], "think_ms": [0, 20],
+                       "acquire_timeout_ms": 1000, "command_timeout_ms": 300 },
+          "liveness_window_ms": 1000,
+          "nemesis": {
+            "pause": { "every_ms": [100, 1500], "duration_ms": [10, 400], "nodes": ["client-1", "client-2"] },
+            "crash": { "every_ms": [500, 3000], "duration_ms": [10, 500], "nodes": ["redis-1"] }
+          }
+        }"#;
+        let scenario = Scenario::parse(text, "hunt-unit.json").expect("a valid scenario");
+        Target::new(&scenario, 0).expect("a nemesis")
+    }
+
+    #[test]
+    fn marks_leave_the_trace_as_it_was() {
+        let target = target();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut marked_runs = 0;
+        for seed in 0..3 {
+            let kinds = swarm::draw_kinds(&target.nemesis, &mut rng);
+            let faults = swarm::draw_schedule(&kinds, 0, target.heal_at_ms, &mut rng);
+            let scenario = target.with_faults(&faults);
+            let plain = run(&scenario, 0, seed).expect("runs");
+            let (marked, hits) = run_marked(&scenario, seed).expect("runs");
+            assert_eq!(plain.result.trace_hash, marked.result.trace_hash);
+            assert!(hits.windows(2).all(|w| w[0].t_us <= w[1].t_us));
+            marked_runs += usize::from(!hits.is_empty());
+        }
+        assert!(marked_runs > 0, "no run fired a mark");
+        // Off again: a plain run on this thread records nothing.
+        assert!(marks::stop().is_empty());
+    }
+
+    #[test]
+    fn a_campaign_is_a_function_of_its_seed() {
+        let target = target();
+        let limits = Limits {
+            max_runs: 6,
+            budget: None,
+        };
+        let campaign = |seed| {
+            let outcome = Campaign::new(&target, seed)
+                .run(limits, |_| {})
+                .expect("runs");
+            let entries: Vec<(Vec<Fault>, u64, BTreeSet<String>)> = outcome
+                .corpus
+                .entries
+                .iter()
+                .map(|e| (e.faults.clone(), e.seed, e.features.clone()))
+                .collect();
+            (
+                outcome.progress.runs,
+                outcome.found.map(|f| (f.faults, f.seed)),
+                entries,
+            )
+        };
+        let first = campaign(11);
+        assert_eq!(first, campaign(11));
+        assert!(first.0 >= 1);
+    }
+
+    #[test]
+    fn a_found_schedule_breaks_the_same_verdicts_when_run_alone() {
+        let target = target();
+        let limits = Limits {
+            max_runs: 60,
+            budget: None,
+        };
+        let outcome = Campaign::new(&target, 1).run(limits, |_| {}).expect("runs");
+        let found = outcome
+            .found
+            .expect("a Redis crash without persistence loses the lock key within 60 runs");
+        let alone = run(&target.with_faults(&found.faults), 0, found.seed).expect("runs");
+        assert_eq!(
+            broken_verdicts(&alone.result, target.judges_fairness),
+            found.broken
+        );
+    }
+}
