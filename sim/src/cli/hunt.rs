@@ -63,7 +63,14 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new("hunt").join(path_component(&scenario.name)));
-    let base = row_file(read_object(&scenario.path)?, &scenario, scheme);
+    let mut base = row_file(read_object(&scenario.path)?, &scenario, scheme);
+    // The row's own masters (a Redlock row of a one-master file runs 5): the faults name them.
+    let topology = base
+        .entry("topology")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(topology) = topology {
+        topology.insert("masters".into(), json!(target.row.topology.masters));
+    }
     let writer = ScenarioWriter {
         base,
         from: PathBuf::from(&scenario.path),
