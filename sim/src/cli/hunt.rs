@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 use super::artifacts::{path_component, write_file};
-use super::catalog::select_schemes;
+use super::catalog::select_one_scheme;
 use super::shrink::{DEFAULT_MAX_RUNS, ordered_json, read_object, rebase, row_file, shrink};
 use crate::hunt::{Campaign, Limits, Target};
 use crate::scenario::Scenario;
@@ -48,16 +48,7 @@ pub struct Args {
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
     let scenario = super::load(&args.file)?;
-    let schemes = select_schemes(&scenario, &args.file, args.scheme.as_deref())?;
-    let [scheme] = schemes[..] else {
-        let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
-        return Err(format!(
-            "--scheme: {} runs {} schemes ({}): name the one to hunt on",
-            args.file.display(),
-            labels.len(),
-            labels.join(", ")
-        ));
-    };
+    let scheme = select_one_scheme(&scenario, &args.file, args.scheme.as_deref(), "hunt on")?;
     let target = Target::new(&scenario, scheme)?;
     let out = args
         .out

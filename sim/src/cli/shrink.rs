@@ -30,7 +30,7 @@ use model::result::RunResult;
 use serde_json::{Map, Value, json};
 
 use crate::cli::artifacts::{path_component, shell_quote, write_file};
-use crate::cli::catalog::{scheme_spec_json, select_schemes};
+use crate::cli::catalog::{scheme_spec_json, select_one_scheme};
 use crate::faults::nemesis::as_scripted;
 use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
@@ -65,16 +65,7 @@ pub const DEFAULT_MAX_RUNS: u64 = 1000;
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
     let scenario = super::load(&args.file)?;
-    let schemes = select_schemes(&scenario, &args.file, args.scheme.as_deref())?;
-    let [scheme] = schemes[..] else {
-        let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
-        return Err(format!(
-            "--scheme: {} runs {} schemes ({}): name the one to shrink",
-            args.file.display(),
-            labels.len(),
-            labels.join(", ")
-        ));
-    };
+    let scheme = select_one_scheme(&scenario, &args.file, args.scheme.as_deref(), "shrink")?;
     let shrunk = shrink(&scenario, scheme, args.seed, args.out, args.max_runs)?;
     print!("{}", shrunk.render());
     Ok(ExitCode::SUCCESS)
