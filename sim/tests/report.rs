@@ -17,17 +17,18 @@ use locksim::scenario::range::SeedRange;
 
 use common::{audit_report, catalog, repo, temp_dir};
 
-/// A catalog scenario, an incident pair whose fixed control still breaks something else (a
-/// pause longer than the lease), a Sentinel failover (its lane of decisions), faults that overlap
-/// in time (their labels), a shrunk regression.
+/// A catalog scenario, an incident pair whose fixed control still breaks something else (two
+/// holders at once: redsync 4.0.4's fixed Extend, its lease still runs out under a long hold),
+/// a Sentinel failover (its lane of decisions), faults that overlap in time (their labels), a
+/// shrunk regression.
 fn subset() -> Vec<PathBuf> {
     vec![
         catalog("kleppmann-gc-pause.json"),
         catalog("network-delay-write-fenced.json"),
         catalog("sentinel-failover-lagging-replica.json"),
         catalog("nemesis-sentinel-swarm.json"),
-        catalog("incidents/redsync-extend-set-nx.json"),
-        catalog("incidents/redsync-extend-set-nx-fixed.json"),
+        catalog("incidents/redsync-extend-stolen-lock.json"),
+        catalog("incidents/redsync-extend-stolen-lock-fixed.json"),
         catalog("shrunk/nemesis-setnx-expire-client-crashes-seed0-shrunk.json"),
     ]
 }
@@ -50,11 +51,11 @@ fn every_count_agrees_and_every_chart_and_timeline_is_clean() {
     let page = std::fs::read_to_string(dir.join("index.html")).unwrap();
     // The fixed control: the reported failure on no seed, and what else broke, both counted.
     let fixed = summary
-        .cell("redsync-extend-set-nx-fixed", "redlock:redsync")
+        .cell("redsync-extend-stolen-lock-fixed", "redlock:redsync@4.0.4")
         .unwrap();
     assert_eq!(fixed.expect_broken_seeds.as_deref(), Some(&[][..]));
     assert!(fixed.stats.seeds_violating > 0);
-    assert!(page.contains("reported failure on <span class=\"n\" data-cell=\"cell-redsync-extend-set-nx-fixed--redlock-redsync\" data-count=\"reported\">0/2</span>"), "{page}");
+    assert!(page.contains("reported failure on <span class=\"n\" data-cell=\"cell-redsync-extend-stolen-lock-fixed--redlock-redsync-4-0-4\" data-count=\"reported\">0/2</span>"), "{page}");
     // The catalog lists only the schemes a scenario runs: no row of "—".
     assert!(!page.contains(">—</td>"));
     // The Sentinel failover's timeline names nodes, not addresses.

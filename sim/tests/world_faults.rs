@@ -163,30 +163,42 @@ fn a_forced_failover_leaves_two_masters_until_the_old_one_is_converted() {
 }
 
 #[test]
-fn a_crash_loses_what_was_not_fsynced() {
-    let scenario = |fsync: &str, after_ms: u64| {
+fn a_power_loss_loses_what_was_not_fsynced_a_process_crash_keeps_it() {
+    let scenario = |kind: &str, fsync: &str, after_ms: u64| {
         format!(
             r#"{{ "name": "p", "duration_ms": 3000,
                  "topology": {{ "appendfsync": "{fsync}" }},
                  "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 10000 }},
                  "clients": {{ "count": 1, "acquisitions": 1, "hold_ms": [2000, 2000] }},
-                 "faults": [ {{ "kind": "crash", "node": "redis-1", "restart_after_ms": 10,
+                 "faults": [ {{ "kind": "{kind}", "node": "redis-1", "restart_after_ms": 10,
                                "on": {{ "event": "acquired", "nth": 1 }}, "after_ms": {after_ms} }} ] }}"#
         )
     };
+    // A power loss takes the page cache with it: only what was fsynced survives.
     for (fsync, loaded) in [
         ("no", "loaded 0 commands from the AOF"),
         ("off", "loaded 0 commands from the AOF"),
         ("always", "loaded 1 commands from the AOF"),
     ] {
-        let out = run_json(&scenario(fsync, 0), 1);
+        let out = run_json(&scenario("power_loss", fsync, 0), 1);
         let restart = replication(&out.events, "redis-1", "restart");
-        assert_eq!(restart[0].1, loaded, "appendfsync {fsync}");
+        assert_eq!(restart[0].1, loaded, "power_loss, appendfsync {fsync}");
     }
-    // everysec: a crash more than a second after the write finds it fsynced.
-    let out = run_json(&scenario("everysec", 1100), 1);
+    // everysec: a power loss more than a second after the write finds it fsynced.
+    let out = run_json(&scenario("power_loss", "everysec", 1100), 1);
     let restart = replication(&out.events, "redis-1", "restart");
     assert_eq!(restart[0].1, "loaded 1 commands from the AOF");
+    // A process crash (kill -9) leaves the kernel's page cache: whatever was written to the AOF
+    // is loaded again, fsynced or not (measured on redis-server 7.0.15: docs/fidelity.md).
+    for (fsync, loaded) in [
+        ("no", "loaded 1 commands from the AOF"),
+        ("everysec", "loaded 1 commands from the AOF"),
+        ("off", "loaded 0 commands from the AOF"),
+    ] {
+        let out = run_json(&scenario("crash", fsync, 0), 1);
+        let restart = replication(&out.events, "redis-1", "restart");
+        assert_eq!(restart[0].1, loaded, "crash, appendfsync {fsync}");
+    }
 }
 
 #[test]

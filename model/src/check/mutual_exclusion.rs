@@ -217,7 +217,7 @@ mod tests {
             acquired(800, "b"),
             release(900, "b"),
         ];
-        let v = check(&events, 100_000);
+        let v = check(&events, 100_000_000);
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].nodes, vec!["a", "b"]);
         assert!(v[0].detail.contains("unknown outcome"), "{}", v[0].detail);
@@ -228,7 +228,7 @@ mod tests {
             acquired(1000, "b"),
             release(1100, "b"),
         ];
-        assert!(check(&events, 100_000).is_empty());
+        assert!(check(&events, 100_000_000).is_empty());
     }
 
     #[test]
@@ -242,7 +242,7 @@ mod tests {
             acquired(800, "b"),
             release(900, "b"),
         ];
-        assert!(check(&events, 100_000).is_empty());
+        assert!(check(&events, 100_000_000).is_empty());
     }
 
     #[test]
@@ -253,7 +253,7 @@ mod tests {
             acquired(10, "b"),
             release(20, "b"),
         ];
-        assert!(check(&events, 100_000).is_empty());
+        assert!(check(&events, 100_000_000).is_empty());
     }
 
     #[test]
@@ -264,7 +264,7 @@ mod tests {
             release(1500, "b"),
             release(2000, "a"),
         ];
-        let v = check(&events, 100_000);
+        let v = check(&events, 100_000_000);
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].nodes, vec!["a", "b"]);
         assert_eq!(v[0].t_ms, 1000.0);
@@ -314,7 +314,7 @@ mod tests {
             threaded(10, 2, EventKind::ReleaseStarted),
             threaded(20, 1, EventKind::ReleaseStarted),
         ];
-        let v = check(&events, 100_000);
+        let v = check(&events, 100_000_000);
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].nodes, vec!["c/t1", "c/t2"]);
         let crash = ev(
@@ -326,7 +326,7 @@ mod tests {
                 detail: String::new(),
             },
         );
-        let h = holds(&[acq(0, 1), acq(1, 2), crash], 100_000);
+        let h = holds(&[acq(0, 1), acq(1, 2), crash], 100_000_000);
         assert!(h.iter().all(|h| h.end_us == 3000), "{h:?}");
     }
 

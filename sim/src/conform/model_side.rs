@@ -469,6 +469,8 @@ type Slot = Rc<RefCell<Option<(String, String)>>>;
 /// A lock object of the situation, shared by the steps that use it.
 type SharedScheme = Rc<RefCell<Box<dyn LockScheme>>>;
 
+/// Steps run one at a time, so no other operation borrows this lock while it awaits.
+#[allow(clippy::await_holding_refcell_ref)]
 fn op_future(
     op: Op,
     scheme: SharedScheme,
@@ -477,8 +479,6 @@ fn op_future(
     slot: Slot,
 ) -> LocalBoxFuture<'static, ()> {
     Box::pin(async move {
-        // Steps run one at a time, so no other operation borrows this lock while it awaits.
-        #[allow(clippy::await_holding_refcell_ref)]
         let mut scheme = scheme.borrow_mut();
         let result = match op {
             Op::Acquire => scheme
