@@ -43,6 +43,44 @@ pub enum Mark {
     ResourceLostUpdate,
     /// A client's call to the resource failed or timed out.
     ResourceCallFailed,
+    /// An acquisition was granted (the client believes it holds the lock).
+    AcquireGranted,
+    /// A lease extension (renewal) succeeded.
+    ExtendGranted,
+    /// The lock's key on a master ran out while a client's token was in it (a lease ended by time, not by a release).
+    LockKeyExpired,
+    /// The lock's key on a master went from one client's token to another's between two commands, never seen empty.
+    LockOwnerReplaced,
+    /// A replica became a master without the lock's key in its dataset.
+    PromotedWithoutLockKey,
+    /// A master refused a write with NOREPLICAS (`min-replicas-to-write`).
+    MinReplicasRefused,
+    /// A replica refused a write with READONLY (a client still writing to a demoted master).
+    ReadOnlyRefused,
+    /// EVALSHA answered NOSCRIPT (a restarted, flushed or promoted server without the script).
+    NoScript,
+    /// A replica loaded a master's whole dataset (FULLRESYNC).
+    ReplicaFullResync,
+    /// A replica continued from its offset (+CONTINUE).
+    ReplicaPartialResync,
+    /// A machine lost power with AOF bytes not yet fsynced.
+    AofTailLost,
+    /// A Sentinel judged an instance subjectively down (+sdown).
+    SentinelSdown,
+    /// A Sentinel judged a master objectively down (+odown).
+    SentinelOdown,
+    /// A Sentinel entered TILT (its timer jumped: a clock jump or a pause).
+    SentinelTilt,
+    /// A Sentinel was elected to lead a failover.
+    SentinelLeaderElected,
+    /// A Sentinel announced a new master (+switch-master).
+    SentinelSwitchMaster,
+    /// A Sentinel reconfigured a returning old master as a replica (+convert-to-slave): its writes since the failover are dropped.
+    OldMasterDemoted,
+    /// A client's connection to a server closed under it (EOF or reset).
+    ConnectionLost,
+    /// Redlock granted with less than a tenth of its TTL left as validity.
+    RedlockGrantLowValidity,
 }
 
 impl Mark {
@@ -62,6 +100,25 @@ impl Mark {
         Mark::ResourceStaleFenceRejected,
         Mark::ResourceLostUpdate,
         Mark::ResourceCallFailed,
+        Mark::AcquireGranted,
+        Mark::ExtendGranted,
+        Mark::LockKeyExpired,
+        Mark::LockOwnerReplaced,
+        Mark::PromotedWithoutLockKey,
+        Mark::MinReplicasRefused,
+        Mark::ReadOnlyRefused,
+        Mark::NoScript,
+        Mark::ReplicaFullResync,
+        Mark::ReplicaPartialResync,
+        Mark::AofTailLost,
+        Mark::SentinelSdown,
+        Mark::SentinelOdown,
+        Mark::SentinelTilt,
+        Mark::SentinelLeaderElected,
+        Mark::SentinelSwitchMaster,
+        Mark::OldMasterDemoted,
+        Mark::ConnectionLost,
+        Mark::RedlockGrantLowValidity,
     ];
 
     /// The mark's name in hunt's output and corpus files.
@@ -82,6 +139,25 @@ impl Mark {
             Mark::ResourceStaleFenceRejected => "resource_stale_fence_rejected",
             Mark::ResourceLostUpdate => "resource_lost_update",
             Mark::ResourceCallFailed => "resource_call_failed",
+            Mark::AcquireGranted => "acquire_granted",
+            Mark::ExtendGranted => "extend_granted",
+            Mark::LockKeyExpired => "lock_key_expired",
+            Mark::LockOwnerReplaced => "lock_owner_replaced",
+            Mark::PromotedWithoutLockKey => "promoted_without_lock_key",
+            Mark::MinReplicasRefused => "min_replicas_refused",
+            Mark::ReadOnlyRefused => "read_only_refused",
+            Mark::NoScript => "no_script",
+            Mark::ReplicaFullResync => "replica_full_resync",
+            Mark::ReplicaPartialResync => "replica_partial_resync",
+            Mark::AofTailLost => "aof_tail_lost",
+            Mark::SentinelSdown => "sentinel_sdown",
+            Mark::SentinelOdown => "sentinel_odown",
+            Mark::SentinelTilt => "sentinel_tilt",
+            Mark::SentinelLeaderElected => "sentinel_leader_elected",
+            Mark::SentinelSwitchMaster => "sentinel_switch_master",
+            Mark::OldMasterDemoted => "old_master_demoted",
+            Mark::ConnectionLost => "connection_lost",
+            Mark::RedlockGrantLowValidity => "redlock_grant_low_validity",
         }
     }
 }

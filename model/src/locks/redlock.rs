@@ -923,6 +923,9 @@ impl LockScheme for Redlock {
                 Validity::None => true,
             };
             if locked >= quorum && valid {
+                if validity < self.ttl_ms as i64 / 10 {
+                    crate::marks::mark(crate::marks::Mark::RedlockGrantLowValidity);
+                }
                 self.token = Some(value.clone());
                 return Ok(Grant {
                     token: value,

@@ -63,6 +63,7 @@ impl RespConn {
                 return Ok(reply);
             }
             if self.conn.read_buf(&mut self.buf).await? == 0 {
+                mark(Mark::ConnectionLost);
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "connection closed by peer",

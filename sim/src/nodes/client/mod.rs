@@ -131,9 +131,11 @@ impl Lease<'_> {
             .await;
         let extension = self.scheme.extend(self.dyn_env).await;
         let ok = extension.ok;
-        if !ok {
-            mark(Mark::ExtendFailed);
-        }
+        mark(if ok {
+            Mark::ExtendGranted
+        } else {
+            Mark::ExtendFailed
+        });
         self.world
             .emit(
                 &name,
@@ -236,6 +238,7 @@ async fn worker(
         record(EventKind::AcquireStarted { attempt }).await;
         match scheme.acquire(&dyn_env, clients.acquire_timeout_ms).await {
             Ok(grant) => {
+                mark(Mark::AcquireGranted);
                 record(EventKind::Acquired {
                     token: grant.token.clone(),
                     fence: grant.fence,

@@ -289,6 +289,12 @@ pub fn become_master(node: &Node) {
     }
     node.server.borrow_mut().set_role(Role::Master);
     mark(Mark::ReplicaPromoted);
+    if node
+        .lock_entry(node.world.time.wall_ms(&node.name))
+        .is_none()
+    {
+        mark(Mark::PromotedWithoutLockKey);
+    }
     node.world.record(
         &node.name,
         EventKind::Replication {
