@@ -932,12 +932,20 @@ impl LockScheme for Redlock {
                 Validity::None => true,
             };
             if locked >= quorum && valid {
+                if validity < self.ttl_ms as i64 / 10 {
+                    crate::marks::mark(crate::marks::Mark::RedlockGrantLowValidity);
+                }
                 self.token = Some(value.clone());
                 return Ok(Grant {
                     token: value,
                     fence: None,
                 });
             }
+            crate::marks::mark(if locked >= quorum {
+                crate::marks::Mark::RedlockValidityExpired
+            } else {
+                crate::marks::Mark::RedlockNoQuorum
+            });
             *last.borrow_mut() =
                 format!("{locked}/{} masters, validity {validity} ms", env.servers());
             // node-redlock keeps what it got and tries again with the same value.
