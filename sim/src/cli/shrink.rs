@@ -37,11 +37,12 @@ use model::result::RunResult;
 use serde_json::{Map, Value, json};
 
 use crate::cli::artifacts::{path_component, shell_quote, write_file};
-use crate::cli::catalog::{scheme_spec_json, select_schemes};
+use crate::cli::catalog::{scheme_spec_json, select_one_scheme};
+use crate::faults::nemesis::as_scripted;
 use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
 use crate::scenario::expect::{Expect, broken_verdicts};
-use crate::scenario::faults::{Fault, FaultKind, FaultSpec, When};
+use crate::scenario::faults::FaultSpec;
 use crate::scenario::json::parse_strict;
 use crate::scenario::limits::read_file;
 
@@ -141,16 +142,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         (None, true) => scenario.seed,
         (None, false) => return Err("--seed: give the failing seed".into()),
     };
-    let schemes = select_schemes(&scenario, &args.file, args.scheme.as_deref())?;
-    let [scheme] = schemes[..] else {
-        let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
-        return Err(format!(
-            "--scheme: {} runs {} schemes ({}): name the one to shrink",
-            args.file.display(),
-            labels.len(),
-            labels.join(", ")
-        ));
-    };
+    let scheme = select_one_scheme(&scenario, &args.file, args.scheme.as_deref(), "shrink")?;
     let mode = if args.live {
         crate::live::process::install_stop_signals();
         Mode::Live(LiveRuns {
@@ -335,6 +327,7 @@ pub fn shrink_in(
         Some(Value::Array(faults)) => faults.clone(),
         _ => Vec::new(),
     };
+    let mut base = row_file(file, scenario, scheme);
     let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme]);
     let recorded: Vec<Value> = original
         .nemesis_faults
@@ -344,23 +337,6 @@ pub fn shrink_in(
                 .expect("faults serialise")
         })
         .collect();
-    let mut base = file.clone();
-    // One scheme row, judged by its own run: no other row's expectations, and no matrix
-    // column or incident (the shrunk file is neither).
-    for field in [
-        "nemesis",
-        "schemes",
-        "expect",
-        "expect_some",
-        "expect_by_scheme",
-        "expect_some_by_scheme",
-        "faults",
-        "matrix",
-        "incident",
-    ] {
-        base.remove(field);
-    }
-    base.insert("scheme".into(), scheme_spec_json(scenario, scheme));
     if judges_fairness {
         // Only so that candidates judge FIFO order; the written `expect` replaces it.
         base.insert("expect".into(), json!({ "fairness": "holds" }));
@@ -519,37 +495,38 @@ pub fn shrink_in(
     })
 }
 
-fn read_object(path: &str) -> Result<Map<String, Value>, String> {
+/// The scenario file `file` as one scheme row, judged by its own run: its nemesis, faults and
+/// every expectation removed (other rows' too), and no matrix column or incident (a file
+/// written from it is neither).
+pub fn row_file(
+    mut file: Map<String, Value>,
+    scenario: &Scenario,
+    scheme: usize,
+) -> Map<String, Value> {
+    for field in [
+        "nemesis",
+        "schemes",
+        "expect",
+        "expect_some",
+        "expect_by_scheme",
+        "expect_some_by_scheme",
+        "faults",
+        "matrix",
+        "incident",
+    ] {
+        file.remove(field);
+    }
+    file.insert("scheme".into(), scheme_spec_json(scenario, scheme));
+    file
+}
+
+pub fn read_object(path: &str) -> Result<Map<String, Value>, String> {
     let text = read_file(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
     match parse_strict(&text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(format!("{path}: expected a JSON object")),
         Err(e) => Err(format!("{path}: {e}")),
     }
-}
-
-/// A fault of the random nemesis as a scripted fault: it fired at `at_ms` and lasted what was
-/// drawn, but no longer than until the nemesis healed everything at `heal_at_ms` (a clock
-/// jump, never undone, counts as healed then too, as the nemesis records it). A fault drawn
-/// with 0 ms lasts 1 ms: scripted faults last at least that.
-fn as_scripted(fault: &Fault, heal_at_ms: u64) -> Fault {
-    let When::At { at_ms } = fault.when else {
-        unreachable!("the nemesis records its faults at their time")
-    };
-    let left_ms = heal_at_ms.saturating_sub(at_ms).max(1);
-    let cut = |ms: Option<u64>| Some(ms.map_or(left_ms, |ms| ms.min(left_ms)));
-    let mut fault = fault.clone();
-    match &mut fault.kind {
-        FaultKind::Crash {
-            restart_after_ms, ..
-        }
-        | FaultKind::PowerLoss {
-            restart_after_ms, ..
-        } => *restart_after_ms = cut(*restart_after_ms),
-        FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
-        _ => fault.duration_ms = cut(fault.duration_ms).map(|ms| ms.max(1)),
-    }
-    fault
 }
 
 /// A scenario file being shrunk: everything but the faults, and the faults as written.
@@ -822,7 +799,7 @@ fn set(candidate: &Candidate, pointer: &str, value: Value) -> Candidate {
 
 /// `schema` (a relative path, as written in a file in `from`) as seen from `to`; URLs and
 /// absolute paths, and paths that do not resolve, are kept as they are.
-fn rebase(schema: &str, from: &Path, to: &Path) -> String {
+pub fn rebase(schema: &str, from: &Path, to: &Path) -> String {
     if schema.contains("://") || Path::new(schema).is_absolute() {
         return schema.to_string();
     }
@@ -887,7 +864,7 @@ const FIELD_ORDER: &[&str] = &[
 
 /// Pretty JSON with object fields in [`FIELD_ORDER`], two-space indents, short arrays of
 /// numbers or strings on one line.
-fn ordered_json(value: &Value) -> String {
+pub fn ordered_json(value: &Value) -> String {
     fn write(out: &mut String, value: &Value, indent: usize) {
         let pad = "  ".repeat(indent + 1);
         match value {
@@ -938,6 +915,7 @@ fn ordered_json(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::faults::{Fault, FaultKind, When};
 
     #[test]
     fn nemesis_faults_are_cut_at_the_heal_time() {
