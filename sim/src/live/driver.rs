@@ -325,6 +325,9 @@ pub async fn driver_node(world: Arc<World>, name: String, live: Arc<Live>) {
             )
             .await;
     }
+    if start == 1 {
+        live.start_together().await;
+    }
     let record = |kind| world.emit(&name, None, kind);
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(
         world.seed,

@@ -28,7 +28,7 @@ pub mod resource;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -81,6 +81,8 @@ pub struct Live {
     scenario: Arc<Scenario>,
     abort: Mutex<Option<String>>,
     ops: Mutex<Vec<Op>>,
+    /// How many clients have answered their first `init`: the workloads start together.
+    ready: AtomicU32,
 }
 
 impl Live {
@@ -89,6 +91,19 @@ impl Live {
         let mut abort = self.abort.lock().expect("never poisoned");
         if abort.is_none() {
             *abort = Some(why);
+        }
+    }
+
+    /// Counts this client ready and waits until every client of the scenario is: an
+    /// interpreter can start seconds after another on a loaded machine, and a workload that
+    /// began alone would meet no competitor (a pause triggered by the first grant would be over
+    /// before the second client asks). Polled on the run's clock; a client that never answers
+    /// `init` stops the run, and with it this wait.
+    pub async fn start_together(&self) {
+        self.ready.fetch_add(1, Ordering::SeqCst);
+        let count = self.scenario.clients.count;
+        while self.ready.load(Ordering::SeqCst) < count && self.stop_reason().is_none() {
+            madsim::time::sleep(std::time::Duration::from_millis(2)).await;
         }
     }
 
@@ -193,6 +208,7 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
         scenario: scenario.clone(),
         abort: Mutex::new(None),
         ops: Mutex::new(Vec::new()),
+        ready: AtomicU32::new(0),
     });
     let start_unix_us = pacer::real_unix_us();
     let executor = Executor {
