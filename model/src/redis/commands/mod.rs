@@ -114,15 +114,24 @@ fn arity_accepts(arity: i32, argc: usize) -> bool {
     }
 }
 
-const fn cmd(name: &'static str, arity: i32, flags: u32, handler: PlainHandler) -> CommandSpec {
+const fn keyspace_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: KeyspaceHandler,
+) -> CommandSpec {
     CommandSpec {
         name,
         full_name: name,
         arity,
         flags,
-        kind: Kind::Plain(KeyspaceHandler::Reads(handler)),
+        kind: Kind::Plain(handler),
         subcommands: &[],
     }
+}
+
+const fn cmd(name: &'static str, arity: i32, flags: u32, handler: PlainHandler) -> CommandSpec {
+    keyspace_cmd(name, arity, flags, KeyspaceHandler::Reads(handler))
 }
 
 const fn owned_cmd(
@@ -131,14 +140,7 @@ const fn owned_cmd(
     flags: u32,
     handler: OwnedHandler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        full_name: name,
-        arity,
-        flags,
-        kind: Kind::Plain(KeyspaceHandler::Keeps(handler)),
-        subcommands: &[],
-    }
+    keyspace_cmd(name, arity, flags, KeyspaceHandler::Keeps(handler))
 }
 
 const fn server_cmd(
