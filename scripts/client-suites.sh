@@ -5,7 +5,8 @@
 #                                                    # portalocker and its tests, the node checks'
 #                                                    # packages (sim/tests/client_suites.rs), the
 #                                                    # conformance suite's libraries
-#                                                    # (sim/tests/conformance_libraries.rs)
+#                                                    # (sim/tests/conformance_libraries.rs),
+#                                                    # the live adapters' pottery (sim/tests/live.rs)
 #   bash scripts/client-suites.sh redis-py [server]  # redis-py tests/test_lock.py (+ asyncio)
 #   bash scripts/client-suites.sh python-redis-lock [server]
 #   bash scripts/client-suites.sh pottery [server]
@@ -225,6 +226,11 @@ older_python() {
   return 1
 }
 
+# The live adapters' libraries beyond redis-py and node's (examples/live/, sim/tests/live.rs).
+setup_live_adapters() {
+  conformance_venv venv-pottery python3 "pottery==3.0.1"
+}
+
 conformance_venv() {
   local name=$1 python=$2
   shift 2
@@ -241,7 +247,14 @@ setup_conformance() {
   conformance_venv venv-redbeat-2.0.0 python3 "celery-redbeat==2.0.0" "celery==5.2.7" "redis==$REDIS_PY"
   conformance_venv venv-redbeat-1.0.0 "$(older_python)" "celery-redbeat==1.0.0" "celery==4.4.7" \
     "redis==$REDIS_PY"
+  setup_conformance_py
   setup_node
+}
+
+# The conformance venvs of pottery, python-redis-lock and aioredlock, their redis-py pinned.
+setup_conformance_py() {
+  conformance_venv venv-pottery-3.0.1 python3 "pottery==3.0.1" "redis==$REDIS_PY"
+  conformance_venv venv-python-redis-lock-4.0.1 python3 "python-redis-lock==4.0.1" "redis==$REDIS_PY"
 }
 
 run_node() {
@@ -253,7 +266,7 @@ run_node() {
 }
 
 case "${1:-}" in
-  setup) setup_redis_py && setup_portalocker && setup_node && setup_conformance ;;
+  setup) setup_redis_py && setup_portalocker && setup_node && setup_conformance && setup_live_adapters ;;
   redis-py) run_redis_py "${2:-locksim}" ;;
   python-redis-lock) run_python_redis_lock "${2:-locksim}" ;;
   pottery) run_pottery "${2:-locksim}" ;;

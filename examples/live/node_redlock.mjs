@@ -20,7 +20,7 @@ const parse = (address) => {
   return { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
 };
 
-let redlock, resource, lock, fencing, fence;
+let redlock, resource, lock, fencing, fence, value;
 const lines = createInterface({ input: process.stdin });
 lines.on("close", () => process.exit(0));
 
@@ -33,7 +33,10 @@ for await (const line of lines) {
         const options = { commandTimeout: timeout, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: false };
         const clients = request.redis.map((a) => new Redis({ ...parse(a), ...options }));
         for (const c of clients) c.on("error", (e) => console.error(`redis: ${e.message}`));
-        redlock = new Redlock(clients, { retryCount: -1, retryDelay: 100, retryJitter: 50 });
+        // One attempt per call: `acquire` below retries itself until wait_ms; a retryCount of -1
+        // would retry the release of a lock lost to another client forever (redlock
+        // dist/cjs/index.js `_execute`: -1 is Infinity), and the driver would see no answer.
+        redlock = new Redlock(clients, { retryCount: 0, retryDelay: 100, retryJitter: 50 });
         resource = new Redis({ ...parse(request.resource), ...options });
         resource.on("error", (e) => console.error(`resource: ${e.message}`));
         fencing = request.fencing;
@@ -61,10 +64,11 @@ for await (const line of lines) {
         break;
       }
       case "work": {
+        // One critical section, or a part of one split by extends (read first, write last).
         const extra = fence === undefined ? [] : [fence];
-        const value = Number(await resource.call("LOCKSIM.READ", ...extra));
+        if (request.read ?? true) value = Number(await resource.call("LOCKSIM.READ", ...extra));
         await new Promise((ok) => setTimeout(ok, request.hold_ms));
-        await resource.call("LOCKSIM.WRITE", value - 1, ...extra);
+        if (request.write ?? true) await resource.call("LOCKSIM.WRITE", value - 1, ...extra);
         answer(request, "ok");
         break;
       }

@@ -38,7 +38,7 @@ def connect(address, timeout):
                        socket_connect_timeout=timeout)
 
 
-r = resource = lock = None
+r = resource = lock = value = None
 fencing = False
 fence = None
 for line in sys.stdin:
@@ -65,16 +65,20 @@ for line in sys.stdin:
             else:
                 answer(request, "fail", error="not acquired within wait_ms")
         elif op == "work":
+            # One critical section, or a part of one split by extends (read first, write last).
             extra = [fence] if fence is not None else []
-            value = int(resource.execute_command("LOCKSIM.READ", *extra))
+            if request.get("read", True):
+                value = int(resource.execute_command("LOCKSIM.READ", *extra))
             time.sleep(request["hold_ms"] / 1000)
-            resource.execute_command("LOCKSIM.WRITE", value - 1, *extra)
+            if request.get("write", True):
+                resource.execute_command("LOCKSIM.WRITE", value - 1, *extra)
             answer(request, "ok")
         elif op == "release":
             lock.release()
             answer(request, "ok")
         elif op == "extend":
-            lock.extend(request["ttl_ms"] / 1000, replace_ttl=True)
+            # redis-py's default: ttl_ms more on the lease left (redis/lock.py, Lock.extend).
+            lock.extend(request["ttl_ms"] / 1000)
             answer(request, "ok")
         else:
             answer(request, "fail", error=f"unknown op {op}")

@@ -5,5 +5,6 @@
 pub mod check;
 pub mod history;
 pub mod locks;
+pub mod marks;
 pub mod redis;
 pub mod result;

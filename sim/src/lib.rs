@@ -19,6 +19,8 @@
 //!   (`locksim fidelity`, `docs/fidelity.md`).
 //! - `conform`: each modelled lock library checked against the real library (run against
 //!   `locksim serve` processes) or its source, command for command.
+//! - `hunt`: a search over fault schedules guided by marks (`model::marks`), a corpus and
+//!   AFL-style mutations (`locksim hunt`).
 //! - `cli`: the commands of the binary and their helpers.
 //!
 //! A refactor must leave every trace as it was: `scripts/trace-hashes.sh` lists the trace hash
@@ -28,6 +30,7 @@ pub mod cli;
 pub mod conform;
 pub mod faults;
 pub mod fidelity;
+pub mod hunt;
 pub mod live;
 pub mod nodes;
 pub mod runner;

@@ -47,6 +47,9 @@ enum Command {
     /// Shrink a failing seed to a minimal scripted fault schedule that breaks the same
     /// verdicts, written as a new scenario file with `expect` filled in.
     Shrink(cli::shrink::Args),
+    /// Search fault schedules drawn from the scenario's nemesis for one that breaks a verdict,
+    /// guided by marks (swarm draws, a corpus, AFL-style mutations); shrink what it finds.
+    Hunt(cli::hunt::Args),
     /// Print the JSON Schema of scenario files (docs/scenario.schema.json is its output).
     Schema(cli::schema::Args),
     /// Serve the simulated Redis on a real TCP port (real clock), for redis-cli, client
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::execute(args),
         Command::Report(args) => cli::report::execute(args),
         Command::Shrink(args) => cli::shrink::execute(args),
+        Command::Hunt(args) => cli::hunt::execute(args),
         Command::Schema(args) => cli::schema::execute(args),
         Command::Serve(args) => cli::serve::execute(args),
         Command::Bench(args) => cli::bench::execute(args),

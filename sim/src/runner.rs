@@ -207,6 +207,26 @@ pub fn run_with_executor(
     remember_events(scenario, scheme_index, events.len());
     let wall_ms = wall_start.elapsed().as_millis() as u64;
 
+    let result = judge(scenario, scheme_index, seed, &events, end_us, wall_ms);
+    let nemesis_faults = std::mem::take(&mut *log.lock().expect("never poisoned"));
+    Ok(RunOutput {
+        result,
+        events,
+        messages,
+        nemesis_faults,
+    })
+}
+
+/// The checkers' verdicts on a history of `scenario`'s row `scheme_index` (already the row's
+/// own scenario) that ended at `end_us`.
+pub fn judge(
+    scenario: &Scenario,
+    scheme_index: usize,
+    seed: u64,
+    events: &[Event],
+    end_us: u64,
+    wall_ms: u64,
+) -> RunResult {
     let scheme = &scenario.schemes[scheme_index];
     let ctx = CheckContext {
         clients: scenario.owner_names(),
@@ -214,21 +234,21 @@ pub fn run_with_executor(
         liveness_window_ms: scenario.liveness_window_ms(scheme),
         masters: scenario.master_names(),
     };
-    let mut report = check_all(&events, &ctx);
+    let mut report = check_all(events, &ctx);
     if scenario.judges_fairness() {
         let slack_us = scenario.fifo_slack_ms() * 1000;
         report.violations.extend(
-            model::check::fairness::check(&events, slack_us)
+            model::check::fairness::check(events, slack_us)
                 .into_iter()
                 .take(model::check::MAX_VIOLATIONS_PER_KIND),
         );
         report.violations.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
     }
-    let result = RunResult {
+    RunResult {
         scenario: scenario.name.clone(),
         scheme: scheme.label(),
         seed,
-        trace_hash: trace_hash(&events),
+        trace_hash: trace_hash(events),
         sim_ms: end_us / 1000,
         wall_ms,
         verdicts: report.verdicts,
@@ -238,14 +258,7 @@ pub fn run_with_executor(
         max_wait_ms: report.max_wait_ms,
         max_wait_ms_by_client: report.max_wait_ms_by_client,
         violations: report.violations,
-    };
-    let nemesis_faults = std::mem::take(&mut *log.lock().expect("never poisoned"));
-    Ok(RunOutput {
-        result,
-        events,
-        messages,
-        nemesis_faults,
-    })
+    }
 }
 
 pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)

@@ -12,7 +12,7 @@ use std::path::Path;
 /// The top-level modules from the bottom layer up.
 const LAYERS: &[&str] = &[
     "signal", "scenario", "world", "nodes", "faults", "runner", "serve", "live", "fidelity",
-    "conform", "cli",
+    "conform", "hunt", "cli",
 ];
 
 /// Module path (`world::net::socket`, `""` for the crate root) → source, without tests, of the

@@ -350,26 +350,14 @@ fn repeat_runs(
     adapter: &[&str],
     env: &[(&str, &Path)],
 ) -> (PathBuf, serde_json::Value) {
-    let dir = out_dir(test);
-    let mut command = locksim();
-    command.envs(env.iter().copied());
-    command
-        .arg("live")
-        .arg(scenario(file))
-        .arg("--out")
-        .arg(&dir)
-        .args(["--repeat", &repeat.to_string(), "--jobs", "2"]);
-    if !adapter.is_empty() {
-        command.arg("--").args(adapter);
-    }
-    let (output, pid) = run(command);
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let repeat = repeat.to_string();
+    let dir = live_run(
+        test,
+        file,
+        &["--repeat", &repeat, "--jobs", "2"],
+        adapter,
+        env,
     );
-    assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
     let text = std::fs::read_to_string(dir.join("rates.json")).expect("rates.json");
     (dir, serde_json::from_str(&text).unwrap())
 }
@@ -561,4 +549,254 @@ fn node_redlock_under_a_client_clock_jump() {
         &adapter.each_ref().map(String::as_str),
         &env,
     );
+}
+
+/// The history's operations of `f` that completed with `kind` (ok, fail, info).
+fn completed(dir: &Path, f: &str, kind: &str) -> usize {
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).expect("history.jsonl");
+    history
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|op| op["f"] == f && op["type"] == kind)
+        .count()
+}
+
+/// One live run of `file` with `adapter` (the built-in scheme when empty); its output folder.
+fn single_run(test: &str, file: &str, adapter: &[&str], env: &[(&str, &Path)]) -> PathBuf {
+    live_run(test, file, &[], adapter, env)
+}
+
+/// `locksim live` of `file` with `options`, `adapter` (the built-in scheme when empty) and `env`
+/// set for locksim and its clients, asserted to succeed and leave no process; its output folder.
+fn live_run(
+    test: &str,
+    file: &str,
+    options: &[&str],
+    adapter: &[&str],
+    env: &[(&str, &Path)],
+) -> PathBuf {
+    let dir = out_dir(test);
+    let mut command = locksim();
+    command.envs(env.iter().copied());
+    command
+        .arg("live")
+        .arg(scenario(file))
+        .arg("--out")
+        .arg(&dir)
+        .args(options);
+    if !adapter.is_empty() {
+        command.arg("--").args(adapter);
+    }
+    let (output, pid) = run(command);
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
+    dir
+}
+
+/// `clients.extend`: a 1.2 s hold on a 500 ms lease, extended every 200 ms, keeps the lock
+/// (every extension ok, no overlap); the same workload with the holder stopped for 1.5 s has
+/// its next extension refused, so it skips its write (resource safety holds) while the two
+/// holds overlapped (mutual exclusion violated) — the simulation's verdicts for this scheme.
+fn assert_extensions(test: &str, adapter: &[&str], env: &[(&str, &Path)]) {
+    let dir = single_run(
+        &format!("{test}-heartbeat"),
+        "extend-heartbeat.json",
+        adapter,
+        env,
+    );
+    let result = result_json(&dir);
+    assert_eq!(result["verdicts"]["mutual_exclusion"], "holds", "{result}");
+    assert_eq!(result["verdicts"]["resource_safety"], "holds", "{result}");
+    // 4 holds of 1.2 s, each extended 5 times (after 200, 400, ..., 1000 ms).
+    assert_eq!(completed(&dir, "extend", "ok"), 20, "{}", dir.display());
+    assert_eq!(completed(&dir, "extend", "fail"), 0, "{}", dir.display());
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    assert!(
+        trace.contains("\"event\":\"extended\""),
+        "{}",
+        dir.display()
+    );
+
+    let dir = single_run(
+        &format!("{test}-pause"),
+        "extend-gc-pause.json",
+        adapter,
+        env,
+    );
+    let result = result_json(&dir);
+    assert_eq!(
+        result["verdicts"]["mutual_exclusion"], "violated",
+        "{result}"
+    );
+    assert_eq!(result["verdicts"]["resource_safety"], "holds", "{result}");
+    assert!(
+        completed(&dir, "extend", "fail") >= 1,
+        "the paused holder's extension is refused ({})",
+        dir.display()
+    );
+}
+
+#[test]
+fn a_built_in_scheme_extends_its_lease_as_the_workload_asks() {
+    assert_extensions("builtin-extend", &[], &[]);
+}
+
+#[test]
+fn redis_py_lock_extends_its_lease_as_the_workload_asks() {
+    let Some(adapter) = redis_py_adapter() else {
+        return;
+    };
+    assert_extensions(
+        "redis-py-extend",
+        &adapter.each_ref().map(String::as_str),
+        &[],
+    );
+}
+
+/// `--observe`: an unmodified redis-py service (examples/live/observed_service.py), judged from
+/// the servers' key history and the resource alone. Its first holder stalls 1.5 s inside the
+/// lock (500 ms lease): the overlap and the lost update are found; with STALL_MS=0, neither.
+#[test]
+fn an_observed_service_shows_the_overlap_the_servers_saw() {
+    let Some(adapter) = redis_py_adapter() else {
+        return;
+    };
+    let service = root().join("examples/live/observed_service.py");
+    let observe = |test: &str, stall_ms: &str| {
+        let service = [adapter[0].as_str(), service.to_str().unwrap()];
+        let env = [("STALL_MS", Path::new(stall_ms))];
+        let dir = live_run(test, "no-faults.json", &["--observe"], &service, &env);
+        (result_json(&dir), dir)
+    };
+    let (stalled, dir) = observe("observe-stall", "1500");
+    assert_eq!(
+        stalled["verdicts"]["mutual_exclusion"], "violated",
+        "{stalled}"
+    );
+    assert_eq!(
+        stalled["verdicts"]["resource_safety"], "violated",
+        "{stalled}"
+    );
+    // 3 turns of each client, seen as the servers' own key changes.
+    assert_eq!(stalled["counts"]["acquisitions"], 6, "{stalled}");
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    assert!(
+        trace.contains("\"owner\":\"client-1\"") && trace.contains("\"owner\":\"client-2\""),
+        "key_owner names both clients ({})",
+        dir.display()
+    );
+    let (control, _) = observe("observe-control", "0");
+    assert_eq!(
+        control["verdicts"]["mutual_exclusion"], "holds",
+        "{control}"
+    );
+    assert_eq!(control["verdicts"]["resource_safety"], "holds", "{control}");
+    assert_eq!(control["counts"]["acquisitions"], 6, "{control}");
+}
+
+#[test]
+fn observe_refuses_a_fault_waiting_for_a_clients_own_event() {
+    let (output, _) = run({
+        let mut c = locksim();
+        c.arg("live")
+            .arg(scenario("gc-pause.json"))
+            .args(["--observe", "--", "true"]);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("faults[0].on.event acquired") && stderr.contains("--observe"),
+        "{stderr}"
+    );
+}
+
+/// pottery's Redlock (examples/live/pottery_redlock.py) under the pause longer than its lease:
+/// violated, as the simulation's Redlock rows are in scenarios/matrix/02-gc-pause.json.
+#[test]
+fn pottery_redlock_under_a_pause_longer_than_its_lease() {
+    let Some(python) = suite(
+        "pottery (target/client-suites/venv-pottery)",
+        root().join("target/client-suites/venv-pottery/bin/python"),
+    ) else {
+        return;
+    };
+    let adapter = root().join("examples/live/pottery_redlock.py");
+    let adapter = [python.to_str().unwrap(), adapter.to_str().unwrap()];
+    let (_, rates) = repeat_runs("pottery", "gc-pause.json", 3, &adapter, &[]);
+    assert!(
+        violations(&rates, "mutual_exclusion violated") >= 2,
+        "{rates}"
+    );
+    let (_, control) = repeat_runs("pottery-control", "no-faults.json", 2, &adapter, &[]);
+    assert_eq!(
+        violations(&control, "mutual_exclusion violated"),
+        0,
+        "{control}"
+    );
+}
+
+/// redis-semaphore's Mutex (examples/live/redis_semaphore_mutex.mjs) under the same pause: its
+/// refresh timer stops with the process, the lease runs out, the other client takes the lock.
+#[test]
+fn redis_semaphore_mutex_under_a_pause_longer_than_its_lease() {
+    let Some((_, modules)) = node_redlock_adapter() else {
+        return;
+    };
+    let env = [("LOCKSIM_NODE_MODULES", modules.as_path())];
+    let adapter = root().join("examples/live/redis_semaphore_mutex.mjs");
+    let adapter = ["node", adapter.to_str().unwrap()];
+    let (_, rates) = repeat_runs("redis-semaphore", "gc-pause.json", 3, &adapter, &env);
+    assert!(
+        violations(&rates, "mutual_exclusion violated") >= 2,
+        "{rates}"
+    );
+    let (_, control) = repeat_runs(
+        "redis-semaphore-control",
+        "no-faults.json",
+        2,
+        &adapter,
+        &env,
+    );
+    assert_eq!(
+        violations(&control, "mutual_exclusion violated"),
+        0,
+        "{control}"
+    );
+}
+
+/// `locksim shrink --live`: each candidate runs up to K times. Without its pause the gc-pause
+/// scenario holds in both repeats, so the pause is kept, and the result still violates.
+#[test]
+fn shrink_live_keeps_the_fault_a_live_failure_needs() {
+    let dir = out_dir("shrink-live");
+    let out = dir.join("shrunk.json");
+    let mut command = locksim();
+    command
+        .arg("shrink")
+        .arg(scenario("gc-pause.json"))
+        .args(["--live", "--repeats", "2", "--max-runs", "4", "--out"])
+        .arg(&out);
+    let (output, pid) = run(command);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("every candidate ran up to 2 times"),
+        "{stdout}"
+    );
+    assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
+    let shrunk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(shrunk["faults"].as_array().unwrap().len(), 1, "{shrunk}");
+    assert_eq!(shrunk["faults"][0]["kind"], "pause", "{shrunk}");
+    assert_eq!(shrunk["expect"]["mutual_exclusion"], "violated", "{shrunk}");
 }

@@ -278,6 +278,7 @@ impl<'a> Ctx<'a> {
         }
         self.db().remove(key);
         self.core.stats.expired_keys += 1;
+        crate::marks::mark(crate::marks::Mark::KeyExpired);
         self.propagate(vec![b"DEL".to_vec(), key.to_vec()]);
         true
     }
@@ -700,6 +701,7 @@ impl RedisServer {
                     if self.core.dbs[db].is_expired(key, now_ms) {
                         self.core.dbs[db].remove(key);
                         self.core.stats.expired_keys += 1;
+                        crate::marks::mark(crate::marks::Mark::KeyExpired);
                         self.core
                             .pending
                             .push((db, vec![b"DEL".to_vec(), key.clone()]));

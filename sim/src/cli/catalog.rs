@@ -97,6 +97,27 @@ pub fn load_all(files: &[PathBuf]) -> Result<Vec<Arc<Scenario>>, String> {
     Ok(scenarios)
 }
 
+/// The one scheme `--scheme` selects, for a command that works on one row (`what` it does
+/// with it names it in the message when the selection is several rows).
+pub fn select_one_scheme(
+    scenario: &Scenario,
+    file: &Path,
+    scheme: Option<&str>,
+    what: &str,
+) -> Result<usize, String> {
+    let schemes = select_schemes(scenario, file, scheme)?;
+    let [scheme] = schemes[..] else {
+        let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
+        return Err(format!(
+            "--scheme: {} runs {} schemes ({}): name the one to {what}",
+            file.display(),
+            labels.len(),
+            labels.join(", ")
+        ));
+    };
+    Ok(scheme)
+}
+
 /// The indices of the schemes `--scheme` selects (all without it): the rows with that label
 /// (`redlock:redsync`), or when none has it, every row of that scheme id. `file` is for the
 /// message.

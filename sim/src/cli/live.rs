@@ -46,7 +46,8 @@ pub struct Args {
     /// Where to write each run's outputs (default: a new folder under the system's temp dir).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Unmodified services that only read the environment (no driver protocol).
+    /// Unmodified services that only read the environment (no driver protocol): verdicts from
+    /// the resource and the servers' own lock history.
     #[arg(long)]
     observe: bool,
     /// The seed of the world's random draws (default: the scenario's `seed`).
@@ -71,9 +72,9 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
                 .into(),
         );
     }
-    if args.observe {
+    if args.observe && args.command.is_empty() {
         return Err(
-            "--observe is not built yet: run the client with the driver protocol (docs/live.md)"
+            "--observe: give the service to observe after `--` (locksim live SCENARIO --observe -- CMD ARGS...)"
                 .into(),
         );
     }
@@ -124,6 +125,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
             (queue.clone(), tx.clone(), scenario.clone(), command.clone());
         let dirs: Vec<PathBuf> = (1..=args.repeat).map(dir_of).collect();
         let (op_timeout_ms, grace) = (args.op_timeout_ms, Duration::from_millis(args.grace_ms));
+        let observe = args.observe;
         workers.push(std::thread::spawn(move || {
             loop {
                 let next = queue.lock().expect("never poisoned").next();
@@ -140,6 +142,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
                     log_dir: dir.join("logs"),
                     op_timeout_ms,
                     grace,
+                    observe,
                 };
                 // Each run on a fresh thread: the simulation's runtime is made there.
                 let result = std::thread::spawn(move || crate::live::run(options))

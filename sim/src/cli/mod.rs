@@ -2,7 +2,7 @@
 //!
 //! Each command module starts with its `Args` (clap) and `execute`; `main.rs` only lists the
 //! commands and parses the command line. Commands: `run`, `schemes`, `sweep`, `replay`,
-//! `compare`, `check`, `report`, `shrink`, `schema`, `serve`, `bench`, `live`, `fidelity`,
+//! `compare`, `check`, `report`, `shrink`, `hunt`, `schema`, `serve`, `bench`, `live`, `fidelity`,
 //! `conform`. Their helpers: `batch` (many runs on worker threads with a stop flag), `catalog`
 //! (which scenario files and schemes), `shard` (`--shard I/N`), `results` (results.jsonl and
 //! run.json), `artifacts` (what a run writes), `interrupt` (Ctrl-C), `record` (`check
@@ -17,6 +17,7 @@ pub mod compare;
 pub mod conform;
 pub mod fidelity;
 pub mod floor;
+pub mod hunt;
 pub mod interrupt;
 pub mod invocation;
 pub mod live;

@@ -21,6 +21,13 @@
 //!    and exact (determinism); at most `--max-runs` runs in all.
 //! 4. Write the scenario: the one scheme and seed, `expect` = every verdict of the final run,
 //!    `source` naming the original file, seed and fault counts.
+//!
+//! `--live` shrinks a live failure (`locksim live`, [`Mode::Live`]): every run is a live run,
+//! not replayable, so each candidate runs up to `--repeats` K times and still fails if any of
+//! them breaks the target (the first that does ends its runs); the original is the first of K
+//! runs that breaks a verdict, and only its seed is tried. A candidate that fails once in K
+//! runs may be kept where a rarer failure was: the result is a smaller scenario that failed at
+//! least once, to be run with `locksim live --repeat N` for its rate.
 
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
@@ -30,11 +37,12 @@ use model::result::RunResult;
 use serde_json::{Map, Value, json};
 
 use crate::cli::artifacts::{path_component, shell_quote, write_file};
-use crate::cli::catalog::{scheme_spec_json, select_schemes};
+use crate::cli::catalog::{scheme_spec_json, select_one_scheme};
+use crate::faults::nemesis::as_scripted;
 use crate::runner::{RunOutput, run};
 use crate::scenario::Scenario;
 use crate::scenario::expect::{Expect, broken_verdicts};
-use crate::scenario::faults::{Fault, FaultKind, FaultSpec, When};
+use crate::scenario::faults::FaultSpec;
 use crate::scenario::json::parse_strict;
 use crate::scenario::limits::read_file;
 
@@ -42,18 +50,83 @@ use crate::scenario::limits::read_file;
 pub struct Args {
     /// The scenario file (JSON).
     file: PathBuf,
-    /// The failing seed.
+    /// The failing seed (with --live: the world's seed, by default the scenario's).
     #[arg(long)]
-    seed: u64,
+    seed: Option<u64>,
     /// The scheme, for a scenario with a `schemes` list.
     #[arg(long)]
     scheme: Option<String>,
     /// Where the shrunk scenario goes (default: shrunk/<name>.json).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// At most this many runs.
+    /// At most this many runs (with --live, each repeat is a run).
     #[arg(long, default_value_t = DEFAULT_MAX_RUNS)]
     max_runs: u64,
+    /// Shrink a live failure (`locksim live`): every candidate runs on the real clock with
+    /// real client processes, up to --repeats times; it still fails if any repeat breaks the
+    /// target verdicts.
+    #[arg(long)]
+    live: bool,
+    /// With --live: the repeats per candidate.
+    #[arg(long, default_value_t = 3, requires = "live")]
+    repeats: u32,
+    /// With --live: as `locksim live --op-timeout-ms`.
+    #[arg(long, default_value_t = 10_000, requires = "live")]
+    op_timeout_ms: u64,
+    /// With --live: as `locksim live --grace-ms`.
+    #[arg(long, default_value_t = 1_000, requires = "live")]
+    grace_ms: u64,
+    /// With --live: as `locksim live --observe`.
+    #[arg(long, requires = "live")]
+    observe: bool,
+    /// With --live: the client command (after `--`); without it, the built-in scheme.
+    #[arg(last = true, requires = "live")]
+    command: Vec<std::ffi::OsString>,
+}
+
+/// How candidates run: the simulation (one exact run each), or live (`--live`).
+pub enum Mode {
+    Simulated,
+    Live(LiveRuns),
+}
+
+/// `--live`: each candidate runs up to `repeats` times on the real clock; the first repeat
+/// that breaks the target ends its runs (it still fails), and if none does it no longer fails.
+pub struct LiveRuns {
+    pub repeats: u32,
+    pub command: Option<crate::live::clients::ClientCommand>,
+    pub op_timeout_ms: u64,
+    pub grace: std::time::Duration,
+    pub observe: bool,
+    /// Where each candidate's file and the runs' logs go (the built-in scheme's client process
+    /// reads the candidate from its file).
+    pub work_dir: PathBuf,
+}
+
+impl LiveRuns {
+    /// One live run of `scenario` (a file on disk) on a thread of its own.
+    fn run_once(
+        &self,
+        scenario: &Arc<Scenario>,
+        scheme: usize,
+        seed: u64,
+    ) -> Result<RunOutput, String> {
+        let options = crate::live::Options {
+            scenario: scenario.clone(),
+            scheme_index: scheme,
+            seed,
+            command: self.command.clone(),
+            log_dir: self.work_dir.join("logs"),
+            op_timeout_ms: self.op_timeout_ms,
+            grace: self.grace,
+            observe: self.observe,
+        };
+        let _ = std::fs::remove_dir_all(self.work_dir.join("logs"));
+        std::thread::spawn(move || crate::live::run(options))
+            .join()
+            .unwrap_or_else(|_| Err("the live run panicked".into()))
+            .map(|output| output.run)
+    }
 }
 
 /// Seeds the scripted replay of the recorded faults tries, from the original one on.
@@ -64,17 +137,35 @@ pub const DEFAULT_MAX_RUNS: u64 = 1000;
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
     let scenario = super::load(&args.file)?;
-    let schemes = select_schemes(&scenario, &args.file, args.scheme.as_deref())?;
-    let [scheme] = schemes[..] else {
-        let labels: Vec<String> = scenario.schemes.iter().map(|s| s.label()).collect();
-        return Err(format!(
-            "--scheme: {} runs {} schemes ({}): name the one to shrink",
-            args.file.display(),
-            labels.len(),
-            labels.join(", ")
-        ));
+    let seed = match (args.seed, args.live) {
+        (Some(seed), _) => seed,
+        (None, true) => scenario.seed,
+        (None, false) => return Err("--seed: give the failing seed".into()),
     };
-    let shrunk = shrink(&scenario, scheme, args.seed, args.out, args.max_runs)?;
+    let scheme = select_one_scheme(&scenario, &args.file, args.scheme.as_deref(), "shrink")?;
+    let mode = if args.live {
+        crate::live::process::install_stop_signals();
+        Mode::Live(LiveRuns {
+            repeats: args.repeats.max(1),
+            command: args.command.split_first().map(|(program, rest)| {
+                crate::live::clients::ClientCommand {
+                    program: program.clone(),
+                    args: rest.to_vec(),
+                }
+            }),
+            op_timeout_ms: args.op_timeout_ms,
+            grace: std::time::Duration::from_millis(args.grace_ms),
+            observe: args.observe,
+            work_dir: std::env::temp_dir().join(format!(
+                "locksim-shrink-live-{}-{}",
+                std::process::id(),
+                crate::live::pacer::real_unix_us()
+            )),
+        })
+    } else {
+        Mode::Simulated
+    };
+    let shrunk = shrink_in(&mode, &scenario, scheme, seed, args.out, args.max_runs)?;
     print!("{}", shrunk.render());
     Ok(ExitCode::SUCCESS)
 }
@@ -102,6 +193,8 @@ pub struct Shrunk {
     pub runs: u64,
     /// The run budget ran out before every step was tried.
     pub budget_spent: bool,
+    /// `--live`: the repeats per candidate.
+    pub live_repeats: Option<u32>,
     pub wall_s: f64,
 }
 
@@ -124,15 +217,21 @@ impl Shrunk {
             .map(|(field, a, b)| format!("{field} {a} → {b}"))
             .collect();
         text.push_str(&format!("  {}\n", sizes.join(", ")));
-        text.push_str(&format!(
-            "  the recorded faults, replayed as scripted faults, break the same verdicts on seed {} ({})\n",
-            self.replay_seed,
-            if self.exact_trace {
-                "the same trace"
-            } else {
-                "not the same trace: madsim's scheduling draws differ without the nemesis's tasks"
-            }
-        ));
+        match self.live_repeats {
+            Some(repeats) => text.push_str(&format!(
+                "  live: every candidate ran up to {repeats} times on the real clock and still failed if any run broke {} (live runs are not replayable: run the result with `locksim live --repeat N`)\n",
+                self.target.join(", ")
+            )),
+            None => text.push_str(&format!(
+                "  the recorded faults, replayed as scripted faults, break the same verdicts on seed {} ({})\n",
+                self.replay_seed,
+                if self.exact_trace {
+                    "the same trace"
+                } else {
+                    "not the same trace: madsim's scheduling draws differ without the nemesis's tasks"
+                }
+            )),
+        }
         text.push_str(&format!(
             "  {} runs, {:.1} s{}\n",
             self.runs,
@@ -144,10 +243,14 @@ impl Shrunk {
             }
         ));
         let out = shell_quote(&self.out.display().to_string());
+        let check = match self.live_repeats {
+            Some(_) => format!("live {out} --repeat 10 -- CMD..."),
+            None => format!("check {out}"),
+        };
         text.push_str(&format!(
             "wrote {out} ({})\n  check it: {}\n",
             self.name,
-            crate::cli::invocation::command(&format!("check {out}"))
+            crate::cli::invocation::command(&check)
         ));
         text
     }
@@ -162,15 +265,48 @@ pub fn shrink(
     out: Option<PathBuf>,
     max_runs: u64,
 ) -> Result<Shrunk, String> {
+    shrink_in(&Mode::Simulated, scenario, scheme, seed, out, max_runs)
+}
+
+/// [`shrink`] with candidates run as `mode` says.
+pub fn shrink_in(
+    mode: &Mode,
+    scenario: &Arc<Scenario>,
+    scheme: usize,
+    seed: u64,
+    out: Option<PathBuf>,
+    max_runs: u64,
+) -> Result<Shrunk, String> {
     let start = std::time::Instant::now();
     let label = scenario.schemes[scheme].label();
-    let original = run(scenario, scheme, seed)?;
     let judges_fairness = scenario.for_scheme(scheme).judges_fairness();
+    let original = match mode {
+        Mode::Simulated => run(scenario, scheme, seed)?,
+        // The first repeat that breaks a verdict is the failure to shrink.
+        Mode::Live(live) => {
+            let mut first = None;
+            for _ in 0..live.repeats {
+                let output = live.run_once(scenario, scheme, seed)?;
+                let broke = !broken_verdicts(&output.result, judges_fairness).is_empty();
+                if broke || first.is_none() {
+                    first = Some(output);
+                }
+                if broke {
+                    break;
+                }
+            }
+            first.expect("at least one repeat")
+        }
+    };
     let target = broken_verdicts(&original.result, judges_fairness);
     if target.is_empty() {
         return Err(format!(
-            "{} seed {seed} ({label}): nothing to shrink, every verdict holds",
-            scenario.path
+            "{} seed {seed} ({label}): nothing to shrink, every verdict holds{}",
+            scenario.path,
+            match mode {
+                Mode::Live(live) => format!(" in each of {} live runs", live.repeats),
+                Mode::Simulated => String::new(),
+            }
         ));
     }
     let name = if scenario.schemes.len() > 1 {
@@ -191,6 +327,7 @@ pub fn shrink(
         Some(Value::Array(faults)) => faults.clone(),
         _ => Vec::new(),
     };
+    let mut base = row_file(file, scenario, scheme);
     let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme]);
     let recorded: Vec<Value> = original
         .nemesis_faults
@@ -200,28 +337,12 @@ pub fn shrink(
                 .expect("faults serialise")
         })
         .collect();
-    let mut base = file.clone();
-    // One scheme row, judged by its own run: no other row's expectations, and no matrix
-    // column or incident (the shrunk file is neither).
-    for field in [
-        "nemesis",
-        "schemes",
-        "expect",
-        "expect_some",
-        "expect_by_scheme",
-        "expect_some_by_scheme",
-        "faults",
-        "matrix",
-        "incident",
-    ] {
-        base.remove(field);
-    }
-    base.insert("scheme".into(), scheme_spec_json(scenario, scheme));
     if judges_fairness {
         // Only so that candidates judge FIFO order; the written `expect` replaces it.
         base.insert("expect".into(), json!({ "fairness": "holds" }));
     }
     let mut probe = Probe {
+        mode,
         path: out.display().to_string(),
         seed,
         target: target.clone(),
@@ -236,7 +357,12 @@ pub fn shrink(
     // The same seed first; failing that, the next ones (see the module doc).
     let mut exact_trace = false;
     let mut found = false;
-    for replay_seed in seed..seed.saturating_add(REPLAY_SEEDS) {
+    // Live runs are not replayable: their one seed, repeated.
+    let replay_seeds = match mode {
+        Mode::Simulated => REPLAY_SEEDS,
+        Mode::Live(_) => 1,
+    };
+    for replay_seed in seed..seed.saturating_add(replay_seeds) {
         all.base.insert("seed".into(), json!(replay_seed));
         all.base.insert(
             "seeds".into(),
@@ -275,8 +401,24 @@ pub fn shrink(
         best = probe.shrink_number(best, pointer, min);
     }
     best = probe.ddmin(best);
-    let last_scenario = Scenario::parse(&best.file().to_string(), &probe.path)?;
-    let last = run(&Arc::new(last_scenario), 0, probe.seed)?;
+    let budget_spent = probe.runs >= probe.max_runs;
+    let last = match mode {
+        Mode::Simulated => {
+            let last_scenario = Scenario::parse(&best.file().to_string(), &probe.path)?;
+            run(&Arc::new(last_scenario), 0, probe.seed)?
+        }
+        Mode::Live(live) => {
+            // The expectations come from one more run of the result, past the budget.
+            probe.max_runs = probe.runs + u64::from(live.repeats);
+            probe.run(&best)
+        }
+        .ok_or_else(|| {
+            format!(
+                "{} seed {seed} ({label}): the shrunk scenario could not be run once more (a live run failed)",
+                scenario.path
+            )
+        })?,
+    };
     let sizes_after = sizes(&best);
     let faults_after = best.faults.len();
     let mut written = best.file();
@@ -344,42 +486,47 @@ pub fn shrink(
             .map(|((field, a), (_, b))| (field, a, b))
             .collect(),
         runs: probe.runs,
-        budget_spent: probe.runs >= probe.max_runs,
+        budget_spent,
         wall_s: start.elapsed().as_secs_f64(),
+        live_repeats: match mode {
+            Mode::Live(live) => Some(live.repeats),
+            Mode::Simulated => None,
+        },
     })
 }
 
-fn read_object(path: &str) -> Result<Map<String, Value>, String> {
+/// The scenario file `file` as one scheme row, judged by its own run: its nemesis, faults and
+/// every expectation removed (other rows' too), and no matrix column or incident (a file
+/// written from it is neither).
+pub fn row_file(
+    mut file: Map<String, Value>,
+    scenario: &Scenario,
+    scheme: usize,
+) -> Map<String, Value> {
+    for field in [
+        "nemesis",
+        "schemes",
+        "expect",
+        "expect_some",
+        "expect_by_scheme",
+        "expect_some_by_scheme",
+        "faults",
+        "matrix",
+        "incident",
+    ] {
+        file.remove(field);
+    }
+    file.insert("scheme".into(), scheme_spec_json(scenario, scheme));
+    file
+}
+
+pub fn read_object(path: &str) -> Result<Map<String, Value>, String> {
     let text = read_file(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
     match parse_strict(&text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(format!("{path}: expected a JSON object")),
         Err(e) => Err(format!("{path}: {e}")),
     }
-}
-
-/// A fault of the random nemesis as a scripted fault: it fired at `at_ms` and lasted what was
-/// drawn, but no longer than until the nemesis healed everything at `heal_at_ms` (a clock
-/// jump, never undone, counts as healed then too, as the nemesis records it). A fault drawn
-/// with 0 ms lasts 1 ms: scripted faults last at least that.
-fn as_scripted(fault: &Fault, heal_at_ms: u64) -> Fault {
-    let When::At { at_ms } = fault.when else {
-        unreachable!("the nemesis records its faults at their time")
-    };
-    let left_ms = heal_at_ms.saturating_sub(at_ms).max(1);
-    let cut = |ms: Option<u64>| Some(ms.map_or(left_ms, |ms| ms.min(left_ms)));
-    let mut fault = fault.clone();
-    match &mut fault.kind {
-        FaultKind::Crash {
-            restart_after_ms, ..
-        }
-        | FaultKind::PowerLoss {
-            restart_after_ms, ..
-        } => *restart_after_ms = cut(*restart_after_ms),
-        FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
-        _ => fault.duration_ms = cut(fault.duration_ms).map(|ms| ms.max(1)),
-    }
-    fault
 }
 
 /// A scenario file being shrunk: everything but the faults, and the faults as written.
@@ -416,7 +563,8 @@ fn sizes(candidate: &Candidate) -> Vec<(&'static str, u64)> {
 }
 
 /// Runs candidates and says whether they still break the target; counts the runs.
-struct Probe {
+struct Probe<'a> {
+    mode: &'a Mode,
     /// Where the result will be written (messages and replay commands name it).
     path: String,
     seed: u64,
@@ -426,15 +574,40 @@ struct Probe {
     max_runs: u64,
 }
 
-impl Probe {
+impl Probe<'_> {
     /// One run of the candidate, unless it is not a valid scenario or the budget is spent.
     fn run(&mut self, candidate: &Candidate) -> Option<RunOutput> {
         if self.runs >= self.max_runs {
             return None;
         }
-        let scenario = Scenario::parse(&candidate.file().to_string(), &self.path).ok()?;
-        self.runs += 1;
-        run(&Arc::new(scenario), 0, self.seed).ok()
+        let text = candidate.file().to_string();
+        let live = match self.mode {
+            Mode::Simulated => {
+                let scenario = Scenario::parse(&text, &self.path).ok()?;
+                self.runs += 1;
+                return run(&Arc::new(scenario), 0, self.seed).ok();
+            }
+            Mode::Live(live) => live,
+        };
+        // The built-in scheme's client process reads the scenario from its file.
+        let file = live.work_dir.join("candidate.json");
+        std::fs::create_dir_all(&live.work_dir).ok()?;
+        std::fs::write(&file, &text).ok()?;
+        let scenario = Arc::new(Scenario::parse(&text, &file.display().to_string()).ok()?);
+        let mut last = None;
+        for _ in 0..live.repeats {
+            if self.runs >= self.max_runs || crate::live::process::stop_requested() {
+                break;
+            }
+            self.runs += 1;
+            let output = live.run_once(&scenario, 0, self.seed).ok()?;
+            let broke = self.breaks_target(&output.result);
+            last = Some(output);
+            if broke {
+                break;
+            }
+        }
+        last
     }
 
     fn breaks_target(&self, result: &RunResult) -> bool {
@@ -626,7 +799,7 @@ fn set(candidate: &Candidate, pointer: &str, value: Value) -> Candidate {
 
 /// `schema` (a relative path, as written in a file in `from`) as seen from `to`; URLs and
 /// absolute paths, and paths that do not resolve, are kept as they are.
-fn rebase(schema: &str, from: &Path, to: &Path) -> String {
+pub fn rebase(schema: &str, from: &Path, to: &Path) -> String {
     if schema.contains("://") || Path::new(schema).is_absolute() {
         return schema.to_string();
     }
@@ -691,7 +864,7 @@ const FIELD_ORDER: &[&str] = &[
 
 /// Pretty JSON with object fields in [`FIELD_ORDER`], two-space indents, short arrays of
 /// numbers or strings on one line.
-fn ordered_json(value: &Value) -> String {
+pub fn ordered_json(value: &Value) -> String {
     fn write(out: &mut String, value: &Value, indent: usize) {
         let pad = "  ".repeat(indent + 1);
         match value {
@@ -742,6 +915,7 @@ fn ordered_json(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::faults::{Fault, FaultKind, When};
 
     #[test]
     fn nemesis_faults_are_cut_at_the_heal_time() {

@@ -121,30 +121,7 @@ async fn kind_process(
         if !busy.lock().expect("never poisoned").insert(key.clone()) {
             continue;
         }
-        let (fault_kind, duration_ms) = match fault_kind {
-            FaultKind::Crash { node, .. } => (
-                FaultKind::Crash {
-                    node,
-                    restart_after_ms: duration_ms,
-                },
-                None,
-            ),
-            FaultKind::PowerLoss { node, .. } => (
-                FaultKind::PowerLoss {
-                    node,
-                    restart_after_ms: duration_ms,
-                },
-                None,
-            ),
-            other => (other, duration_ms),
-        };
-        let fault = Fault {
-            kind: fault_kind,
-            when: When::At {
-                at_ms: world.time.now_us() / 1000,
-            },
-            duration_ms,
-        };
+        let fault = lasting(fault_kind, world.time.now_us() / 1000, duration_ms);
         log.lock().expect("never poisoned").push(fault.clone());
         let (world, heal_all, busy) = (world.clone(), heal_all.clone(), busy.clone());
         madsim::task::spawn(async move {
@@ -154,8 +131,59 @@ async fn kind_process(
     }
 }
 
+/// A drawn fault at `at_ms` lasting `duration_ms`: for a crash (process or machine) that is the
+/// time until its restart.
+pub fn lasting(kind: FaultKind, at_ms: u64, duration_ms: Option<u64>) -> Fault {
+    let (kind, duration_ms) = match kind {
+        FaultKind::Crash { node, .. } => (
+            FaultKind::Crash {
+                node,
+                restart_after_ms: duration_ms,
+            },
+            None,
+        ),
+        FaultKind::PowerLoss { node, .. } => (
+            FaultKind::PowerLoss {
+                node,
+                restart_after_ms: duration_ms,
+            },
+            None,
+        ),
+        other => (other, duration_ms),
+    };
+    Fault {
+        kind,
+        when: When::At { at_ms },
+        duration_ms,
+    }
+}
+
+/// A fault of the random nemesis as a scripted fault: it fired at `at_ms` and lasted what was
+/// drawn, but no longer than until the nemesis healed everything at `heal_at_ms` (a clock
+/// jump, never undone, counts as healed then too, as the nemesis records it). A fault drawn
+/// with 0 ms lasts 1 ms: scripted faults last at least that.
+pub fn as_scripted(fault: &Fault, heal_at_ms: u64) -> Fault {
+    let When::At { at_ms } = fault.when else {
+        unreachable!("the nemesis records its faults at their time")
+    };
+    let left_ms = heal_at_ms.saturating_sub(at_ms).max(1);
+    let cut = |ms: Option<u64>| Some(ms.map_or(left_ms, |ms| ms.min(left_ms)));
+    let mut fault = fault.clone();
+    match &mut fault.kind {
+        FaultKind::Crash {
+            restart_after_ms, ..
+        }
+        | FaultKind::PowerLoss {
+            restart_after_ms, ..
+        } => *restart_after_ms = cut(*restart_after_ms),
+        FaultKind::DropConnections { .. } | FaultKind::Failover { .. } => {}
+        _ => fault.duration_ms = cut(fault.duration_ms).map(|ms| ms.max(1)),
+    }
+    fault
+}
+
 /// Draws one fault of the kind and names its target (for the one-at-a-time rule).
-fn pick(kind: &KindSpec, rng: &mut ChaCha8Rng) -> (FaultKind, String) {
+pub fn pick(kind: &KindSpec, rng: &mut ChaCha8Rng) -> (FaultKind, String) {
     let node = kind.nodes[rng.gen_range(0..kind.nodes.len())].clone();
     let fault = match kind.kind.as_str() {
         "pause" => FaultKind::Pause { node: node.clone() },

@@ -7,7 +7,8 @@
 //! same path, and SIGSTOP is a real stop-the-world for both.
 //!
 //! The `work` operation is the simulation's critical section: `LOCKSIM.READ [fence]`, hold,
-//! `LOCKSIM.WRITE value-1 [fence]`.
+//! `LOCKSIM.WRITE value-1 [fence]` (split by `extend`s: `read` in its first part, `write` in
+//! its last).
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -70,6 +71,8 @@ async fn serve(scenario: Scenario, index: usize) -> Result<(), String> {
     let mut env: Option<Rc<dyn LockEnv>> = None;
     let mut resource: Option<Conn> = None;
     let mut fence: Option<u64> = None;
+    // The value the critical section read, until its write (a `work` split by extensions).
+    let mut read: Option<i64> = None;
     while let Some(line) = lines.recv().await {
         let request: Value =
             serde_json::from_str(&line).map_err(|e| format!("bad request {line}: {e}"))?;
@@ -104,12 +107,16 @@ async fn serve(scenario: Scenario, index: usize) -> Result<(), String> {
                 }
             }
             ("work", Some(env)) => {
-                let hold_ms = request["hold_ms"].as_u64().unwrap_or(0);
+                let part = Part {
+                    hold_ms: request["hold_ms"].as_u64().unwrap_or(0),
+                    read: request["read"].as_bool().unwrap_or(true),
+                    write: request["write"].as_bool().unwrap_or(true),
+                };
                 let timeout = Duration::from_millis(scenario.clients.command_timeout_ms);
                 match resource.as_mut() {
                     None => json!({"type": "fail", "error": "no resource"}),
                     Some(conn) => {
-                        let answer = work(conn, env, fence, hold_ms, timeout).await;
+                        let answer = work(conn, env, fence, &mut read, part, timeout).await;
                         if answer["type"] == "info" {
                             resource = None;
                         }
@@ -166,23 +173,40 @@ fn answer_line(mut answer: Value, id: Value) -> Result<(), String> {
     stdout.flush().map_err(|e| e.to_string())
 }
 
+/// One `work` operation: the whole critical section, or a part of one split by extensions
+/// (`read` in the first part, `write` in the last).
+struct Part {
+    hold_ms: u64,
+    read: bool,
+    write: bool,
+}
+
 /// The critical section, as the simulated client's: read, hold, write back decremented.
 async fn work(
     conn: &mut Conn,
     env: &Rc<dyn LockEnv>,
     fence: Option<u64>,
-    hold_ms: u64,
+    read: &mut Option<i64>,
+    part: Part,
     timeout: Duration,
 ) -> Value {
     let fence_arg = fence.map(|f| f.to_string().into_bytes());
-    let mut read = vec![b"LOCKSIM.READ".to_vec()];
-    read.extend(fence_arg.clone());
-    let value = match conn.call(&read, timeout).await {
-        Ok(Reply::Integer(value)) => value,
-        Ok(other) => return json!({"type": "fail", "error": format!("read: {other:?}")}),
-        Err(e) => return json!({"type": "info", "error": format!("read: {e}")}),
+    if part.read {
+        let mut command = vec![b"LOCKSIM.READ".to_vec()];
+        command.extend(fence_arg.clone());
+        *read = match conn.call(&command, timeout).await {
+            Ok(Reply::Integer(value)) => Some(value),
+            Ok(other) => return json!({"type": "fail", "error": format!("read: {other:?}")}),
+            Err(e) => return json!({"type": "info", "error": format!("read: {e}")}),
+        };
+    }
+    env.sleep_ms(part.hold_ms).await;
+    if !part.write {
+        return json!({"type": "ok"});
+    }
+    let Some(value) = read.take() else {
+        return json!({"type": "fail", "error": "write: nothing was read"});
     };
-    env.sleep_ms(hold_ms).await;
     let mut write = vec![
         b"LOCKSIM.WRITE".to_vec(),
         (value - 1).to_string().into_bytes(),

@@ -19,11 +19,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use model::redis::{Protocol, Reply};
+use model::redis::{Protocol, Reply, RequestParser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::Inbound;
+use super::observe::register_tokens;
 use super::pacer::Inbox;
 use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
@@ -154,12 +155,14 @@ pub fn node_port(node: &str) -> u16 {
 
 /// The simulated side of one bridged connection, run on the client's node: a connection from
 /// `client` to `node` in the simulated network, relaying bytes both ways. It ends (closing the
-/// real socket) when either side closes, or with the client node (a crash).
+/// real socket) when either side closes, or with the client node (a crash). With `observe`,
+/// the commands to a Redis node register the client's tokens (`observe::register_tokens`).
 pub async fn relay(
     world: Arc<World>,
     ports: Arc<Ports>,
     client: String,
     node: String,
+    observe: bool,
     mut from_real: UnboundedReceiver<Vec<u8>>,
     to_real: UnboundedSender<Vec<u8>>,
 ) {
@@ -171,10 +174,26 @@ pub async fn relay(
     let sentinel = node.starts_with("sentinel-");
     let mut replies = BytesMut::new();
     let mut buf = BytesMut::with_capacity(4096);
+    let key = world.scheme.key().into_bytes();
+    let mut requests = (observe && !sentinel).then(|| (RequestParser::new(), BytesMut::new()));
     loop {
         tokio::select! {
             bytes = from_real.recv() => match bytes {
                 Some(bytes) => {
+                    if let Some((parser, pending)) = requests.as_mut() {
+                        pending.extend_from_slice(&bytes);
+                        loop {
+                            match parser.parse(pending) {
+                                Ok(Some(argv)) => register_tokens(&world, &client, &key, &argv),
+                                Ok(None) => break,
+                                // Not RESP: the node answers it; nothing more to learn here.
+                                Err(_) => {
+                                    requests = None;
+                                    break;
+                                }
+                            }
+                        }
+                    }
                     if writer.send(bytes).is_err() {
                         return;
                     }

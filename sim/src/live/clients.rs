@@ -201,6 +201,19 @@ impl Clients {
         Ok(rx)
     }
 
+    /// Appends a line of an observed client's stdout to its log.
+    pub fn log_stdout(&self, client: &str, line: &str) {
+        use std::io::Write;
+        let path = self.log_path(client);
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+        {
+            let _ = writeln!(file, "[stdout] {line}");
+        }
+    }
+
     /// Hands a line of `client`'s stdout to its driver (from the pacer, in the simulation).
     pub fn route(&self, client: &str, incarnation: u32, line: Option<String>) {
         if let Some((current, tx)) = self.routes.lock().expect("never poisoned").get(client)

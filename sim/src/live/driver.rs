@@ -29,6 +29,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Live;
 use super::history::Op;
+use crate::scenario::Extend;
 use crate::scenario::range::MsRange;
 use crate::world::{World, stream_seed};
 
@@ -175,6 +176,25 @@ impl Session {
         answer
     }
 
+    /// One `extend {ttl_ms}`, recorded as the simulated client's extension is: `extend_started`,
+    /// then `extended` ok only on an `ok` answer (an `info` is the library raising a timeout: the
+    /// client takes the lock as lost, as the simulation's clients do). True when extended.
+    async fn extend(&mut self) -> bool {
+        self.world
+            .emit(&self.name, None, EventKind::ExtendStarted)
+            .await;
+        let answer = self.op("extend", json!({"ttl_ms": self.live.ttl_ms})).await;
+        let ok = answer.kind == AnswerType::Ok;
+        let detail = match (answer.kind, answer.error) {
+            (AnswerType::Ok, _) => "extended".to_string(),
+            (kind, error) => format!("{}: {}", kind.as_str(), error.unwrap_or_default()),
+        };
+        self.world
+            .emit(&self.name, None, EventKind::Extended { ok, detail })
+            .await;
+        ok
+    }
+
     /// Stops the run with an error naming the client and the operation; never returns.
     async fn fail(&self, op: &str, id: u64, why: &str) -> ! {
         self.live
@@ -210,6 +230,51 @@ fn truncate(line: &str) -> String {
         format!("{}…", &line[..end])
     } else {
         line.to_string()
+    }
+}
+
+/// The parts of a critical section of `hold_ms` under `clients.extend`, as the simulated
+/// client's `Lease::hold` runs it (sim/src/nodes/client/mod.rs): a hold of `every_ms` then an
+/// extension while more than `every_ms` is left, the rest of the hold, and with `before_write`
+/// one extension before the write. Each part: (hold_ms, extend after it).
+fn hold_parts(hold_ms: u64, extend: Extend) -> Vec<(u64, bool)> {
+    let mut parts = Vec::new();
+    let mut left_ms = hold_ms;
+    if let Some(every_ms) = extend.every_ms {
+        while left_ms > every_ms {
+            parts.push((every_ms, true));
+            left_ms -= every_ms;
+        }
+    }
+    parts.push((left_ms, extend.before_write));
+    parts
+}
+
+/// The critical section: one `work {hold_ms}` without `clients.extend`; with it, the hold in
+/// `work` parts (`read` only in the first, `write` only in the last) with an `extend {ttl_ms}`
+/// between them where the workload extends. As in the simulation, a part that does not answer
+/// `ok` (its read failed) or an extension that does not (`fail`, or `info`: the library raised)
+/// ends the critical section without its write; the client then releases.
+async fn critical_section(session: &mut Session, hold_ms: u64, extend: Option<Extend>) {
+    let Some(extend) = extend else {
+        session.op("work", json!({"hold_ms": hold_ms})).await;
+        return;
+    };
+    let parts = hold_parts(hold_ms, extend);
+    for (i, (part_ms, extend_after)) in parts.iter().copied().enumerate() {
+        let last = i + 1 == parts.len();
+        let write = last && !extend_after;
+        let fields = json!({"hold_ms": part_ms, "read": i == 0, "write": write});
+        if session.op("work", fields).await.kind != AnswerType::Ok || write {
+            return;
+        }
+        if !session.extend().await {
+            return;
+        }
+        if last {
+            let fields = json!({"hold_ms": 0, "read": false, "write": true});
+            session.op("work", fields).await;
+        }
     }
 }
 
@@ -288,7 +353,7 @@ pub async fn driver_node(world: Arc<World>, name: String, live: Arc<Live>) {
                 })
                 .await;
                 let hold_ms = draw(&mut rng, clients.hold_ms);
-                session.op("work", json!({"hold_ms": hold_ms})).await;
+                critical_section(&mut session, hold_ms, clients.extend).await;
                 record(EventKind::ReleaseStarted).await;
                 let release = session.op("release", json!({})).await;
                 record(EventKind::Released {
@@ -322,6 +387,24 @@ pub async fn driver_node(world: Arc<World>, name: String, live: Arc<Live>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hold_is_split_where_the_simulated_client_extends() {
+        let every = |every_ms| Extend {
+            every_ms: Some(every_ms),
+            before_write: false,
+        };
+        assert_eq!(
+            hold_parts(1000, every(300)),
+            [(300, true), (300, true), (300, true), (100, false)]
+        );
+        assert_eq!(hold_parts(300, every(300)), [(300, false)]);
+        let before_write = Extend {
+            every_ms: None,
+            before_write: true,
+        };
+        assert_eq!(hold_parts(50, before_write), [(50, true)]);
+    }
 
     #[test]
     fn answers_are_checked_field_by_field() {

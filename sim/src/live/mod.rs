@@ -20,6 +20,7 @@ pub mod bridge;
 pub mod clients;
 pub mod driver;
 pub mod history;
+pub mod observe;
 pub mod pacer;
 pub mod process;
 pub mod redis_server;
@@ -74,6 +75,8 @@ pub struct Live {
     pub ttl_ms: u64,
     /// How long a client may take to answer an operation, beyond the operation's own time.
     pub op_timeout_ms: u64,
+    /// `--observe`: the clients are unmodified services, without the driver protocol.
+    pub observe: bool,
     ports: Arc<Ports>,
     scenario: Arc<Scenario>,
     abort: Mutex<Option<String>>,
@@ -128,6 +131,8 @@ pub struct Options {
     pub op_timeout_ms: u64,
     /// How long a client gets to exit after SIGTERM at the end.
     pub grace: Duration,
+    /// `--observe`: run `command` as unmodified services (`observe`).
+    pub observe: bool,
 }
 
 /// A finished live run.
@@ -148,6 +153,9 @@ pub struct LiveOutput {
 pub fn run(options: Options) -> Result<LiveOutput, String> {
     let scenario = Arc::new(options.scenario.for_scheme(options.scheme_index));
     refuse_unsupported(&scenario)?;
+    if options.observe {
+        observe::refuse_client_triggers(&scenario)?;
+    }
     // The drivers write to the clients' stdin from this thread.
     process::block_sigpipe_on_this_thread();
     let runtime = RealRuntime::start()?;
@@ -180,6 +188,7 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
         clients: clients.clone(),
         ttl_ms: scenario.schemes[options.scheme_index].ttl_ms(),
         op_timeout_ms: options.op_timeout_ms,
+        observe: options.observe,
         ports: ports.clone(),
         scenario: scenario.clone(),
         abort: Mutex::new(None),
@@ -189,7 +198,13 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
     let executor = Executor {
         client: {
             let live = live.clone();
-            Arc::new(move |world, name| Box::pin(driver::driver_node(world, name, live.clone())))
+            Arc::new(move |world, name| {
+                if live.observe {
+                    Box::pin(observe::observe_node(world, name, live.clone()))
+                } else {
+                    Box::pin(driver::driver_node(world, name, live.clone()))
+                }
+            })
         },
         start: {
             let (live, inbox, ports) = (live.clone(), inbox.clone(), ports.clone());
@@ -209,13 +224,27 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
     );
     let killed = clients.stop_all(options.grace);
     drop(runtime);
-    let run = result.map_err(|e| {
+    let mut run = result.map_err(|e| {
         if killed.is_empty() {
             e
         } else {
             format!("{e}\n{}", killed.join("\n"))
         }
     })?;
+    if options.observe {
+        // The holds the servers saw, judged as a driven client's (`observe`).
+        run.events = observe::derive_holds(&run.events);
+        let wall_ms = run.result.wall_ms;
+        let end_us = run.result.sim_ms * 1000;
+        run.result = crate::runner::judge(
+            &scenario,
+            options.scheme_index,
+            options.seed,
+            &run.events,
+            end_us,
+            wall_ms,
+        );
+    }
     let mut ops = std::mem::take(&mut *live.ops.lock().expect("never poisoned"));
     ops.extend(history::nemesis_ops(&run.events));
     Ok(LiveOutput {
@@ -287,12 +316,6 @@ fn refuse_unsupported(scenario: &Scenario) -> Result<(), String> {
             scenario.path, scenario.clients.threads
         ));
     }
-    if scenario.clients.extend.is_some() {
-        return Err(format!(
-            "{}: clients.extend: live runs do not drive lease extensions yet (the driver protocol's extend op is sent by no workload)",
-            scenario.path
-        ));
-    }
     Ok(())
 }
 
@@ -352,9 +375,10 @@ fn start(world: &Arc<World>, live: Arc<Live>, inbox: Arc<Inbox<Inbound>>, ports:
                     madsim::task::spawn_local(resource::relay(world, client, version, rx, to_real));
                 });
             } else {
+                let observe = live.observe;
                 client_node.spawn(async move {
                     madsim::task::spawn_local(bridge::relay(
-                        world, ports, client, node, rx, to_real,
+                        world, ports, client, node, observe, rx, to_real,
                     ));
                 });
             }

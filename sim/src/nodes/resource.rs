@@ -6,6 +6,7 @@
 //! `resource.fencing` it is Kleppmann's fencing storage: any access with a token lower than the
 //! highest it has seen is refused.
 
+use model::marks::{Mark, mark};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -85,6 +86,7 @@ fn handle(world: &World, c: &mut Counter, connection: &str, argv: &[Vec<u8>]) ->
         && let Some(fence) = fence
     {
         if fence < c.max_fence {
+            mark(Mark::ResourceStaleFenceRejected);
             world.record(
                 "resource",
                 EventKind::ResourceRejected {
@@ -124,6 +126,9 @@ fn handle(world: &World, c: &mut Counter, connection: &str, argv: &[Vec<u8>]) ->
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
             let lost_update = based_on_version != c.version;
+            if lost_update {
+                mark(Mark::ResourceLostUpdate);
+            }
             c.value = value;
             c.version += 1;
             world.record(

@@ -1,6 +1,7 @@
 //! A RESP client connection over the simulated network (`world::net::socket`): what Jedis or redis-py
 //! does on one socket.
 
+use model::marks::{Mark, mark};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -62,6 +63,7 @@ impl RespConn {
                 return Ok(reply);
             }
             if self.conn.read_buf(&mut self.buf).await? == 0 {
+                mark(Mark::ConnectionLost);
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "connection closed by peer",
@@ -114,6 +116,9 @@ pub async fn with_timeout<T>(
         Err(_) if world.procs.resumes(node) != resumes => {
             madsim::time::timeout(PAUSE_GRACE, future).await.ok()
         }
-        Err(_) => None,
+        Err(_) => {
+            mark(Mark::CommandTimedOut);
+            None
+        }
     }
 }

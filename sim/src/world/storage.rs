@@ -58,6 +58,11 @@ impl Disks {
 
     /// The machine lost power: whatever was not on disk is gone.
     pub fn power_loss(&self, node: &str) {
-        self.with(node, |disk| disk.page_cache.clear());
+        self.with(node, |disk| {
+            if !disk.page_cache.is_empty() {
+                model::marks::mark(model::marks::Mark::AofTailLost);
+            }
+            disk.page_cache.clear()
+        });
     }
 }

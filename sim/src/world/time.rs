@@ -64,6 +64,13 @@ impl Time {
         (self.clock.elapsed() - self.start).as_micros() as u64
     }
 
+    /// A reader of [`Time::now_us`] that needs no `World` (`locksim hunt` stamps its marks with
+    /// it).
+    pub fn reader(&self) -> Box<dyn Fn() -> u64> {
+        let (clock, start) = (self.clock.clone(), self.start);
+        Box::new(move || (clock.elapsed() - start).as_micros() as u64)
+    }
+
     fn with_clock<R>(&self, node: &str, f: impl FnOnce(&mut NodeClock) -> R) -> R {
         let mut clocks = self.clocks.lock().expect("never poisoned");
         f(clocks.entry(node.to_string()).or_default())

@@ -5,6 +5,7 @@
 
 mod env;
 
+use model::marks::{Mark, mark};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -50,6 +51,7 @@ impl ResourceClient {
         match with_timeout(&world, &name, limit, self.conn.as_mut()?.call(&argv)).await {
             Some(Ok(reply)) => Some(reply),
             _ => {
+                mark(Mark::ResourceCallFailed);
                 self.conn = None;
                 None
             }
@@ -129,6 +131,11 @@ impl Lease<'_> {
             .await;
         let extension = self.scheme.extend(self.dyn_env).await;
         let ok = extension.ok;
+        mark(if ok {
+            Mark::ExtendGranted
+        } else {
+            Mark::ExtendFailed
+        });
         self.world
             .emit(
                 &name,
@@ -231,6 +238,7 @@ async fn worker(
         record(EventKind::AcquireStarted { attempt }).await;
         match scheme.acquire(&dyn_env, clients.acquire_timeout_ms).await {
             Ok(grant) => {
+                mark(Mark::AcquireGranted);
                 record(EventKind::Acquired {
                     token: grant.token.clone(),
                     fence: grant.fence,
@@ -249,13 +257,19 @@ async fn worker(
                     .await;
                 record(EventKind::ReleaseStarted).await;
                 let release = scheme.release(&dyn_env).await;
+                if !release.ok {
+                    mark(Mark::ReleaseFailed);
+                }
                 record(EventKind::Released {
                     ok: release.ok,
                     detail: release.detail,
                 })
                 .await;
             }
-            Err(reason) => record(EventKind::AcquireFailed { reason }).await,
+            Err(reason) => {
+                mark(Mark::AcquireFailed);
+                record(EventKind::AcquireFailed { reason }).await
+            }
         }
         env.sleep_ms(draw(&mut rng, clients.think_ms)).await;
     }

@@ -25,6 +25,7 @@ use madsim::net::TcpListener;
 use madsim::task::JoinHandle;
 use madsim::time::sleep;
 use model::history::{EventKind, owner_node, render_command, render_reply};
+use model::marks::{Mark, mark};
 use model::redis::keyspace::Value;
 use model::redis::{
     ClientId, Outcome, RedisServer, Reply, RequestParser, Role, ScriptBudget, ScriptMonitor,
@@ -462,6 +463,9 @@ impl Node {
             );
         }
         let outcome = self.server.borrow_mut().execute(id, now_ms, argv);
+        if let Outcome::Reply(Reply::Error(e)) | Outcome::Close(Reply::Error(e)) = &outcome {
+            mark_refusal(e);
+        }
         replication::propagate(self);
         self.deliver_unblocked();
         self.close_killed();
@@ -535,6 +539,11 @@ impl Node {
                 .and_then(|token| self.world.history.owner_of(token, by)),
         };
         if last.as_ref().map(|(_, o)| o) != owner.as_ref() {
+            match (&*last, &owner) {
+                (Some(_), None) if by == "expiry" => mark(Mark::LockKeyExpired),
+                (Some(_), Some(_)) => mark(Mark::LockOwnerReplaced),
+                _ => {}
+            }
             let key = String::from_utf8_lossy(&self.lock_key).into_owned();
             // Expiry only ever removes a token. A token that appears between commands was
             // written earlier by its owner, whose client named it only once it saw the reply
@@ -553,6 +562,17 @@ impl Node {
             );
         }
         *last = token.zip(owner);
+    }
+}
+
+/// Marks a write refused for the replication state or a missing script.
+fn mark_refusal(error: &[u8]) {
+    if error.starts_with(b"NOREPLICAS") {
+        mark(Mark::MinReplicasRefused);
+    } else if error.starts_with(b"READONLY") {
+        mark(Mark::ReadOnlyRefused);
+    } else if error.starts_with(b"NOSCRIPT") {
+        mark(Mark::NoScript);
     }
 }
 

@@ -6,6 +6,7 @@
 //! has been seen that way for 8 s (`SENTINEL_PUBLISH_PERIOD*4`) — until then it accepts writes
 //! the new master never sees.
 
+use model::marks::{Mark, mark};
 use model::redis::Reply;
 
 use super::{Callback, FailoverState, INFO_PERIOD, Inst, PING_PERIOD, PUBLISH_PERIOD, Role, State};
@@ -108,10 +109,15 @@ impl State {
         }
         // Same priority for every replica: the best offset, then the smaller run id (name).
         candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        candidates.into_iter().next().map(|(_, name)| name)
+        let selected = candidates.into_iter().next().map(|(_, name)| name);
+        if selected.is_some() {
+            mark(Mark::SentinelReplicaSelected);
+        }
+        selected
     }
 
     pub(super) fn abort_failover(&mut self, m: usize, why: &str) {
+        mark(Mark::SentinelFailoverAborted);
         let now = self.now();
         let master = &mut self.masters[m];
         master.failover_state = FailoverState::None;

@@ -36,6 +36,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use madsim::net::TcpListener;
 use model::history::EventKind;
+use model::marks::{Mark, mark};
 use model::redis::{Protocol, Reply, RequestParser};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -211,6 +212,9 @@ impl State {
     }
 
     fn event(&self, what: &str, master: &str, detail: String) {
+        if let Some(m) = sentinel_mark(what) {
+            mark(m);
+        }
         self.world.record(
             &self.name,
             EventKind::Sentinel {
@@ -426,4 +430,17 @@ async fn timer(shared: Shared, seed: u64) {
         let shared2 = shared.clone();
         shared.borrow_mut().timer(&shared2);
     }
+}
+
+/// The mark of a Sentinel event, for the events `locksim hunt` steers by.
+fn sentinel_mark(what: &str) -> Option<Mark> {
+    Some(match what {
+        "+sdown" => Mark::SentinelSdown,
+        "+odown" => Mark::SentinelOdown,
+        "+tilt" => Mark::SentinelTilt,
+        "+elected-leader" => Mark::SentinelLeaderElected,
+        "+switch-master" => Mark::SentinelSwitchMaster,
+        "+convert-to-slave" => Mark::OldMasterDemoted,
+        _ => return None,
+    })
 }

@@ -1,6 +1,7 @@
 //! The master's side of replication: a replica's `PSYNC` (partial resync from the backlog, or a
 //! full one from a snapshot), its `REPLCONF ACK`s, and `WAIT` (`replicationCron` is in the parent).
 
+use model::marks::{Mark, mark};
 use std::time::Duration;
 
 use model::history::EventKind;
@@ -121,11 +122,15 @@ pub async fn wait(node: &Node, numreplicas: i64, timeout_ms: i64) -> i64 {
         let seen = acks.value();
         let acked = node.repl.borrow().acked(target);
         if acked >= numreplicas {
+            mark(Mark::WaitMet);
             return acked;
         }
         let now = node.world.time.now_us();
         match deadline {
-            Some(d) if now >= d => return acked,
+            Some(d) if now >= d => {
+                mark(Mark::WaitShort);
+                return acked;
+            }
             Some(d) => {
                 tokio::select! {
                     biased;

@@ -37,6 +37,7 @@ mod master;
 mod replica;
 mod ttl;
 
+use model::marks::{Mark, mark};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
@@ -287,6 +288,13 @@ pub fn become_master(node: &Node) {
         repl.master_writer = None;
     }
     node.server.borrow_mut().set_role(Role::Master);
+    mark(Mark::ReplicaPromoted);
+    if node
+        .lock_entry(node.world.time.wall_ms(&node.name))
+        .is_none()
+    {
+        mark(Mark::PromotedWithoutLockKey);
+    }
     node.world.record(
         &node.name,
         EventKind::Replication {

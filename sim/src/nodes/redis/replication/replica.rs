@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use model::history::{EventKind, render_command};
+use model::marks::{Mark, mark};
 use model::redis::{Reply, RequestParser};
 
 use super::REPL_TIMEOUT;
@@ -112,9 +113,11 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
                 other => return Err(format!("unexpected RDB payload {other:?}")),
             };
             load_snapshot(node, master, replid, offset, payload)?;
+            mark(Mark::ReplicaFullResync);
             format!("{master}: full resync at offset {offset}")
         }
         ["CONTINUE", new_replid] => {
+            mark(Mark::ReplicaPartialResync);
             let mut repl = node.repl.borrow_mut();
             if !new_replid.eq_ignore_ascii_case(&repl.replid) {
                 repl.replid2 = std::mem::replace(&mut repl.replid, new_replid.to_string());

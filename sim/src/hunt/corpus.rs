@@ -1,0 +1,112 @@
+//! The corpus: the fault schedules that reached a feature no run before them had (AFL keeps an
+//! input that covers a new edge; Mallory one that reaches a new event pair), and how often
+//! every feature was reached, so that parents are chosen by the rarity of their rarest feature
+//! (AFLFast's "rare branch" power schedule, Böhme et al. CCS 2016): an entry whose rarest
+//! feature was reached `n` times is drawn with weight 1/n.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::scenario::faults::Fault;
+
+/// A kept schedule: its faults, the seed it ran on and what it reached.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub faults: Vec<Fault>,
+    pub seed: u64,
+    pub features: BTreeSet<String>,
+}
+
+#[derive(Default)]
+pub struct Corpus {
+    pub entries: Vec<Entry>,
+    /// Runs that reached each feature.
+    pub hits: BTreeMap<String, u64>,
+}
+
+impl Corpus {
+    /// Counts a run's features; the ones no run had reached before, in order.
+    pub fn count(&mut self, features: &BTreeSet<String>) -> Vec<String> {
+        let mut new = Vec::new();
+        for f in features {
+            let n = self.hits.entry(f.clone()).or_default();
+            if *n == 0 {
+                new.push(f.clone());
+            }
+            *n += 1;
+        }
+        new
+    }
+
+    /// How many runs reached the entry's rarest feature.
+    fn rarest(&self, entry: &Entry) -> u64 {
+        entry
+            .features
+            .iter()
+            .map(|f| self.hits.get(f).copied().unwrap_or(1).max(1))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// A parent, drawn with weight 1 / (runs that reached its rarest feature); `None` when
+    /// the corpus is empty.
+    pub fn choose(&self, rng: &mut ChaCha8Rng) -> Option<&Entry> {
+        let weights: Vec<f64> = self
+            .entries
+            .iter()
+            .map(|e| 1.0 / self.rarest(e) as f64)
+            .collect();
+        let total: f64 = weights.iter().sum();
+        if self.entries.is_empty() || total <= 0.0 {
+            return None;
+        }
+        let mut left = rng.r#gen::<f64>() * total;
+        for (entry, w) in self.entries.iter().zip(&weights) {
+            if left < *w {
+                return Some(entry);
+            }
+            left -= w;
+        }
+        self.entries.last()
+    }
+
+    /// Any entry, uniformly (a splice partner).
+    pub fn any(&self, rng: &mut ChaCha8Rng) -> Option<&Entry> {
+        (!self.entries.is_empty()).then(|| &self.entries[rng.gen_range(0..self.entries.len())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn entry(seed: u64, features: &[&str]) -> Entry {
+        Entry {
+            faults: Vec::new(),
+            seed,
+            features: features.iter().map(|f| f.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn new_features_are_reported_once_and_rare_entries_are_chosen_more() {
+        let mut corpus = Corpus::default();
+        let common: BTreeSet<String> = ["m:a".to_string()].into();
+        assert_eq!(corpus.count(&common), vec!["m:a".to_string()]);
+        for _ in 0..98 {
+            assert!(corpus.count(&common).is_empty());
+        }
+        let rare: BTreeSet<String> = ["m:a".to_string(), "m:b".to_string()].into();
+        assert_eq!(corpus.count(&rare), vec!["m:b".to_string()]);
+        corpus.entries = vec![entry(1, &["m:a"]), entry(2, &["m:a", "m:b"])];
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let rare_picks = (0..1000)
+            .filter(|_| corpus.choose(&mut rng).expect("not empty").seed == 2)
+            .count();
+        // Weights 1/100 and 1/1: the rare entry about 99 % of the time.
+        assert!(rare_picks > 950, "{rare_picks}");
+    }
+}

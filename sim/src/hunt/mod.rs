@@ -1,0 +1,434 @@
+//! `locksim hunt`: a search over fault schedules that learns where the bugs are (issue 33).
+//!
+//! Each run is one scenario row (one scheme) with a scripted fault schedule and no random
+//! nemesis: the schedule is the whole input, and a corpus entry or a failing schedule is a
+//! scenario file `locksim run` replays. Inputs come from three places:
+//! - fresh swarm draws (`swarm`): each kind of the scenario's `nemesis` on with p = ½, its
+//!   rates and durations log-uniform;
+//! - children of corpus entries (`corpus`, `mutate`): a parent drawn by the rarity of its
+//!   rarest feature, mutated AFL-style, run on the parent's seed;
+//! - prefix branches (moonpool-explorer: branch where a rare mark first fires): when a run
+//!   first reaches a mark at time t, children keep its faults before t and redraw the rest.
+//!   The prefix keeps its faults, but a run does not replay its prefix exactly yet: the
+//!   scripted nemesis spawns one task per fault at the start (`faults::schedule`), and madsim
+//!   draws from one stream per task step, so a different tail moves the prefix's interleaving.
+//!
+//! What a run reached (`features`): its marks (`model::marks`), ordered mark pairs, (mark,
+//! active fault kind), and the watermark. A run is kept in the corpus when it reaches a
+//! feature no earlier run had, or a better watermark. The campaign stops at the first run
+//! that breaks a verdict (the caller shrinks it), or when its budget is spent.
+
+pub mod corpus;
+pub mod features;
+pub mod mutate;
+pub mod swarm;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use model::marks::{self, Hit};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::runner::{Executor, RunOutput, run_with_executor};
+use crate::scenario::Scenario;
+use crate::scenario::expect::broken_verdicts;
+use crate::scenario::faults::Fault;
+use crate::scenario::nemesis::NemesisSpec;
+use crate::world::history::Budget;
+use crate::world::stream_seed;
+use corpus::{Corpus, Entry};
+use features::Reached;
+use swarm::KindDraw;
+
+/// Share of runs that are fresh swarm draws once the corpus has entries.
+pub const FRESH_SHARE: f64 = 0.2;
+
+/// Prefix children queued for each mark a run reaches first.
+pub const PREFIX_CHILDREN: usize = 2;
+
+/// One run with marks on: the run (on a fresh thread, as every run) and its hits in order.
+/// Marks change nothing of the run: its trace hash is the one `runner::run` gives.
+pub fn run_marked(scenario: &Arc<Scenario>, seed: u64) -> Result<(RunOutput, Vec<Hit>), String> {
+    let scenario = scenario.clone();
+    let path = scenario.path.clone();
+    std::thread::Builder::new()
+        .name(format!("hunt-{seed}"))
+        .spawn(move || {
+            let executor = Executor {
+                start: Box::new(|world| marks::start(world.time.reader())),
+                ..Executor::simulated()
+            };
+            let output = run_with_executor(&scenario, 0, seed, Budget::DEFAULT, executor);
+            let hits = marks::stop();
+            output.map(|o| (o, hits))
+        })
+        .map_err(|e| format!("cannot start a simulation thread: {e}"))?
+        .join()
+        .map_err(|_| format!("{path}: the simulation of seed {seed} panicked"))?
+}
+
+/// What a campaign searches: one scheme row of a scenario, and the kinds its nemesis lists.
+pub struct Target {
+    /// The row (one scheme, index 0), its nemesis removed: runs set its faults.
+    pub row: Scenario,
+    pub nemesis: NemesisSpec,
+    pub heal_at_ms: u64,
+    judges_fairness: bool,
+}
+
+impl Target {
+    /// Scheme row `scheme` of `scenario`, which must have a `nemesis` (the kinds to draw).
+    pub fn new(scenario: &Scenario, scheme: usize) -> Result<Target, String> {
+        let mut row = scenario.for_scheme(scheme);
+        let Some(nemesis) = row.nemesis.take() else {
+            return Err(format!(
+                "{}: hunt draws its faults from the scenario's `nemesis` (the kinds, their ranges and nodes): the file has none",
+                scenario.path
+            ));
+        };
+        let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme]);
+        row.schemes = vec![scenario.schemes[scheme].clone()];
+        row.faults.clear();
+        let judges_fairness = row.judges_fairness();
+        Ok(Target {
+            row,
+            nemesis,
+            heal_at_ms,
+            judges_fairness,
+        })
+    }
+
+    /// The row with `faults` as its scripted faults.
+    pub fn with_faults(&self, faults: &[Fault]) -> Arc<Scenario> {
+        let mut row = self.row.clone();
+        row.faults = faults.to_vec();
+        Arc::new(row)
+    }
+
+    /// Runs `faults` on `seed`: what it reached and the verdicts it broke.
+    pub fn try_schedule(&self, faults: &[Fault], seed: u64) -> Result<Trial, String> {
+        let (output, hits) = run_marked(&self.with_faults(faults), seed)?;
+        let broken = broken_verdicts(&output.result, self.judges_fairness);
+        Ok(Trial {
+            reached: features::reached(&hits, &output.events),
+            broken,
+            trace_hash: output.result.trace_hash,
+        })
+    }
+
+    /// Every kind of the nemesis, each at log-uniformly drawn means (what `add a fault` and
+    /// `redraw a fault` draw from).
+    fn all_kinds(&self, rng: &mut ChaCha8Rng) -> Vec<KindDraw> {
+        self.nemesis
+            .kinds
+            .iter()
+            .map(|kind| KindDraw {
+                kind: kind.clone(),
+                mean_every_ms: swarm::log_uniform(rng, kind.every_ms),
+                mean_duration_ms: kind.duration_ms.map(|r| swarm::log_uniform(rng, r)),
+            })
+            .collect()
+    }
+}
+
+/// One run's outcome.
+pub struct Trial {
+    pub reached: Reached,
+    pub broken: Vec<&'static str>,
+    pub trace_hash: String,
+}
+
+/// How long a campaign may search.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_runs: u64,
+    pub budget: Option<Duration>,
+}
+
+/// Where a campaign stands (printed as progress).
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    pub runs: u64,
+    pub features: usize,
+    pub corpus: usize,
+    pub least_write_margin_ms: Option<i64>,
+}
+
+impl Progress {
+    pub fn line(&self) -> String {
+        format!(
+            "runs {} · features {} · corpus {} · least write margin {}",
+            self.runs,
+            self.features,
+            self.corpus,
+            self.least_write_margin_ms
+                .map_or("-".to_string(), |m| format!("{m} ms"))
+        )
+    }
+}
+
+/// A schedule that broke verdicts.
+pub struct Found {
+    pub faults: Vec<Fault>,
+    pub seed: u64,
+    pub broken: Vec<&'static str>,
+}
+
+/// The end of a campaign.
+pub struct Outcome {
+    pub progress: Progress,
+    pub found: Option<Found>,
+    pub corpus: Corpus,
+}
+
+/// A campaign: the search state.
+pub struct Campaign<'a> {
+    target: &'a Target,
+    rng: ChaCha8Rng,
+    pub corpus: Corpus,
+    /// Prefix children waiting to run: (faults, seed).
+    queue: Vec<(Vec<Fault>, u64)>,
+    progress: Progress,
+    /// Seed of the next fresh swarm draw.
+    next_seed: u64,
+}
+
+impl<'a> Campaign<'a> {
+    /// A campaign on `target`, its own draws from `campaign_seed`, its fresh runs on seeds
+    /// from the scenario's `seed` on.
+    pub fn new(target: &'a Target, campaign_seed: u64) -> Campaign<'a> {
+        Campaign {
+            target,
+            rng: ChaCha8Rng::seed_from_u64(stream_seed(campaign_seed, "hunt")),
+            corpus: Corpus::default(),
+            queue: Vec::new(),
+            progress: Progress::default(),
+            next_seed: target.row.seed,
+        }
+    }
+
+    /// Counts an entry that an earlier campaign kept (`--resume`): it is run again, as it
+    /// is deterministic, to count its features.
+    pub fn resume_with(&mut self, faults: Vec<Fault>, seed: u64) -> Result<Option<Found>, String> {
+        self.next_seed = self.next_seed.max(seed.saturating_add(1));
+        self.step(faults, seed, true)
+    }
+
+    /// The next input: a queued prefix child, a fresh swarm draw, or a mutated corpus entry.
+    fn next_input(&mut self) -> (Vec<Fault>, u64) {
+        if let Some(input) = self.queue.pop() {
+            return input;
+        }
+        let heal_at_ms = self.target.heal_at_ms;
+        if self.corpus.entries.is_empty() || self.rng.gen_bool(FRESH_SHARE) {
+            let seed = self.next_seed;
+            self.next_seed += 1;
+            let kinds = swarm::draw_kinds(&self.target.nemesis, &mut self.rng);
+            return (
+                swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
+                seed,
+            );
+        }
+        let kinds = self.target.all_kinds(&mut self.rng);
+        let parent = self
+            .corpus
+            .choose(&mut self.rng)
+            .cloned()
+            .expect("not empty");
+        let other = self
+            .corpus
+            .any(&mut self.rng)
+            .map(|e| e.faults.clone())
+            .unwrap_or_default();
+        let child = mutate::mutate(&parent.faults, &other, &kinds, heal_at_ms, &mut self.rng);
+        (child, parent.seed)
+    }
+
+    /// Runs one input and learns from it; `keep`: keep it in the corpus whatever it reached.
+    fn step(&mut self, faults: Vec<Fault>, seed: u64, keep: bool) -> Result<Option<Found>, String> {
+        let trial = self.target.try_schedule(&faults, seed)?;
+        self.progress.runs += 1;
+        if !trial.broken.is_empty() {
+            return Ok(Some(Found {
+                faults,
+                seed,
+                broken: trial.broken,
+            }));
+        }
+        let new = self.corpus.count(&trial.reached.features);
+        let better_margin = match (
+            trial.reached.least_write_margin_ms,
+            self.progress.least_write_margin_ms,
+        ) {
+            (Some(m), Some(best)) => m < best,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if better_margin {
+            self.progress.least_write_margin_ms = trial.reached.least_write_margin_ms;
+        }
+        if keep || !new.is_empty() || better_margin {
+            self.branch_prefixes(&faults, seed, &new, &trial.reached);
+            self.corpus.entries.push(Entry {
+                faults,
+                seed,
+                features: trial.reached.features,
+            });
+        }
+        self.progress.features = self.corpus.hits.len();
+        self.progress.corpus = self.corpus.entries.len();
+        Ok(None)
+    }
+
+    /// Queues children that keep the faults before each newly reached mark's first time and
+    /// redraw the rest.
+    fn branch_prefixes(&mut self, faults: &[Fault], seed: u64, new: &[String], reached: &Reached) {
+        let new: BTreeSet<&str> = new.iter().filter_map(|f| f.strip_prefix("m:")).collect();
+        for (mark, t_us) in &reached.first_us {
+            if !new.contains(mark.name()) {
+                continue;
+            }
+            let t_ms = t_us / 1000;
+            for _ in 0..PREFIX_CHILDREN {
+                let mut child: Vec<Fault> = faults
+                    .iter()
+                    .filter(|f| swarm::at_ms(f) < t_ms)
+                    .cloned()
+                    .collect();
+                let kinds = swarm::draw_kinds(&self.target.nemesis, &mut self.rng);
+                child.extend(swarm::draw_schedule(
+                    &kinds,
+                    t_ms,
+                    self.target.heal_at_ms,
+                    &mut self.rng,
+                ));
+                child.truncate(swarm::MAX_FAULTS);
+                self.queue.push((child, seed));
+            }
+        }
+    }
+
+    /// Searches until a run breaks a verdict or the limits are reached; `report` is called
+    /// after every run.
+    pub fn run(
+        mut self,
+        limits: Limits,
+        mut report: impl FnMut(&Progress),
+    ) -> Result<Outcome, String> {
+        let start = Instant::now();
+        let mut found = None;
+        while self.progress.runs < limits.max_runs
+            && limits.budget.is_none_or(|b| start.elapsed() < b)
+        {
+            let (faults, seed) = self.next_input();
+            found = self.step(faults, seed, false)?;
+            report(&self.progress);
+            if found.is_some() {
+                break;
+            }
+        }
+        Ok(Outcome {
+            progress: self.progress,
+            found,
+            corpus: self.corpus,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::run;
+
+    /// A small row: two clients, set-nx-px-lua with a long TTL, short pauses and a Redis
+    /// crash drawn by hunt.
+    fn target() -> Target {
+        let text = r#"{
+          "name": "hunt-unit",
+          "description": "hunt's unit tests",
+          "source": "sim/src/hunt/mod.rs",
+          "seed": 3,
+          "duration_ms": 4000,
+          "topology": { "masters": 1 },
+          "network": { "latency_ms": [1, 5] },
+          "scheme": { "name": "set-nx-px-lua", "ttl_ms": 5000 },
+          "clients": { "count": 2, "acquisitions": 20, "hold_ms": [10, 40], "think_ms": [0, 20],
+                       "acquire_timeout_ms": 1000, "command_timeout_ms": 300 },
+          "liveness_window_ms": 1000,
+          "nemesis": {
+            "pause": { "every_ms": [100, 1500], "duration_ms": [10, 400], "nodes": ["client-1", "client-2"] },
+            "crash": { "every_ms": [500, 3000], "duration_ms": [10, 500], "nodes": ["redis-1"] }
+          }
+        }"#;
+        let scenario = Scenario::parse(text, "hunt-unit.json").expect("a valid scenario");
+        Target::new(&scenario, 0).expect("a nemesis")
+    }
+
+    #[test]
+    fn marks_leave_the_trace_as_it_was() {
+        let target = target();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut marked_runs = 0;
+        for seed in 0..3 {
+            let kinds = swarm::draw_kinds(&target.nemesis, &mut rng);
+            let faults = swarm::draw_schedule(&kinds, 0, target.heal_at_ms, &mut rng);
+            let scenario = target.with_faults(&faults);
+            let plain = run(&scenario, 0, seed).expect("runs");
+            let (marked, hits) = run_marked(&scenario, seed).expect("runs");
+            assert_eq!(plain.result.trace_hash, marked.result.trace_hash);
+            assert!(hits.windows(2).all(|w| w[0].t_us <= w[1].t_us));
+            marked_runs += usize::from(!hits.is_empty());
+        }
+        assert!(marked_runs > 0, "no run fired a mark");
+        // Off again: a plain run on this thread records nothing.
+        assert!(marks::stop().is_empty());
+    }
+
+    #[test]
+    fn a_campaign_is_a_function_of_its_seed() {
+        let target = target();
+        let limits = Limits {
+            max_runs: 6,
+            budget: None,
+        };
+        let campaign = |seed| {
+            let outcome = Campaign::new(&target, seed)
+                .run(limits, |_| {})
+                .expect("runs");
+            let entries: Vec<(Vec<Fault>, u64, BTreeSet<String>)> = outcome
+                .corpus
+                .entries
+                .iter()
+                .map(|e| (e.faults.clone(), e.seed, e.features.clone()))
+                .collect();
+            (
+                outcome.progress.runs,
+                outcome.found.map(|f| (f.faults, f.seed)),
+                entries,
+            )
+        };
+        let first = campaign(11);
+        assert_eq!(first, campaign(11));
+        assert!(first.0 >= 1);
+    }
+
+    #[test]
+    fn a_found_schedule_breaks_the_same_verdicts_when_run_alone() {
+        let target = target();
+        let limits = Limits {
+            max_runs: 60,
+            budget: None,
+        };
+        let outcome = Campaign::new(&target, 1).run(limits, |_| {}).expect("runs");
+        let found = outcome
+            .found
+            .expect("a Redis crash without persistence loses the lock key within 60 runs");
+        let alone = run(&target.with_faults(&found.faults), 0, found.seed).expect("runs");
+        assert_eq!(
+            broken_verdicts(&alone.result, target.judges_fairness),
+            found.broken
+        );
+    }
+}
