@@ -1006,6 +1006,10 @@ unsafe extern "C-unwind" fn readonly_views(state: *mut ffi::lua_State) -> c_int 
     unsafe {
         ffi::lua_settop(state, 7);
         ffi::luaL_checkstack(state, 10, c"readonly_views".as_ptr());
+        // The encoders (`cjson`, `cmsgpack`) look through the proxies with the same map
+        // (`vendor/redis/deps/lua/src/locksim_readonly.h`).
+        ffi::lua_pushvalue(state, 1);
+        ffi::lua_setfield(state, ffi::LUA_REGISTRYINDEX, c"locksim.readonly".as_ptr());
         push_view(state, 3, see_through);
         // `luaB_pairs` again, over a `next` that looks through (its upvalue 1): another
         // closure than the global `next`, as in Lua 5.1 (`pairs({}) == next` is false).

@@ -4,6 +4,7 @@
 //! effects touch (`multi.c` `touchWatchedKey`) and the blocked clients they serve (`blocked.c`
 //! `handleClientsBlockedOnKeys`).
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -42,6 +43,13 @@ pub struct ServerConfig {
     /// default monitor, the deterministic [`ScriptBudget`], stops a script: the simulation's
     /// `lua-time-limit` (a host with its own monitor, `locksim serve`, ignores it).
     pub script_work_limit: u64,
+    /// Whether anything reads the effects the commands propagate (replicas, the AOF: the
+    /// simulation's nodes). `false` (`locksim serve`, which has neither) is Redis with no
+    /// replica, no backlog and the AOF off, where `replicationFeedSlaves` returns at once
+    /// (replication.c) and `feedAppendOnlyFile` is not called (server.c `propagateNow`):
+    /// effects then only touch the keys they write, and a SET's value is moved into the
+    /// keyspace rather than copied.
+    pub propagates_effects: bool,
 }
 
 /// 1 GiB: far above what any lock script needs, far below what takes a machine down.
@@ -58,6 +66,7 @@ impl Default for ServerConfig {
             lua_time_limit_ms: 5000,
             lua_memory_limit_bytes: DEFAULT_LUA_MEMORY_LIMIT_BYTES,
             script_work_limit: DEFAULT_SCRIPT_WORK,
+            propagates_effects: true,
         }
     }
 }
@@ -293,6 +302,17 @@ impl<'a> Ctx<'a> {
         self.lookup(key).is_some()
     }
 
+    /// Argument `at` of the command for the keyspace to keep: moved out of `argv` when nothing
+    /// reads the command's arguments after it ran (no propagation, no MONITOR; Redis shares
+    /// the argument object instead), copied otherwise.
+    pub fn take_arg(&self, argv: &mut [Vec<u8>], at: usize) -> Vec<u8> {
+        if self.core.config.propagates_effects || !self.core.monitors.is_empty() {
+            argv[at].clone()
+        } else {
+            std::mem::take(&mut argv[at])
+        }
+    }
+
     /// `alsoPropagate`: queue an effect of this command for replicas and the AOF.
     pub fn propagate(&mut self, argv: Vec<Vec<u8>>) {
         self.core.pending.push((self.db, argv));
@@ -431,6 +451,21 @@ impl RedisServer {
 
     /// `execute` on a clock with microseconds (`locksim serve`'s real one): MONITOR prints them.
     pub fn execute_at_us(&mut self, client: ClientId, now_us: i64, argv: &[Vec<u8>]) -> Outcome {
+        self.execute_args(client, now_us, Cow::Borrowed(argv))
+    }
+
+    /// `execute_at_us` of arguments the server may keep: a value read into one buffer is
+    /// stored as it is ([`ServerConfig::propagates_effects`]).
+    pub fn execute_owned_at_us(
+        &mut self,
+        client: ClientId,
+        now_us: i64,
+        argv: Vec<Vec<u8>>,
+    ) -> Outcome {
+        self.execute_args(client, now_us, Cow::Owned(argv))
+    }
+
+    fn execute_args(&mut self, client: ClientId, now_us: i64, argv: Cow<'_, [Vec<u8>]>) -> Outcome {
         let now_ms = now_us.div_euclid(1000);
         self.core.now_us = now_us;
         self.core.stats.started_ms.get_or_insert(now_ms);
@@ -448,11 +483,11 @@ impl RedisServer {
     /// `server.c` `processCommand`: lookup, arity, authentication, the replica / min-replicas /
     /// pubsub-context checks, MULTI queueing, then `call`. A command rejected inside MULTI
     /// flags the transaction (`flagTransaction`), a rejected EXEC aborts it.
-    fn process_command(&mut self, client: ClientId, now: i64, argv: &[Vec<u8>]) -> Outcome {
-        let spec = match commands::lookup_checked(argv) {
+    fn process_command(&mut self, client: ClientId, now: i64, argv: Cow<'_, [Vec<u8>]>) -> Outcome {
+        let spec = match commands::lookup_checked(&argv) {
             Ok(spec) => spec,
             Err(reply) => {
-                let known = commands::lookup(argv);
+                let known = commands::lookup(&argv);
                 return Outcome::Reply(self.reject(client, known, reply));
             }
         };
@@ -472,7 +507,7 @@ impl RedisServer {
                 .as_ref()
                 .is_some_and(|m| m.flags & flags::WRITE != 0)
         } else {
-            commands::effective_flags(spec, argv, &self.core.scripts) & flags::WRITE != 0
+            commands::effective_flags(spec, &argv, &self.core.scripts) & flags::WRITE != 0
         };
         if is_write && let Some(error) = &self.core.write_refusal {
             let error = Reply::error(error.clone());
@@ -483,7 +518,7 @@ impl RedisServer {
             return Outcome::Reply(self.reject(client, Some(spec), error));
         }
         let state = &self.core.clients[&client];
-        let flags = commands::effective_flags(spec, argv, &self.core.scripts);
+        let flags = commands::effective_flags(spec, &argv, &self.core.scripts);
         let may_replicate = if spec.name == "exec" {
             state
                 .multi
@@ -515,7 +550,7 @@ impl RedisServer {
             && (pause.all || may_replicate)
         {
             if let Some(state) = self.core.clients.get_mut(&client) {
-                state.postponed = Some(argv.to_vec());
+                state.postponed = Some(argv.into_owned());
             }
             self.core.postponed.push(client);
             return Outcome::Blocked;
@@ -526,7 +561,7 @@ impl RedisServer {
                 "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
             )
         {
-            let flags = commands::effective_flags(spec, argv, &self.core.scripts);
+            let flags = commands::effective_flags(spec, &argv, &self.core.scripts);
             if let Some(multi) = self
                 .core
                 .clients
@@ -534,7 +569,7 @@ impl RedisServer {
                 .and_then(|c| c.multi.as_mut())
                 && !multi.dirty_exec
             {
-                multi.commands.push(argv.to_vec());
+                multi.commands.push(argv.into_owned());
                 multi.flags |= flags;
             }
             return Outcome::Reply(Reply::Status("QUEUED".to_string()));
@@ -578,16 +613,16 @@ impl RedisServer {
         spec: &'static CommandSpec,
         client: ClientId,
         now: i64,
-        argv: &[Vec<u8>],
+        mut argv: Cow<'_, [Vec<u8>]>,
         deny_blocking: bool,
     ) -> Outcome {
         self.core.stats.commands_processed += 1;
         *self.core.stats.calls.entry(spec.full_name).or_default() += 1;
-        let outcome = self.run_handler(spec, client, now, argv, deny_blocking);
+        let outcome = self.run_handler(spec, client, now, &mut argv, deny_blocking);
         // `call` shows the command to MONITOR after it ran, in the database it left the client
         // in (server.c:3451-3457).
         if spec.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0 {
-            self.core.feed_client_to_monitors(client, argv);
+            self.core.feed_client_to_monitors(client, &argv);
         }
         outcome
     }
@@ -597,14 +632,14 @@ impl RedisServer {
         spec: &'static CommandSpec,
         client: ClientId,
         now: i64,
-        argv: &[Vec<u8>],
+        argv: &mut Cow<'_, [Vec<u8>]>,
         deny_blocking: bool,
     ) -> Outcome {
         match spec.kind {
             Kind::Plain(handler) => {
                 let mut ctx = Ctx::new(&mut self.core, client, now);
                 ctx.deny_blocking = deny_blocking;
-                let reply = one_line_errors(handler(&mut ctx, argv));
+                let reply = one_line_errors(handler.run(&mut ctx, argv));
                 let (db, block) = (ctx.db, ctx.block.take());
                 if let Some(state) = self.core.clients.get_mut(&client) {
                     state.db = db;
@@ -813,7 +848,7 @@ impl RedisServer {
             ctx.db = db;
             ctx.from_master = true;
             ctx.deny_blocking = true;
-            handler(&mut ctx, argv);
+            handler.run(&mut ctx, &mut Cow::Borrowed(argv));
         }
         let pending = std::mem::take(&mut self.core.pending);
         for (db, effect) in &pending {
@@ -953,6 +988,9 @@ impl Core {
         let pending = std::mem::take(&mut self.pending);
         for (db, effect) in &pending {
             self.touch_effect(*db, effect);
+        }
+        if !self.config.propagates_effects {
+            return;
         }
         let wrap = pending.len() > 1;
         if wrap {
@@ -1215,7 +1253,8 @@ impl Core {
                 ctx.protocol = lua.protocol;
                 ctx.deny_blocking = true;
                 ctx.in_script = true;
-                let reply = one_line_errors(handler(&mut ctx, argv));
+                let mut argv = Cow::Borrowed(argv);
+                let reply = one_line_errors(handler.run(&mut ctx, &mut argv));
                 if spec.name == "select" && !reply.is_error() {
                     lua.db = ctx.db;
                 }
@@ -1224,7 +1263,7 @@ impl Core {
                         self.now_us,
                         lua.db,
                         commands::MonitorSender::Lua,
-                        argv,
+                        &argv,
                     );
                     self.feed_monitors(line);
                 }

@@ -243,7 +243,7 @@ impl Host {
             let outcome = self
                 .server
                 .borrow_mut()
-                .execute_at_us(client, now_us(), &argv);
+                .execute_owned_at_us(client, now_us(), argv);
             self.running.set(None);
             let (protocol, own_pushes) = {
                 let mut server = self.server.borrow_mut();

@@ -117,6 +117,8 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
         requirepass: options.requirepass.clone().map(String::into_bytes),
         lua_time_limit_ms: options.lua_time_limit_ms,
         lua_memory_limit_bytes: options.lua_memory_limit_bytes,
+        // No replicas, no AOF: a value is stored as it was read, not copied for a stream.
+        propagates_effects: false,
         ..ServerConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

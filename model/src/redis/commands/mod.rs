@@ -25,6 +25,7 @@ pub(crate) use blocking::serve_blocked_on_key;
 pub(crate) use monitor::{Sender as MonitorSender, monitor_line};
 pub(crate) use sort::store_key as sort_store_key;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::number;
@@ -53,14 +54,36 @@ pub mod flags {
 }
 
 pub type PlainHandler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> Reply;
+/// A command that may keep its arguments: the SET family moves its value into the keyspace
+/// instead of copying it when nothing reads the command afterwards ([`Ctx::take_arg`]), as
+/// Redis stores the argument object itself (`setKey` on `c->argv[2]`, t_string.c).
+pub type OwnedHandler = fn(&mut Ctx<'_>, &mut [Vec<u8>]) -> Reply;
 pub type ServerHandler = fn(&mut RedisServer, ClientId, i64, &[Vec<u8>]) -> Outcome;
 
 /// How a command runs: most only need the keyspace; scripting, transactions and the connection
 /// commands need the whole server.
 #[derive(Clone, Copy)]
 pub enum Kind {
-    Plain(PlainHandler),
+    Plain(KeyspaceHandler),
     Server(ServerHandler),
+}
+
+/// A keyspace command's handler: one that reads its arguments, or one that may keep them.
+#[derive(Clone, Copy)]
+pub enum KeyspaceHandler {
+    Reads(PlainHandler),
+    Keeps(OwnedHandler),
+}
+
+impl KeyspaceHandler {
+    /// Runs the command; one that keeps its arguments gets them when `argv` owns them, a copy
+    /// otherwise.
+    pub(crate) fn run(self, ctx: &mut Ctx<'_>, argv: &mut Cow<'_, [Vec<u8>]>) -> Reply {
+        match self {
+            KeyspaceHandler::Reads(handler) => handler(ctx, argv),
+            KeyspaceHandler::Keeps(handler) => handler(ctx, argv.to_mut()),
+        }
+    }
 }
 
 pub struct CommandSpec {
@@ -92,7 +115,12 @@ fn arity_accepts(arity: i32, argc: usize) -> bool {
     }
 }
 
-const fn cmd(name: &'static str, arity: i32, flags: u32, handler: PlainHandler) -> CommandSpec {
+const fn keyspace_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: KeyspaceHandler,
+) -> CommandSpec {
     CommandSpec {
         name,
         full_name: name,
@@ -101,6 +129,19 @@ const fn cmd(name: &'static str, arity: i32, flags: u32, handler: PlainHandler) 
         kind: Kind::Plain(handler),
         subcommands: &[],
     }
+}
+
+const fn cmd(name: &'static str, arity: i32, flags: u32, handler: PlainHandler) -> CommandSpec {
+    keyspace_cmd(name, arity, flags, KeyspaceHandler::Reads(handler))
+}
+
+const fn owned_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: OwnedHandler,
+) -> CommandSpec {
+    keyspace_cmd(name, arity, flags, KeyspaceHandler::Keeps(handler))
 }
 
 const fn server_cmd(
@@ -149,7 +190,7 @@ const fn plain_sub(
         full_name,
         arity,
         flags,
-        kind: Kind::Plain(handler),
+        kind: Kind::Plain(KeyspaceHandler::Reads(handler)),
         subcommands: &[],
     }
 }
@@ -348,10 +389,10 @@ static PUBSUB_SUBCOMMANDS: [CommandSpec; 6] = [
 static COMMANDS: &[CommandSpec] = &[
     // strings (t_string.c)
     cmd("get", 2, 0, strings::get),
-    cmd("set", -3, WRITE, strings::set),
-    cmd("setnx", 3, WRITE, strings::setnx),
-    cmd("setex", 4, WRITE, strings::setex),
-    cmd("psetex", 4, WRITE, strings::psetex),
+    owned_cmd("set", -3, WRITE, strings::set),
+    owned_cmd("setnx", 3, WRITE, strings::setnx),
+    owned_cmd("setex", 4, WRITE, strings::setex),
+    owned_cmd("psetex", 4, WRITE, strings::psetex),
     cmd("getset", 3, WRITE, strings::getset),
     cmd("getdel", 2, WRITE, strings::getdel),
     cmd("incr", 2, WRITE, strings::incr),

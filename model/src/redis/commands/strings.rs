@@ -101,20 +101,20 @@ fn expire_ms(
 fn set_generic(
     ctx: &mut Ctx<'_>,
     name: &str,
-    argv: &[Vec<u8>],
+    argv: &mut [Vec<u8>],
     flags: &SetFlags,
-    key: &[u8],
-    value: &[u8],
-    expire: Option<(&[u8], ExpireUnit, ExpireKind)>,
+    value_at: usize,
+    expire: Option<(usize, ExpireUnit, ExpireKind)>,
     replies: Option<(Reply, Reply)>,
 ) -> Reply {
     let when = match expire {
-        Some((arg, unit, kind)) => match expire_ms(ctx, name, arg, unit, kind) {
+        Some((at, unit, kind)) => match expire_ms(ctx, name, &argv[at], unit, kind) {
             Ok(ms) => Some(ms),
             Err(e) => return e,
         },
         None => None,
     };
+    let key = &argv[1];
     let mut old = Reply::Nil;
     if flags.get {
         match get_string(ctx, key) {
@@ -130,27 +130,34 @@ fn set_generic(
         }
         return replies.map(|(_, abort)| abort).unwrap_or(Reply::Nil);
     }
-    ctx.db().set(key, Value::Str(value.to_vec()), flags.keepttl);
+    let effect = if !ctx.core.config.propagates_effects {
+        // Nothing reads the stream: the effect only names the key it writes (WATCH, blocked
+        // clients), not a second copy of the value.
+        vec![b"SET".to_vec(), key.clone()]
+    } else if let Some(when) = when {
+        vec![
+            b"SET".to_vec(),
+            key.clone(),
+            argv[value_at].clone(),
+            b"PXAT".to_vec(),
+            when.to_string().into_bytes(),
+        ]
+    } else if flags.get {
+        argv.iter()
+            .enumerate()
+            .filter(|(i, a)| *i < 3 || !c_str(a).eq_ignore_ascii_case(b"get"))
+            .map(|(_, a)| a.clone())
+            .collect()
+    } else {
+        argv.to_vec()
+    };
+    let value = ctx.take_arg(argv, value_at);
+    let key = &argv[1];
+    ctx.db().set(key, Value::Str(value), flags.keepttl);
     if let Some(when) = when {
         ctx.db().set_expire(key, when);
     }
-    match when {
-        Some(when) => ctx.propagate(vec![
-            b"SET".to_vec(),
-            key.to_vec(),
-            value.to_vec(),
-            b"PXAT".to_vec(),
-            when.to_string().into_bytes(),
-        ]),
-        _ if flags.get => ctx.propagate(
-            argv.iter()
-                .enumerate()
-                .filter(|(i, a)| *i < 3 || !c_str(a).eq_ignore_ascii_case(b"get"))
-                .map(|(_, a)| a.clone())
-                .collect(),
-        ),
-        _ => ctx.propagate(argv.to_vec()),
-    }
+    ctx.propagate(effect);
     if flags.get {
         return old;
     }
@@ -159,9 +166,9 @@ fn set_generic(
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]
 /// (`parseExtendedStringArgumentsOrReply`, note: a repeated EX/PX is accepted, the last wins).
-pub fn set(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+pub fn set(ctx: &mut Ctx<'_>, argv: &mut [Vec<u8>]) -> Reply {
     let mut flags = SetFlags::default();
-    let mut expire: Option<(&[u8], ExpireUnit, ExpireKind)> = None;
+    let mut expire: Option<(usize, ExpireUnit, ExpireKind)> = None;
     let mut j = 3;
     while j < argv.len() {
         let opt = c_str(&argv[j]);
@@ -178,68 +185,56 @@ pub fn set(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
         } else if is("ex") && !flags.keepttl && !flags.exat && !flags.px && !flags.pxat && has_next
         {
             flags.ex = true;
-            expire = Some((&argv[j + 1], ExpireUnit::Seconds, ExpireKind::Relative));
+            expire = Some((j + 1, ExpireUnit::Seconds, ExpireKind::Relative));
             j += 1;
         } else if is("px") && !flags.keepttl && !flags.ex && !flags.exat && !flags.pxat && has_next
         {
             flags.px = true;
-            expire = Some((&argv[j + 1], ExpireUnit::Milliseconds, ExpireKind::Relative));
+            expire = Some((j + 1, ExpireUnit::Milliseconds, ExpireKind::Relative));
             j += 1;
         } else if is("exat") && !flags.keepttl && !flags.ex && !flags.px && !flags.pxat && has_next
         {
             flags.exat = true;
-            expire = Some((&argv[j + 1], ExpireUnit::Seconds, ExpireKind::Absolute));
+            expire = Some((j + 1, ExpireUnit::Seconds, ExpireKind::Absolute));
             j += 1;
         } else if is("pxat") && !flags.keepttl && !flags.ex && !flags.exat && !flags.px && has_next
         {
             flags.pxat = true;
-            expire = Some((&argv[j + 1], ExpireUnit::Milliseconds, ExpireKind::Absolute));
+            expire = Some((j + 1, ExpireUnit::Milliseconds, ExpireKind::Absolute));
             j += 1;
         } else {
             return syntax_error();
         }
         j += 1;
     }
-    set_generic(ctx, "set", argv, &flags, &argv[1], &argv[2], expire, None)
+    set_generic(ctx, "set", argv, &flags, 2, expire, None)
 }
 
-pub fn setnx(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+pub fn setnx(ctx: &mut Ctx<'_>, argv: &mut [Vec<u8>]) -> Reply {
     let flags = SetFlags {
         nx: true,
         ..SetFlags::default()
     };
     let replies = Some((Reply::Integer(1), Reply::Integer(0)));
-    set_generic(
-        ctx, "setnx", argv, &flags, &argv[1], &argv[2], None, replies,
-    )
+    set_generic(ctx, "setnx", argv, &flags, 2, None, replies)
 }
 
-pub fn setex(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+pub fn setex(ctx: &mut Ctx<'_>, argv: &mut [Vec<u8>]) -> Reply {
     let flags = SetFlags {
         ex: true,
         ..SetFlags::default()
     };
-    let expire = Some((
-        argv[2].as_slice(),
-        ExpireUnit::Seconds,
-        ExpireKind::Relative,
-    ));
-    set_generic(ctx, "setex", argv, &flags, &argv[1], &argv[3], expire, None)
+    let expire = Some((2, ExpireUnit::Seconds, ExpireKind::Relative));
+    set_generic(ctx, "setex", argv, &flags, 3, expire, None)
 }
 
-pub fn psetex(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+pub fn psetex(ctx: &mut Ctx<'_>, argv: &mut [Vec<u8>]) -> Reply {
     let flags = SetFlags {
         px: true,
         ..SetFlags::default()
     };
-    let expire = Some((
-        argv[2].as_slice(),
-        ExpireUnit::Milliseconds,
-        ExpireKind::Relative,
-    ));
-    set_generic(
-        ctx, "psetex", argv, &flags, &argv[1], &argv[3], expire, None,
-    )
+    let expire = Some((2, ExpireUnit::Milliseconds, ExpireKind::Relative));
+    set_generic(ctx, "psetex", argv, &flags, 3, expire, None)
 }
 
 /// GETSET: propagated as `SET key value`.

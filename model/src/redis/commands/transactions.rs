@@ -4,6 +4,8 @@
 //! makes EXEC answer the null array.
 
 use super::lookup;
+use std::borrow::Cow;
+
 use crate::redis::client::{MultiState, WatchedKey};
 use crate::redis::reply::Reply;
 use crate::redis::server::{ClientId, Outcome, RedisServer};
@@ -63,10 +65,10 @@ pub fn exec(server: &mut RedisServer, client: ClientId, now: i64, _argv: &[Vec<u
         return reply(Reply::NilArray);
     }
     let mut replies = Vec::with_capacity(multi.commands.len());
-    for argv in &multi.commands {
-        let Some(spec) = lookup(argv) else { continue };
+    for argv in multi.commands {
+        let Some(spec) = lookup(&argv) else { continue };
         server.core.in_exec = true;
-        let outcome = server.call(spec, client, now, argv, true);
+        let outcome = server.call(spec, client, now, Cow::Owned(argv), true);
         server.core.in_exec = false;
         replies.push(match outcome {
             Outcome::Reply(r) | Outcome::Close(r) => r,

@@ -46,6 +46,7 @@
 
 #include "strbuf.h"
 #include "fpconv.h"
+#include "locksim_readonly.h"
 
 #include "../../../src/solarisfixes.h"
 
@@ -681,6 +682,7 @@ static void json_append_data(lua_State *l, json_config_t *cfg,
     case LUA_TTABLE:
         current_depth++;
         json_check_encode_depth(l, cfg, current_depth, json);
+        locksim_look_through_readonly(l);
         len = lua_array_length(l, cfg, json);
         if (len > 0)
             json_append_array(l, cfg, current_depth, json, len);

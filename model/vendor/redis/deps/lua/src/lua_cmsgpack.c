@@ -6,6 +6,7 @@
 
 #include "lua.h"
 #include "lauxlib.h"
+#include "locksim_readonly.h"
 
 #define LUACMSGPACK_NAME        "cmsgpack"
 #define LUACMSGPACK_SAFE_NAME   "cmsgpack_safe"
@@ -502,7 +503,10 @@ void mp_encode_lua_type(lua_State *L, mp_buf *buf, int level) {
         }
         break;
     #endif
-    case LUA_TTABLE: mp_encode_lua_table(L,buf,level); break;
+    case LUA_TTABLE:
+        locksim_look_through_readonly(L);
+        mp_encode_lua_table(L,buf,level);
+        break;
     default: mp_encode_lua_null(L,buf); break;
     }
     lua_pop(L,1);
