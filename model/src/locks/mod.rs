@@ -25,6 +25,7 @@ pub mod setex;
 pub mod setnx_del;
 pub mod setnx_expire;
 pub mod setnx_getset;
+pub mod virtual_time;
 pub mod watchdog;
 
 use std::collections::BTreeMap;
