@@ -13,6 +13,7 @@ pub mod fencing;
 pub mod incr_semaphore;
 pub mod lua_setnx_expire;
 pub mod params;
+pub mod redis_semaphore;
 pub mod redisson;
 pub mod redlock;
 pub mod reentrant;
