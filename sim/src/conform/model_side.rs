@@ -199,7 +199,7 @@ impl World {
                 ));
             }
             self.time.set_now_ms(next);
-            if next % CRON_MS == 0 {
+            if next.is_multiple_of(CRON_MS) {
                 self.cron();
             }
         }
