@@ -69,7 +69,45 @@ async function redlock4(setup) {
   };
 }
 
-const LIBRARIES = { 'redlock-5': redlock5, 'redlock-4': redlock4 };
+// redis-semaphore 5.8.0 (lib/RedisMutex.js, lib/Lock.js): one Mutex per lock object on the
+// first master, its options as given (`config.options`); `acquire` throws TimeoutError when
+// not acquired (a plain `class extends Error`, whose `name` is "Error": told apart by its
+// class), `release` never says no. `onLockLost` is set to do nothing: its default throws on
+// the refresh timer (lib/misc.js:11-13), which would end the driver.
+async function redisSemaphore(setup) {
+  const module = await import('redis-semaphore');
+  const { Mutex, TimeoutError } = module.Mutex ? module : module.default;
+  const [client] = await clients(setup.ports);
+  const mutexes = new Map();
+  const mutex = (n) => {
+    if (!mutexes.has(n)) {
+      const options = { ...setup.config.options, onLockLost: () => {} };
+      mutexes.set(n, new Mutex(client, setup.key, options));
+    }
+    return mutexes.get(n);
+  };
+  return {
+    refusals: new Set(['TimeoutError']),
+    async acquire(n) {
+      try {
+        await mutex(n).acquire();
+      } catch (e) {
+        if (e instanceof TimeoutError) return outcome('refused', `TimeoutError: ${e.message}`);
+        throw e;
+      }
+      return outcome('granted', 'acquired');
+    },
+    async release(n) {
+      await mutex(n).release();
+      return outcome('granted', 'released');
+    },
+    async extend() {
+      throw new Error('redis-semaphore has no extend: its refresh runs on a timer');
+    },
+  };
+}
+
+const LIBRARIES = { 'redlock-5': redlock5, 'redlock-4': redlock4, 'redis-semaphore': redisSemaphore };
 
 const lines = readline.createInterface({ input: process.stdin });
 let library = null;

@@ -15,6 +15,7 @@ pub mod lua_setnx_expire;
 pub mod params;
 pub mod pottery;
 pub mod python_redis_lock;
+pub mod redis_semaphore;
 pub mod redisson;
 pub mod redlock;
 pub mod reentrant;
@@ -27,6 +28,7 @@ pub mod setex;
 pub mod setnx_del;
 pub mod setnx_expire;
 pub mod setnx_getset;
+pub mod virtual_time;
 pub mod watchdog;
 
 use std::collections::BTreeMap;

@@ -8,41 +8,32 @@
 //! as it would in the simulation, but without madsim.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 
 use async_trait::async_trait;
 
+use super::virtual_time::{Mailboxes, VirtualTime, XorShift};
 use super::{CallError, LocalBoxFuture, LockEnv, Subscription, TaskGuard};
 use crate::redis::{ClientId, Outcome, RedisServer, Reply, ServerConfig};
 
-/// A background task and whether it was cancelled.
-struct Task {
-    future: LocalBoxFuture<'static, ()>,
-    cancelled: Rc<Cell<bool>>,
-}
+pub use super::virtual_time::EPOCH_MS;
 
 /// One Redis server shared by several `DirectEnv` clients, and the time they all see.
 pub struct Shared {
     pub server: RefCell<RedisServer>,
-    /// Pub/sub messages delivered to each subscribed connection, oldest first.
-    mailboxes: RefCell<BTreeMap<ClientId, VecDeque<Reply>>>,
-    /// Milliseconds since the test started; everyone's wall and monotonic clock.
-    pub now_ms: Cell<u64>,
-    /// Background tasks (`LockEnv::spawn`), polled by `block_on`.
-    tasks: RefCell<Vec<Task>>,
-    /// Deadlines of the sleeps that were pending at the last poll.
-    wakeups: RefCell<BTreeSet<u64>>,
+    /// Pub/sub messages delivered to each subscribed connection.
+    mailboxes: Mailboxes,
+    /// Everyone's wall and monotonic clock (ms since the test started), and the background
+    /// tasks (`LockEnv::spawn`) `block_on` polls.
+    time: VirtualTime,
     /// A down server refuses every command (connection refused).
     pub down: Cell<bool>,
     /// How much the client's clock advances while a command to this server is in flight.
     pub latency_ms: Cell<u64>,
 }
-
-pub const EPOCH_MS: i64 = 1_700_000_000_000;
 
 thread_local! {
     /// The `Shared` worlds of this test thread, for `block_on` to drive.
@@ -53,10 +44,8 @@ impl Shared {
     pub fn new() -> Rc<Shared> {
         let shared = Rc::new(Shared {
             server: RefCell::new(RedisServer::new(ServerConfig::default())),
-            mailboxes: RefCell::default(),
-            now_ms: Cell::new(0),
-            tasks: RefCell::default(),
-            wakeups: RefCell::default(),
+            mailboxes: Mailboxes::default(),
+            time: VirtualTime::default(),
             down: Cell::new(false),
             latency_ms: Cell::new(0),
         });
@@ -65,7 +54,7 @@ impl Shared {
     }
 
     pub fn advance(&self, ms: u64) {
-        self.now_ms.set(self.now_ms.get() + ms);
+        self.time.advance(ms);
     }
 
     /// Runs a command as an administrator would (outside any client).
@@ -77,16 +66,12 @@ impl Shared {
 
     /// How many background tasks are still running (not finished, not cancelled).
     pub fn running_tasks(&self) -> usize {
-        self.tasks
-            .borrow()
-            .iter()
-            .filter(|t| !t.cancelled.get())
-            .count()
+        self.time.running_tasks()
     }
 
     /// Executes on the server at the shared time and routes any pub/sub messages.
     fn execute(&self, client: ClientId, argv: &[Vec<u8>]) -> Reply {
-        self.execute_at(client, self.now_ms.get(), argv)
+        self.execute_at(client, self.time.now_ms(), argv)
     }
 
     /// Executes at `now_ms` (ms since the test started): the clock of another `Shared` when
@@ -100,46 +85,10 @@ impl Shared {
             // No scheme blocks; a test client that does gets the timeout's answer.
             Outcome::Blocked => Reply::NilArray,
         };
-        let mut mailboxes = self.mailboxes.borrow_mut();
         for (to, push) in server.take_pushes() {
-            mailboxes.entry(to).or_default().push_back(push);
+            self.mailboxes.deliver(to, push);
         }
         reply
-    }
-
-    /// Polls every background task once; true when any finished or a new one appeared.
-    fn poll_tasks(&self, cx: &mut Context<'_>) {
-        let mut tasks = std::mem::take(&mut *self.tasks.borrow_mut());
-        tasks.retain_mut(|t| !t.cancelled.get() && t.future.as_mut().poll(cx).is_pending());
-        // Tasks spawned while polling were pushed onto the (emptied) list.
-        let mut list = self.tasks.borrow_mut();
-        tasks.append(&mut list);
-        *list = tasks;
-    }
-
-    /// A future that is ready once the shared clock reaches `until_ms`.
-    fn sleep_until(self: &Rc<Self>, until_ms: u64) -> Sleep {
-        Sleep {
-            shared: self.clone(),
-            until_ms,
-        }
-    }
-}
-
-struct Sleep {
-    shared: Rc<Shared>,
-    until_ms: u64,
-}
-
-impl Future for Sleep {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if self.shared.now_ms.get() >= self.until_ms {
-            Poll::Ready(())
-        } else {
-            self.shared.wakeups.borrow_mut().insert(self.until_ms);
-            Poll::Pending
-        }
     }
 }
 
@@ -162,7 +111,7 @@ pub struct DirectEnv {
     name: String,
     shared: Rc<Shared>,
     client: ClientId,
-    rng: Cell<u64>,
+    rng: XorShift,
     replicas: Cell<usize>,
     sentinel: Cell<bool>,
     mishaps: RefCell<Vec<(String, Mishap)>>,
@@ -185,8 +134,7 @@ impl DirectEnv {
             name: name.into(),
             shared: shared.clone(),
             client,
-            // Distinct seeds give distinct streams (xorshift needs a non-zero state).
-            rng: Cell::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+            rng: XorShift::seeded(seed),
             replicas: Cell::new(0),
             sentinel: Cell::new(false),
             mishaps: RefCell::default(),
@@ -257,7 +205,7 @@ impl DirectEnv {
             return Err(CallError::Disconnected("connection refused".into()));
         }
         self.shared.advance(target.latency_ms.get());
-        let execute = || target.execute_at(client, self.shared.now_ms.get(), &argv);
+        let execute = || target.execute_at(client, self.shared.time.now_ms(), &argv);
         match self.take_mishap(&argv) {
             None => Ok(execute()),
             Some(Mishap::Drop) => {
@@ -324,40 +272,20 @@ impl LockEnv for DirectEnv {
         }))
     }
     fn wall_ms(&self) -> i64 {
-        EPOCH_MS + self.shared.now_ms.get() as i64
+        self.shared.time.wall_ms()
     }
     fn mono_ms(&self) -> u64 {
-        self.shared.now_ms.get()
+        self.shared.time.now_ms()
     }
     async fn sleep_ms(&self, ms: u64) {
-        let until = self.shared.now_ms.get() + ms;
-        self.shared.sleep_until(until).await
+        self.shared.time.sleep_ms(ms).await
     }
     fn random_u64(&self) -> u64 {
-        // xorshift64*: plenty for distinct tokens in tests.
-        let mut x = self.rng.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng.set(x);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.rng.next_u64()
     }
     fn register_token(&self, _token: &str) {}
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) -> Box<dyn TaskGuard> {
-        let cancelled = Rc::new(Cell::new(false));
-        self.shared.tasks.borrow_mut().push(Task {
-            future: task,
-            cancelled: cancelled.clone(),
-        });
-        Box::new(DirectTask(cancelled))
-    }
-}
-
-struct DirectTask(Rc<Cell<bool>>);
-
-impl TaskGuard for DirectTask {
-    fn cancel(&self) {
-        self.0.set(true);
+        self.shared.time.spawn(task)
     }
 }
 
@@ -370,26 +298,10 @@ struct DirectSubscription {
 impl Subscription for DirectSubscription {
     /// The next message delivered to this connection, or `None` after `timeout_ms`.
     async fn next_message(&self, timeout_ms: u64) -> Option<Vec<u8>> {
-        let deadline = self.shared.now_ms.get() + timeout_ms;
-        std::future::poll_fn(|_cx| {
-            let message = self
-                .shared
-                .mailboxes
-                .borrow_mut()
-                .get_mut(&self.client)
-                .and_then(|m| m.pop_front());
-            match message {
-                Some(Reply::Array(parts) | Reply::Push(parts)) if parts.len() == 3 => {
-                    Poll::Ready(parts[2].as_bulk().map(<[u8]>::to_vec))
-                }
-                _ if self.shared.now_ms.get() >= deadline => Poll::Ready(None),
-                _ => {
-                    self.shared.wakeups.borrow_mut().insert(deadline);
-                    Poll::Pending
-                }
-            }
-        })
-        .await
+        self.shared
+            .mailboxes
+            .next_message(&self.shared.time, self.client, timeout_ms)
+            .await
     }
 }
 
@@ -405,13 +317,13 @@ pub fn run_until_stalled<F: Future>(future: F) -> Option<F::Output> {
             w.iter().filter_map(Weak::upgrade).collect()
         });
         for shared in &worlds {
-            shared.wakeups.borrow_mut().clear();
+            shared.time.clear_wakeups();
         }
         if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
             return Some(out);
         }
         for shared in &worlds {
-            shared.poll_tasks(&mut cx);
+            shared.time.poll_tasks(&mut cx);
         }
         if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
             return Some(out);
@@ -419,11 +331,7 @@ pub fn run_until_stalled<F: Future>(future: F) -> Option<F::Output> {
         // Everything waits: move the clock of the world with the nearest deadline.
         let next = worlds
             .iter()
-            .filter_map(|s| {
-                let now = s.now_ms.get();
-                let due = s.wakeups.borrow().iter().copied().find(|&d| d > now)?;
-                Some((due - now, s))
-            })
+            .filter_map(|s| Some((s.time.next_wakeup()? - s.time.now_ms(), s)))
             .min_by_key(|(delta, _)| *delta);
         match next {
             Some((delta, shared)) => shared.advance(delta),
@@ -442,8 +350,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 
 /// Lets simulated time pass (background tasks run) for `ms`.
 pub fn pass(shared: &Rc<Shared>, ms: u64) {
-    let until = shared.now_ms.get() + ms;
-    block_on(shared.sleep_until(until));
+    block_on(shared.time.sleep_ms(ms));
 }
 
 /// Builds a scheme from its scenario JSON (`"set"` or `{"name": ..., ...}`); panics on a bad

@@ -17,7 +17,8 @@
 //! lease runs out while the holder still believes it holds the lock.
 //!
 //! Parameters: `key` (`lock`), `ttl_ms` (30 000: seed 003's example and Redisson's default),
-//! `retry_delay_ms` (100), `renew_every_ms` (ttl/3).
+//! `retry_delay_ms` (100), `renew_every_ms` (ttl/3), `preset`: `seed-003` (this), or
+//! `redis-semaphore@5.8.0` (its own file, `redis_semaphore.rs`).
 //! What breaks it: a pause longer than the lease; a partition between the holder and Redis that
 //! outlasts the lease.
 
@@ -27,8 +28,8 @@ use async_trait::async_trait;
 
 use super::set_nx_px_lua::{compare_and_delete, set_nx_px};
 use super::{
-    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, TaskGuard, eval,
-    not_acquired, random_token, retry_until,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo, TaskGuard,
+    eval, not_acquired, random_token, redis_semaphore, retry_until,
 };
 
 pub const INFO: SchemeInfo = SchemeInfo {
@@ -39,7 +40,12 @@ pub const INFO: SchemeInfo = SchemeInfo {
     family: Family::Renewed,
     lease: Lease::Ms,
     in_all: true,
-    presets: &[],
+    presets: &[PresetInfo {
+        name: "redis-semaphore@5.8.0",
+        summary: "redis-semaphore 5.8.0 Mutex (node): SET NX PX every 10 ms, refreshed every 0.8 × lockTimeout until a refresh fails, release by a Lua compare-and-delete",
+        lease: Lease::Ms,
+        same_as: Some("watchdog"),
+    }],
     build,
 };
 
@@ -47,6 +53,12 @@ pub const INFO: SchemeInfo = SchemeInfo {
 pub const RENEW_IF_OWNER: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
+    // `seed-003`: this file; a library's preset is its own file.
+    if params.choice("preset", &["seed-003", "redis-semaphore@5.8.0"], "seed-003")?
+        == "redis-semaphore@5.8.0"
+    {
+        return redis_semaphore::build(params);
+    }
     let ttl_ms = params.positive("ttl_ms", INFO.default_ttl_ms)?;
     Ok(Box::new(Watchdog {
         key: params.key()?,

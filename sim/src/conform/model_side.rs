@@ -2,7 +2,8 @@
 //! runs — against model Redis servers on a virtual clock, each watched by a MONITOR client as
 //! the real side's `locksim serve` instances are.
 //!
-//! The clock only moves when every task waits (as `model::locks::testing` does): commands
+//! The clock (`model::locks::virtual_time`, shared with the scheme unit tests) only moves
+//! when every task waits: commands
 //! take no time, a sleep wakes at its deadline, and every 100 ms the servers' cron runs (active
 //! expiry, the end of a CLIENT PAUSE). A command a pause holds back waits for the pause's end
 //! or the client's own timeout; on that timeout the client drops the connection, as the
@@ -10,12 +11,12 @@
 //! The next command on a connection waits for the one before it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::future::Future;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use async_trait::async_trait;
+use model::locks::virtual_time::{EPOCH_MS, Mailboxes, VirtualTime, XorShift};
 use model::locks::{
     CallError, LocalBoxFuture, LockEnv, LockScheme, SchemeSpec, Subscription, TaskGuard,
 };
@@ -24,8 +25,6 @@ use model::redis::{ClientAddr, ClientId, Outcome, RedisServer, Reply, ServerConf
 use super::situation::{Op, Situation, Step};
 use super::transcript::{Line, parse_line};
 
-/// The wall clock at virtual time 0 (Unix ms).
-const EPOCH_MS: i64 = 1_700_000_000_000;
 /// `hz 10`: the cron's period.
 const CRON_MS: u64 = 100;
 /// A situation that has not ended after this much virtual time is a mistake.
@@ -41,19 +40,13 @@ struct Master {
     /// Connections whose last command is still held.
     held: RefCell<BTreeSet<ClientId>>,
     /// Pub/sub messages for subscribed connections.
-    mailboxes: RefCell<BTreeMap<ClientId, VecDeque<Reply>>>,
-}
-
-struct Task {
-    future: LocalBoxFuture<'static, ()>,
-    cancelled: Rc<Cell<bool>>,
+    mailboxes: Mailboxes,
 }
 
 struct World {
-    now_ms: Cell<u64>,
+    /// The virtual clock and the clients' background tasks.
+    time: VirtualTime,
     masters: Vec<Master>,
-    wakeups: RefCell<BTreeSet<u64>>,
-    tasks: RefCell<Vec<Task>>,
     next_port: Cell<u32>,
 }
 
@@ -72,21 +65,23 @@ impl World {
                     lines: RefCell::default(),
                     replies: RefCell::default(),
                     held: RefCell::default(),
-                    mailboxes: RefCell::default(),
+                    mailboxes: Mailboxes::default(),
                 }
             })
             .collect();
         Rc::new(World {
-            now_ms: Cell::new(0),
+            time: VirtualTime::default(),
             masters,
-            wakeups: RefCell::default(),
-            tasks: RefCell::default(),
             next_port: Cell::new(40_000),
         })
     }
 
     fn wall_ms(&self) -> i64 {
-        EPOCH_MS + self.now_ms.get() as i64
+        self.time.wall_ms()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.time.now_ms()
     }
 
     fn connect(&self, master: usize) -> ClientId {
@@ -136,11 +131,7 @@ impl World {
                         m.lines.borrow_mut().push(line);
                     }
                 } else {
-                    m.mailboxes
-                        .borrow_mut()
-                        .entry(to)
-                        .or_default()
-                        .push_back(push);
+                    m.mailboxes.deliver(to, push);
                 }
             }
             for (client, reply) in unblocked {
@@ -180,57 +171,25 @@ impl World {
         self.execute(master, admin, &argv);
     }
 
-    fn sleep_until(self: &Rc<Self>, until_ms: u64) -> impl Future<Output = ()> {
-        let world = self.clone();
-        std::future::poll_fn(move |_| {
-            if world.now_ms.get() >= until_ms {
-                Poll::Ready(())
-            } else {
-                world.wakeups.borrow_mut().insert(until_ms);
-                Poll::Pending
-            }
-        })
-    }
-
-    fn spawn(&self, future: LocalBoxFuture<'static, ()>) -> Rc<Cell<bool>> {
-        let cancelled = Rc::new(Cell::new(false));
-        self.tasks.borrow_mut().push(Task {
-            future,
-            cancelled: cancelled.clone(),
-        });
-        cancelled
-    }
-
     /// Drives every task until `done` says so or virtual time reaches `until_ms`.
     fn run(&self, until_ms: u64, done: &dyn Fn() -> bool) -> Result<(), String> {
         let mut cx = Context::from_waker(Waker::noop());
         loop {
             // Tasks spawned while polling are polled in the next round.
             loop {
-                self.wakeups.borrow_mut().clear();
-                let mut tasks = std::mem::take(&mut *self.tasks.borrow_mut());
-                tasks.retain_mut(|t| {
-                    !t.cancelled.get() && t.future.as_mut().poll(&mut cx).is_pending()
-                });
-                let mut list = self.tasks.borrow_mut();
-                let spawned = !list.is_empty();
-                tasks.append(&mut list);
-                *list = tasks;
-                if !spawned {
+                self.time.clear_wakeups();
+                if !self.time.poll_tasks(&mut cx) {
                     break;
                 }
             }
-            if done() || self.now_ms.get() >= until_ms {
+            if done() || self.now_ms() >= until_ms {
                 return Ok(());
             }
-            let now = self.now_ms.get();
+            let now = self.now_ms();
             let cron = (now / CRON_MS + 1) * CRON_MS;
             let next = self
-                .wakeups
-                .borrow()
-                .iter()
-                .copied()
-                .find(|&w| w > now)
+                .time
+                .next_wakeup()
                 .map_or(cron, |w| w.min(cron))
                 .min(until_ms);
             if next > MAX_VIRTUAL_MS {
@@ -239,8 +198,8 @@ impl World {
                     MAX_VIRTUAL_MS / 3_600_000
                 ));
             }
-            self.now_ms.set(next);
-            if next % CRON_MS == 0 {
+            self.time.set_now_ms(next);
+            if next.is_multiple_of(CRON_MS) {
                 self.cron();
             }
         }
@@ -259,7 +218,7 @@ struct Env {
     world: Rc<World>,
     name: String,
     conns: RefCell<Vec<Option<ClientId>>>,
-    rng: Cell<u64>,
+    rng: XorShift,
     command_timeout_ms: Option<u64>,
 }
 
@@ -275,7 +234,7 @@ impl Env {
         argv: Vec<Vec<u8>>,
         timeout_ms: Option<u64>,
     ) -> Result<Reply, CallError> {
-        let deadline = timeout_ms.map(|t| self.world.now_ms.get() + t);
+        let deadline = timeout_ms.map(|t| self.world.now_ms() + t);
         let conn = self.conn(master);
         let m = &self.world.masters[master];
         // The connection's previous command first (a pipelining client's).
@@ -283,11 +242,11 @@ impl Env {
             if !m.held.borrow().contains(&conn) {
                 return Poll::Ready(true);
             }
-            if deadline.is_some_and(|d| self.world.now_ms.get() >= d) {
+            if deadline.is_some_and(|d| self.world.now_ms() >= d) {
                 return Poll::Ready(false);
             }
             if let Some(d) = deadline {
-                self.world.wakeups.borrow_mut().insert(d);
+                self.world.time.wake_at(d);
             }
             Poll::Pending
         })
@@ -310,11 +269,11 @@ impl Env {
                         m.held.borrow_mut().remove(&conn);
                         return Poll::Ready(Some(reply));
                     }
-                    if deadline.is_some_and(|d| self.world.now_ms.get() >= d) {
+                    if deadline.is_some_and(|d| self.world.now_ms() >= d) {
                         return Poll::Ready(None);
                     }
                     if let Some(d) = deadline {
-                        self.world.wakeups.borrow_mut().insert(d);
+                        self.world.time.wake_at(d);
                     }
                     Poll::Pending
                 })
@@ -380,32 +339,17 @@ impl LockEnv for Env {
         self.world.wall_ms()
     }
     fn mono_ms(&self) -> u64 {
-        self.world.now_ms.get()
+        self.world.now_ms()
     }
     async fn sleep_ms(&self, ms: u64) {
-        let until = self.world.now_ms.get() + ms;
-        self.world.sleep_until(until).await
+        self.world.time.sleep_ms(ms).await
     }
     fn random_u64(&self) -> u64 {
-        // xorshift64*
-        let mut x = self.rng.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng.set(x);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.rng.next_u64()
     }
     fn register_token(&self, _token: &str) {}
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) -> Box<dyn TaskGuard> {
-        Box::new(Guard(self.world.spawn(task)))
-    }
-}
-
-struct Guard(Rc<Cell<bool>>);
-
-impl TaskGuard for Guard {
-    fn cancel(&self) {
-        self.0.set(true);
+        self.world.time.spawn(task)
     }
 }
 
@@ -418,25 +362,10 @@ struct Sub {
 #[async_trait(?Send)]
 impl Subscription for Sub {
     async fn next_message(&self, timeout_ms: u64) -> Option<Vec<u8>> {
-        let deadline = self.world.now_ms.get() + timeout_ms;
-        std::future::poll_fn(|_| {
-            let message = self.world.masters[self.master]
-                .mailboxes
-                .borrow_mut()
-                .get_mut(&self.conn)
-                .and_then(VecDeque::pop_front);
-            match message {
-                Some(Reply::Array(parts) | Reply::Push(parts)) if parts.len() == 3 => {
-                    Poll::Ready(parts[2].as_bulk().map(<[u8]>::to_vec))
-                }
-                _ if self.world.now_ms.get() >= deadline => Poll::Ready(None),
-                _ => {
-                    self.world.wakeups.borrow_mut().insert(deadline);
-                    Poll::Pending
-                }
-            }
-        })
-        .await
+        self.world.masters[self.master]
+            .mailboxes
+            .next_message(&self.world.time, self.conn, timeout_ms)
+            .await
     }
 }
 
@@ -516,7 +445,7 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
         match step {
             Step::Admin { master, command } => world.admin(*master, command),
             Step::Sleep { ms } => {
-                let until = world.now_ms.get() + ms;
+                let until = world.now_ms() + ms;
                 world.run(until, &|| false)?;
             }
             Step::Op {
@@ -533,9 +462,7 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
                         world: world.clone(),
                         name: format!("client-{}", lock + 1),
                         conns: RefCell::new(vec![None; situation.masters]),
-                        rng: Cell::new(
-                            ((*lock as u64) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
-                        ),
+                        rng: XorShift::seeded(*lock as u64 + 1),
                         command_timeout_ms: situation.command_timeout_ms,
                     });
                     locks.insert(*lock, (Rc::new(RefCell::new(scheme)), env));
@@ -549,8 +476,10 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
                 }
                 let slot: Slot = Rc::default();
                 let start = lines_now();
-                world.spawn(op_future(*op, scheme, env, *timeout_ms, slot.clone()));
-                let limit = until_ms.map_or(MAX_VIRTUAL_MS, |u| world.now_ms.get() + u);
+                world
+                    .time
+                    .spawn(op_future(*op, scheme, env, *timeout_ms, slot.clone()));
+                let limit = until_ms.map_or(MAX_VIRTUAL_MS, |u| world.now_ms() + u);
                 world.run(limit, &|| slot.borrow().is_some())?;
                 let result = slot.borrow_mut().take();
                 let end = if result.is_some() {
@@ -569,7 +498,7 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
             }
         }
     }
-    let until = world.now_ms.get() + situation.settle_ms;
+    let until = world.now_ms() + situation.settle_ms;
     world.run(until, &|| false)?;
     let lines = world.masters.iter().map(|m| m.lines.take()).collect();
     Ok(ModelRun {
