@@ -153,8 +153,11 @@ pub struct Executor {
     pub stop: Arc<dyn Fn() -> Option<String> + Send + Sync>,
     /// Makes the task a Redis or Sentinel node runs in place of the simulated server (a live
     /// run's real processes: `live::redis_server::backend`); `None`: the simulation's own.
-    pub server: Option<Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>>,
+    pub server: Option<NodeTasks>,
 }
+
+/// Makes the task a node runs (at each start of the node).
+pub type NodeTasks = Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>;
 
 /// The task of one client node.
 pub type ClientTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;

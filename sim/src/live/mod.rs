@@ -35,7 +35,7 @@ use madsim::runtime::Handle;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use crate::runner::{ClientTask, Executor, RunOutput, run_with_executor};
+use crate::runner::{ClientTask, Executor, NodeTasks, RunOutput, run_with_executor};
 use crate::scenario::Scenario;
 use crate::scenario::faults::FaultKind;
 use crate::world::World;
@@ -225,7 +225,7 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
         server: servers.clone().map(|servers| {
             Arc::new(move |world, name| {
                 Box::pin(backend::server_node(world, name, servers.clone())) as ClientTask
-            }) as Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>
+            }) as NodeTasks
         }),
     };
     let result = run_with_executor(
