@@ -22,6 +22,7 @@
 //! | `failover` | `SENTINEL FAILOVER` through the Sentinel's forwarder |
 //! | `clock_jump`, `clock_drift` | *not applied*: Debian's jemalloc redis-server 7.0.15 fails at start under libfaketime ("Unexpected recursive calls to clock_gettime()") |
 //! | network faults between two servers, `replica_lag_ms` | *not applied*: replication and Sentinel traffic go directly between the processes |
+//! | a fault triggered `on` `lock_written`, `lock_granted`, `replicated`, `command_sent` | *never fires*: the simulation observes those moments inside its own servers and clients |
 //!
 //! What was not applied is listed in `faults-applied.json` and `result.json`
 //! (`faults_not_applied`), never skipped silently.
@@ -46,7 +47,7 @@ use crate::live::clients::{Applied, Clients};
 use crate::live::pacer::{Inbox, real_unix_us};
 use crate::live::process::Supervisor;
 use crate::scenario::Scenario;
-use crate::scenario::faults::FaultKind;
+use crate::scenario::faults::{FaultKind, When};
 use crate::world::World;
 use crate::world::net::socket::NetConn;
 use crate::world::procs::ExternalProcesses;
@@ -299,6 +300,11 @@ fn serve_commands(
     }
 }
 
+/// Trigger events the simulation observes inside its own servers (the lock key written on a
+/// node, a quorum of such writes, a replica applying a write) or on a simulated client's
+/// connection (`command_sent`): with real processes nothing reports them.
+const SERVER_MOMENTS: &[&str] = &["lock_written", "lock_granted", "replicated", "command_sent"];
+
 /// What of `scenario`'s faults the processes do not get (see the module's table).
 fn not_applied(scenario: &Scenario) -> Vec<String> {
     let nodes = scenario.node_names();
@@ -348,6 +354,14 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
         };
         if let Some(why) = why {
             notes.push(format!("faults[{i}] {why}"));
+        }
+        if let When::On { event, .. } = &fault.when
+            && SERVER_MOMENTS.contains(&event.as_str())
+        {
+            notes.push(format!(
+                "faults[{i}] ({} on {event}) never fires: that moment is observed inside the simulated servers (or the simulated client's commands), which real processes do not report",
+                kind.name()
+            ));
         }
     }
     if let Some(nemesis) = &scenario.nemesis {
@@ -466,17 +480,20 @@ mod tests {
                   {"kind": "partition", "groups": [["client-1"], ["redis-1"]], "at_ms": 10, "duration_ms": 10},
                   {"kind": "isolate", "node": "redis-1", "at_ms": 10, "duration_ms": 10},
                   {"kind": "clock_jump", "node": "redis-1", "delta_ms": 5000, "at_ms": 10},
-                  {"kind": "clock_jump", "node": "client-1", "delta_ms": 5000, "at_ms": 10}
+                  {"kind": "clock_jump", "node": "client-1", "delta_ms": 5000, "at_ms": 10},
+                  {"kind": "pause", "node": "{holder}", "duration_ms": 10, "on": {"event": "lock_granted"}},
+                  {"kind": "pause", "node": "{holder}", "duration_ms": 10, "on": {"event": "acquired"}}
                 ]}"#,
             "t.json",
         )
         .expect("a valid scenario");
         let notes = not_applied(&scenario);
-        assert_eq!(notes.len(), 2, "{notes:#?}");
+        assert_eq!(notes.len(), 3, "{notes:#?}");
         assert!(notes[0].starts_with("faults[2] isolate's server↔server links ("));
         assert!(notes[0].contains("redis-1→redis-1-replica-1"));
         assert!(notes[0].contains("sentinel-1→redis-1"));
         assert!(!notes[0].contains("client-"));
         assert!(notes[1].starts_with("faults[3] clock_jump of redis-1:"));
+        assert!(notes[2].starts_with("faults[5] (pause on lock_granted) never fires"));
     }
 }
