@@ -242,7 +242,7 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
         servers.stop();
         applied.extend(servers.applied());
         applied.sort_by_key(|a| a.wall_us);
-        not_applied = servers.not_applied().to_vec();
+        not_applied = servers.not_applied();
     }
     drop(runtime);
     let run = result.map_err(|e| {

@@ -137,9 +137,21 @@ impl Servers {
         &self.listen
     }
 
-    /// The scenario's faults, or parts of them, that the processes do not get.
-    pub fn not_applied(&self) -> &[String] {
-        &self.not_applied
+    /// The scenario's faults, or parts of them, that the processes did not get: what the
+    /// scenario asks that they cannot, and each fault that failed or could not be realised
+    /// when it fired (a server's clock fault whose node a placeholder named).
+    pub fn not_applied(&self) -> Vec<String> {
+        let mut notes = self.not_applied.clone();
+        for note in self.applied() {
+            if let (false, Some(why), false) = (
+                note.applied,
+                &note.not_applied_because,
+                note.node == "servers",
+            ) {
+                notes.push(format!("{} {}: {why}", note.node, note.action));
+            }
+        }
+        notes
     }
 
     /// The faults as realised on the processes, in order.
@@ -305,10 +317,24 @@ fn serve_commands(
 /// connection (`command_sent`): with real processes nothing reports them.
 const SERVER_MOMENTS: &[&str] = &["lock_written", "lock_granted", "replicated", "command_sent"];
 
+/// The fault placeholders that resolve to Redis nodes (`faults::targets`).
+const SERVER_PLACEHOLDERS: &[&str] = &[
+    "{holder_master}",
+    "{holder_masters}",
+    "{masters}",
+    "{first_majority}",
+    "{last_majority}",
+    "{written}",
+    "{rest}",
+];
+
 /// What of `scenario`'s faults the processes do not get (see the module's table).
 fn not_applied(scenario: &Scenario) -> Vec<String> {
     let nodes = scenario.node_names();
-    let is_server = |n: &str| n.starts_with("redis-") || n.starts_with("sentinel-");
+    // A placeholder that names servers counts as one: it is resolved only when the fault fires.
+    let is_server = |n: &str| {
+        n.starts_with("redis-") || n.starts_with("sentinel-") || SERVER_PLACEHOLDERS.contains(&n)
+    };
     let mut notes = Vec::new();
     if scenario.topology.replica_lag_ms > 0 {
         notes.push(format!(
@@ -344,7 +370,7 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
                 .collect();
                 (!between.is_empty()).then(|| {
                     format!(
-                        "{}'s server↔server links ({}): replication and Sentinel traffic go directly between the processes",
+                        "{}'s server↔server links ({}, where they name two servers once resolved): replication and Sentinel traffic go directly between the processes",
                         kind.name(),
                         between.join(", ")
                     )
