@@ -241,7 +241,14 @@ setup_conformance() {
   conformance_venv venv-redbeat-2.0.0 python3 "celery-redbeat==2.0.0" "celery==5.2.7" "redis==$REDIS_PY"
   conformance_venv venv-redbeat-1.0.0 "$(older_python)" "celery-redbeat==1.0.0" "celery==4.4.7" \
     "redis==$REDIS_PY"
+  setup_conformance_py
   setup_node
+}
+
+# The conformance venvs of pottery, python-redis-lock and aioredlock, their redis-py pinned.
+setup_conformance_py() {
+  conformance_venv venv-pottery-3.0.1 python3 "pottery==3.0.1" "redis==$REDIS_PY"
+  conformance_venv venv-python-redis-lock-4.0.1 python3 "python-redis-lock==4.0.1" "redis==$REDIS_PY"
 }
 
 run_node() {

@@ -34,7 +34,28 @@ def classify(exc, refusals):
     return outcome(kind, f"{name}: {exc}")
 
 
-class RedisPy:
+class LockObject:
+    """A library with one lock object per `lock` (`self.lock(n)`) whose `release()` and
+    `extend()` take no arguments."""
+
+    def keep(self, setup, *clients):
+        """Connects the clients (a PING each) and keeps what the lock objects are made from."""
+        for client in clients:
+            client.ping()
+        self.cfg = setup["config"]
+        self.key = setup["key"]
+        self.locks = {}
+
+    def release(self, n):
+        self.lock(n).release()
+        return outcome("granted", "released")
+
+    def extend(self, n):
+        self.lock(n).extend()
+        return outcome("granted", "extended")
+
+
+class RedisPy(LockObject):
     """redis-py's `Redis.lock()` (redis/lock.py; 2.10.x picks its LuaLock there)."""
 
     REFUSALS = {"LockError", "LockNotOwnedError"}
@@ -48,10 +69,7 @@ class RedisPy:
             kwargs["socket_timeout"] = cfg["socket_timeout"]
         client_class = getattr(redis, "StrictRedis", redis.Redis)
         self.client = client_class(**kwargs)
-        self.client.ping()
-        self.cfg = cfg
-        self.key = setup["key"]
-        self.locks = {}
+        self.keep(setup, self.client)
 
     def lock(self, n):
         if n not in self.locks:
@@ -64,10 +82,6 @@ class RedisPy:
     def acquire(self, n):
         got = self.lock(n).acquire()
         return outcome("granted" if got else "refused", f"acquire returned {got}")
-
-    def release(self, n):
-        self.lock(n).release()
-        return outcome("granted", "released")
 
     def extend(self, n):
         self.lock(n).extend(self.cfg["extend_by"])
@@ -121,7 +135,83 @@ class RedBeat:
         return outcome("granted", "released")
 
 
-LIBRARIES = {"redis-py": RedisPy, "redbeat": RedBeat}
+class Pottery(LockObject):
+    """pottery's `Redlock` (pottery/redlock.py): `acquire(blocking=, timeout=)`, `extend()`,
+    `release()` over one redis-py client per master. Its refusals are the exceptions it raises
+    for a lock not held (`ReleaseUnlockedLock`, `ExtendUnlockedLock`) and `TooManyExtensions`."""
+
+    REFUSALS = {"ReleaseUnlockedLock", "ExtendUnlockedLock", "TooManyExtensions"}
+
+    def __init__(self, setup):
+        from redis import Redis
+
+        cfg = setup["config"]
+        self.masters = [
+            Redis(host="127.0.0.1", port=port, socket_timeout=cfg.get("socket_timeout"))
+            for port in setup["ports"]
+        ]
+        self.keep(setup, *self.masters)
+
+    def lock(self, n):
+        from pottery import Redlock
+
+        if n not in self.locks:
+            kwargs = {"key": self.key, "masters": self.masters}
+            for name in ("auto_release_time", "num_extensions"):
+                if self.cfg.get(name) is not None:
+                    kwargs[name] = self.cfg[name]
+            self.locks[n] = Redlock(**kwargs)
+        return self.locks[n]
+
+    def acquire(self, n):
+        if self.cfg.get("blocking", True):
+            got = self.lock(n).acquire(timeout=self.cfg.get("timeout", -1))
+        else:
+            got = self.lock(n).acquire(blocking=False)
+        return outcome("granted" if got else "refused", f"acquire returned {got}")
+
+
+
+class PythonRedisLock(LockObject):
+    """python-redis-lock's `redis_lock.Lock` (src/redis_lock/__init__.py): `acquire(blocking=,
+    timeout=)`, `extend()`, `release()`; `NotAcquired` is its refusal."""
+
+    REFUSALS = {"NotAcquired"}
+
+    def __init__(self, setup):
+        from redis import StrictRedis
+
+        cfg = setup["config"]
+        self.client = StrictRedis(
+            host="127.0.0.1", port=setup["ports"][0], socket_timeout=cfg.get("socket_timeout")
+        )
+        self.keep(setup, self.client)
+
+    def lock(self, n):
+        import redis_lock
+
+        if n not in self.locks:
+            self.locks[n] = redis_lock.Lock(
+                self.client,
+                self.key,
+                expire=self.cfg.get("expire"),
+                auto_renewal=self.cfg.get("auto_renewal", False),
+            )
+        return self.locks[n]
+
+    def acquire(self, n):
+        blocking = self.cfg.get("blocking", True)
+        got = self.lock(n).acquire(blocking=blocking, timeout=self.cfg.get("timeout"))
+        return outcome("granted" if got else "refused", f"acquire returned {got}")
+
+
+
+LIBRARIES = {
+    "redis-py": RedisPy,
+    "redbeat": RedBeat,
+    "pottery": Pottery,
+    "python-redis-lock": PythonRedisLock,
+}
 
 
 def worker(requests, answers):

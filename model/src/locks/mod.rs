@@ -13,6 +13,8 @@ pub mod fencing;
 pub mod incr_semaphore;
 pub mod lua_setnx_expire;
 pub mod params;
+pub mod pottery;
+pub mod python_redis_lock;
 pub mod redisson;
 pub mod redlock;
 pub mod reentrant;

@@ -56,6 +56,10 @@
 //!   `unlock` (`:232-283`) runs the unlock script once on every master and succeeds on a
 //!   quorum of deletions; `EVALSHA`, `EVAL` on NOSCRIPT (`:452-463`).
 //!
+//! - `pottery@3.0.1`, brainix/pottery@v3.0.1 `pottery/redlock.py`: a library of its own, modelled
+//!   in `pottery.rs` (a `SET NX PX` per master at once, a quorum with validity > 0 returns at
+//!   once, uniform(0, 200 ms) between tries for the caller's whole timeout).
+//!
 //! `redlock-no-validity` is Redlock without the validity check: by default node-redlock, or any
 //! preset with its check removed (`validity_check: false` on `redlock` does the same).
 
@@ -137,6 +141,7 @@ const PRESET_ROWS: &[PresetInfo] = &[
         lease: Lease::Ms,
         same_as: None,
     },
+    super::pottery::PRESET,
     PresetInfo {
         name: "redsync@4.0.3",
         summary: "redsync v4.0.3: 500 ms between tries, no per-call timeout, Unlock() and Extend() report success whatever the masters answered (PR 61)",
@@ -305,6 +310,7 @@ const PRESETS: &[&str] = &[
     "redsync@4.3.0",
     "node-redlock",
     "node-redlock@4.2.0",
+    "pottery@3.0.1",
 ];
 
 fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, String> {
@@ -314,6 +320,9 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
         "leandromoreira/redlock-rb"
     };
     let preset = params.choice("preset", PRESETS, default_preset)?;
+    if preset == super::pottery::PRESET.name {
+        return super::pottery::build(params, no_validity);
+    }
     let key = params.key()?;
     let mut s = match preset.as_str() {
         "antirez/redlock-rb" => Redlock {
@@ -488,9 +497,9 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
 
 /// Drives every future to completion, or until `done` says the outcome is decided; the futures
 /// still running then are handed to `env.spawn` so that their requests complete normally.
-struct Fanin<T> {
-    futures: Vec<Option<LocalBoxFuture<'static, T>>>,
-    results: Vec<Option<T>>,
+pub(super) struct Fanin<T> {
+    pub(super) futures: Vec<Option<LocalBoxFuture<'static, T>>>,
+    pub(super) results: Vec<Option<T>>,
 }
 
 impl<T: Clone + Unpin + 'static> Future for Fanin<T> {
@@ -518,9 +527,9 @@ impl<T: Clone + Unpin + 'static> Future for Fanin<T> {
 }
 
 /// A step of `Fanin` that returns as soon as `decided` holds for the results so far.
-struct FaninUntil<'a, T, F: Fn(&[Option<T>]) -> bool> {
-    fanin: &'a mut Fanin<T>,
-    decided: F,
+pub(super) struct FaninUntil<'a, T, F: Fn(&[Option<T>]) -> bool> {
+    pub(super) fanin: &'a mut Fanin<T>,
+    pub(super) decided: F,
 }
 
 impl<T: Clone + Unpin + 'static, F: Fn(&[Option<T>]) -> bool + Unpin> Future
@@ -846,8 +855,8 @@ fn base32(b: u8) -> String {
     }
 }
 
-/// Go's `base64.StdEncoding`.
-fn base64(bytes: &[u8]) -> String {
+/// Go's `base64.StdEncoding` (and Python's `b64encode`).
+pub(super) fn base64(bytes: &[u8]) -> String {
     const TABLE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {

@@ -47,6 +47,8 @@
 //!   `lock.extend(int(lock_timeout))` with its `LUA_EXTEND_TO_SCRIPT` (sibson/redbeat@v2.0.0
 //!   `redbeat/schedulers.py:36-56, :463-466, :504-520`; PR 128): whole seconds, redis-py's
 //!   third argument `"0"`, and the token must still be the value, else `LockNotOwnedError`.
+//! - `python-redis-lock@4.0.1`: ionelmc/python-redis-lock's `Lock`, whose waiters `BLPOP` a
+//!   signal list the release pushes: a library of its own, in `python_redis_lock.rs`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -221,6 +223,7 @@ const PRESETS: &[PresetInfo] = &[
         lease: Lease::Ms,
         same_as: Some("set-nx-px-lua:redis-py"),
     },
+    super::python_redis_lock::PRESET,
 ];
 
 /// redis-py's `Lock.LUA_RELEASE_SCRIPT`.
@@ -242,9 +245,13 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
             "redis-py@2.10.1",
             "redbeat@1.0.0",
             "redbeat@2.0.0",
+            super::python_redis_lock::PRESET.name,
         ],
         "redis.io",
     )?;
+    if preset == super::python_redis_lock::PRESET.name {
+        return super::python_redis_lock::build(params);
+    }
     let key = params.key()?;
     let (redis_py, extend_by) = match preset.as_str() {
         "redis-py" | "redis-py@2.10.1" => (true, ExtendBy::RedisPy),
@@ -420,11 +427,15 @@ async fn lua_lock_acquire(
 /// server still holds), up to 10 more times, after `random() × 10 ms × 2^failures` (at most
 /// 1 s); then the last error is raised. Measured against locksim serve under CLIENT PAUSE:
 /// 11 connections and 6.3 s before `TimeoutError` with `socket_timeout=0.2`.
-async fn redis_py_call(env: &Rc<dyn LockEnv>, command: Vec<Vec<u8>>) -> Result<Reply, CallError> {
+pub(super) async fn redis_py_call(
+    env: &Rc<dyn LockEnv>,
+    server: usize,
+    command: Vec<Vec<u8>>,
+) -> Result<Reply, CallError> {
     const RETRIES: u32 = 10;
     let mut failures = 0;
     loop {
-        match env.call(0, command.clone()).await {
+        match env.call(server, command.clone()).await {
             Ok(reply) => return Ok(reply),
             Err(error) => {
                 failures += 1;
@@ -442,26 +453,25 @@ async fn redis_py_call(env: &Rc<dyn LockEnv>, command: Vec<Vec<u8>>) -> Result<R
 /// redis-py 6+'s `Script.__call__` (`redis/commands/core.py:10917-10942`) over
 /// [`redis_py_call`]: EVALSHA of the script's sha1, and on NOSCRIPT a SCRIPT LOAD and EVALSHA
 /// again.
-async fn redis_py_script(
+pub(super) async fn redis_py_script(
     env: &Rc<dyn LockEnv>,
+    server: usize,
     script: &'static str,
-    key: &str,
+    keys: &[&str],
     args: &[&str],
 ) -> Result<Reply, CallError> {
-    let sha = super::script_sha(script);
-    let mut call = argv(&["EVALSHA", &sha, "1", key]);
-    call.extend(args.iter().map(|a| a.as_bytes().to_vec()));
-    match redis_py_call(env, call.clone()).await? {
+    let call = super::script_command("EVALSHA", &super::script_sha(script), keys, args);
+    match redis_py_call(env, server, call.clone()).await? {
         Reply::Error(e) if e.starts_with(b"NOSCRIPT") => {
-            redis_py_call(env, argv(&["SCRIPT", "LOAD", script])).await?;
-            redis_py_call(env, call).await
+            redis_py_call(env, server, argv(&["SCRIPT", "LOAD", script])).await?;
+            redis_py_call(env, server, call).await
         }
         reply => Ok(reply),
     }
 }
 
 /// The exception redis-py raises for a call that got no reply.
-fn raised_by_redis_py(error: &CallError) -> String {
+pub(super) fn raised_by_redis_py(error: &CallError) -> String {
     match error {
         CallError::Timeout => "TimeoutError: Timeout reading from socket".to_string(),
         CallError::Disconnected(why) => format!("ConnectionError: {why}"),
@@ -502,7 +512,7 @@ impl LockScheme for SetNxPxLua {
                 if let Some(ttl) = &ttl {
                     set.extend(["PX", ttl.as_str()]);
                 }
-                match redis_py_call(env, argv(&set)).await {
+                match redis_py_call(env, 0, argv(&set)).await {
                     Ok(Reply::Status(ok)) if ok == "OK" => Ok(Some(Grant {
                         token: token.clone(),
                         fence: None,
@@ -560,7 +570,7 @@ impl LockScheme for SetNxPxLua {
             );
             return Release { ok, detail };
         }
-        let reply = redis_py_script(env, REDIS_PY_RELEASE, &self.key, &[&token]).await;
+        let reply = redis_py_script(env, 0, REDIS_PY_RELEASE, &[&self.key], &[&token]).await;
         let (ok, detail) = owner_checked_raising(
             reply,
             "deleted",
@@ -601,7 +611,7 @@ impl LockScheme for SetNxPxLua {
         let reply = match self.extend_by {
             ExtendBy::Pexpire => {
                 // redbeat 1.0.0 ignores the reply: 0 (no such key) goes unnoticed too.
-                return match redis_py_call(env, argv(&["PEXPIRE", key, &ttl])).await {
+                return match redis_py_call(env, 0, argv(&["PEXPIRE", key, &ttl])).await {
                     Ok(reply) => Extension {
                         ok: true,
                         detail: format!("PEXPIRE answered {reply:?}, not checked"),
@@ -616,7 +626,7 @@ impl LockScheme for SetNxPxLua {
                 // `self.lock.extend(int(self.lock_timeout))`: whole seconds, then redis-py's
                 // `int(additional_time * 1000)` and its `replace_ttl` argument "0".
                 let whole_ms = (ttl_ms / 1000 * 1000).to_string();
-                redis_py_script(env, REDBEAT_EXTEND_TO, key, &[&token, &whole_ms, "0"]).await
+                redis_py_script(env, 0, REDBEAT_EXTEND_TO, &[key], &[&token, &whole_ms, "0"]).await
             }
             ExtendBy::RedisPy => match &self.lua_lock {
                 Some(scripts) => {
@@ -635,7 +645,9 @@ impl LockScheme for SetNxPxLua {
                     );
                     return Extension { ok, detail };
                 }
-                None => redis_py_script(env, REDIS_PY_EXTEND, key, &[&token, &ttl, "0"]).await,
+                None => {
+                    redis_py_script(env, 0, REDIS_PY_EXTEND, &[key], &[&token, &ttl, "0"]).await
+                }
             },
             ExtendBy::None => {
                 return Extension {

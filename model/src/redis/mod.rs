@@ -15,6 +15,7 @@ pub mod server;
 pub mod types;
 
 pub use client::ClientAddr;
+pub use commands::{HelloFields, hello_reply};
 pub use reply::{Protocol, Reply};
 pub use resp::{ProtocolError, RequestParser};
 pub use script_limits::{ScriptBudget, ScriptMonitor, ScriptProgress, ScriptVerdict};

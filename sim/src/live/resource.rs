@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::BytesMut;
-use model::redis::{Protocol, Reply, RequestParser};
+use model::redis::{HelloFields, Protocol, Reply, RequestParser, hello_reply};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::nodes::resource::RESOURCE_PORT;
@@ -134,16 +134,13 @@ fn hello(protover: Option<&str>) -> Reply {
         Some("3") => 3,
         Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
     };
-    let field = |k: &str, v: Reply| (Reply::bulk(k), v);
-    Reply::Map(vec![
-        field("server", Reply::bulk("locksim-resource")),
-        field("version", Reply::bulk("7.0.15")),
-        field("proto", Reply::Integer(proto)),
-        field("id", Reply::Integer(1)),
-        field("mode", Reply::bulk("standalone")),
-        field("role", Reply::bulk("master")),
-        field("modules", Reply::Array(Vec::new())),
-    ])
+    hello_reply(&HelloFields {
+        server: "locksim-resource",
+        proto,
+        id: 1,
+        mode: "standalone",
+        role: "master",
+    })
 }
 
 async fn call(conn: &mut RespConn, words: &[String]) -> Option<Reply> {

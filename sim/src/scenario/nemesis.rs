@@ -16,23 +16,12 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::scenario::faults::{is_master_name, placeholder};
+use crate::scenario::faults::{FAULT_KINDS, is_master_name, placeholder};
 use crate::scenario::limits::{MAX_LINK_CHANGES, MIN_NEMESIS_EVERY_MS};
 use crate::scenario::range::MsRange;
 
-/// The kinds the random nemesis draws, in the order it lists them.
-pub const KINDS: &[&str] = &[
-    "pause",
-    "crash",
-    "power_loss",
-    "clock_jump",
-    "clock_drift",
-    "partition",
-    "isolate",
-    "delay",
-    "drop_connections",
-    "failover",
-];
+/// The kinds the random nemesis draws, in the order it lists them: every fault kind.
+pub const KINDS: &[&str] = FAULT_KINDS;
 
 /// One kind's process.
 #[derive(Clone, Debug, PartialEq)]

@@ -118,16 +118,38 @@ pub fn hello(server: &mut RedisServer, client: ClientId, _now: i64, argv: &[Vec<
         Role::Master => "master",
         Role::Replica { .. } => "replica",
     };
+    reply(hello_reply(&HelloFields {
+        server: "redis",
+        proto: protocol.version(),
+        id: client as i64,
+        mode: "standalone",
+        role,
+    }))
+}
+
+/// What a HELLO reply says about the server answering it.
+pub struct HelloFields<'a> {
+    pub server: &'a str,
+    pub proto: i64,
+    pub id: i64,
+    pub mode: &'a str,
+    pub role: &'a str,
+}
+
+/// HELLO's reply as Redis 7.0.15 builds it (`helloCommand`, `src/networking.c`): the server's
+/// fields as a map, which the caller encodes in the protocol asked for. The one builder of the
+/// model's servers, Sentinel and `locksim live`'s resource.
+pub fn hello_reply(fields: &HelloFields<'_>) -> Reply {
     let field = |k: &str, v: Reply| (Reply::bulk(k), v);
-    reply(Reply::Map(vec![
-        field("server", Reply::bulk("redis")),
+    Reply::Map(vec![
+        field("server", Reply::bulk(fields.server)),
         field("version", Reply::bulk("7.0.15")),
-        field("proto", Reply::Integer(protocol.version())),
-        field("id", Reply::Integer(client as i64)),
-        field("mode", Reply::bulk("standalone")),
-        field("role", Reply::bulk(role)),
-        field("modules", Reply::Array(vec![])),
-    ]))
+        field("proto", Reply::Integer(fields.proto)),
+        field("id", Reply::Integer(fields.id)),
+        field("mode", Reply::bulk(fields.mode)),
+        field("role", Reply::bulk(fields.role)),
+        field("modules", Reply::Array(Vec::new())),
+    ])
 }
 
 /// SELECT index: 0 to `databases - 1` (`selectCommand`). Only the command's database changes

@@ -5,6 +5,7 @@ mod bitmaps;
 mod blocking;
 mod config;
 mod connection;
+pub use connection::{HelloFields, hello_reply};
 mod docs;
 mod hashes;
 mod info;

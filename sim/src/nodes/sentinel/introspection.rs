@@ -14,7 +14,7 @@
 //! Fields the model does not keep are left out rather than invented: `runid` is empty (no run
 //! ids), `o-down-time` (no ODOWN start time) and a Sentinel's `last-hello-message`.
 
-use model::redis::{Protocol, Reply};
+use model::redis::{HelloFields, Protocol, Reply, hello_reply};
 
 use super::{FailoverState, Inst, Role, State};
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
@@ -96,16 +96,13 @@ impl State {
             }
         };
         let proto = if protocol == Protocol::Resp3 { 3 } else { 2 };
-        let field = |k: &str, v: Reply| (Reply::bulk(k), v);
-        let reply = Reply::Map(vec![
-            field("server", Reply::bulk("redis")),
-            field("version", Reply::bulk("7.0.15")),
-            field("proto", Reply::Integer(proto)),
-            field("id", Reply::Integer(1)),
-            field("mode", Reply::bulk("sentinel")),
-            field("role", Reply::bulk("master")),
-            field("modules", Reply::Array(Vec::new())),
-        ]);
+        let reply = hello_reply(&HelloFields {
+            server: "redis",
+            proto,
+            id: 1,
+            mode: "sentinel",
+            role: "master",
+        });
         (reply, protocol)
     }
 
