@@ -151,7 +151,13 @@ pub struct Executor {
     pub start: StartHook,
     /// Why the run must stop now (a live client broke the protocol, Ctrl-C), if it must.
     pub stop: Arc<dyn Fn() -> Option<String> + Send + Sync>,
+    /// Makes the task a Redis or Sentinel node runs in place of the simulated server (a live
+    /// run's real processes: `live::redis_server::backend`); `None`: the simulation's own.
+    pub server: Option<NodeTasks>,
 }
+
+/// Makes the task a node runs (at each start of the node).
+pub type NodeTasks = Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>;
 
 /// The task of one client node.
 pub type ClientTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
@@ -163,6 +169,7 @@ impl Executor {
             client: Arc::new(|world, name| Box::pin(client_node(world, name))),
             start: Box::new(|_| {}),
             stop: Arc::new(|| None),
+            server: None,
         }
     }
 }
@@ -322,11 +329,27 @@ async fn simulate(
             }
         }
     }
-    for name in scenario.redis_names() {
-        add_node(&handle, &world, &name, redis_node);
-    }
-    for name in scenario.sentinel_names() {
-        add_node(&handle, &world, &name, sentinel_node);
+    match &executor.server {
+        None => {
+            for name in scenario.redis_names() {
+                add_node(&handle, &world, &name, redis_node);
+            }
+            for name in scenario.sentinel_names() {
+                add_node(&handle, &world, &name, sentinel_node);
+            }
+        }
+        Some(server) => {
+            for name in scenario
+                .redis_names()
+                .into_iter()
+                .chain(scenario.sentinel_names())
+            {
+                let server = server.clone();
+                add_node(&handle, &world, &name, move |world, name| {
+                    server(world, name)
+                });
+            }
+        }
     }
     add_node(&handle, &world, "resource", |world, _| resource_node(world));
     let nemesis_node = handle

@@ -310,23 +310,6 @@ fn sigkill_of_locksim_leaves_no_client_behind() {
     assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
 }
 
-#[test]
-fn the_redis_server_backend_is_a_clear_error_until_it_is_built() {
-    let (output, _) = run({
-        let mut c = locksim();
-        c.arg("live")
-            .arg(scenario("no-faults.json"))
-            .args(["--backend", "redis-server"]);
-        c
-    });
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        stderr.contains("--backend redis-server is not built yet"),
-        "{stderr}"
-    );
-}
-
 /// The client libraries `scripts/client-suites.sh setup` installs; `None` (after a notice)
 /// when missing and CI (`LOCKSIM_REQUIRE_CLIENT_SUITES=1`) does not require them.
 fn suite(what: &str, path: PathBuf) -> Option<PathBuf> {

@@ -146,38 +146,160 @@ fn an_address_in_use_names_the_node_and_stops_the_others() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Starts `locksim` with `args`, waits (bounded) until a real process runs under `work`, then
+/// sends it `signal`: none may outlive it (the stop flag reaps them; after a SIGKILL the
+/// guardian kills them).
+fn signal_leaves_no_redis_process(args: &[&std::ffi::OsStr], work: &std::path::Path, signal: i32) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let work = if work.as_os_str().is_empty() {
+        // `locksim fidelity` runs its processes under this folder.
+        std::env::temp_dir().join(format!("locksim-fidelity-{}", child.id()))
+    } else {
+        work.to_path_buf()
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while running_in(&work).is_empty() && Instant::now() < deadline {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "locksim ended before starting a process"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!running_in(&work).is_empty(), "no redis process started");
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let _ = child.wait();
+    assert_eq!(none_left(&work), Vec::<i32>::new(), "after signal {signal}");
+}
+
 /// `locksim fidelity` stopped by SIGINT, then killed by SIGKILL, while its real processes run:
-/// none outlives it (the stop flag reaps them; the guardian kills them after a SIGKILL).
+/// none outlives it.
 #[test]
 fn sigint_and_sigkill_of_locksim_leave_no_redis_process() {
     for signal in [libc::SIGINT, libc::SIGKILL] {
         let out = common::temp_dir(&format!("redis-processes-signal-{signal}"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_locksim"))
-            .args(["fidelity", "--repeat", "1", "--out"])
-            .arg(out.join("fidelity.md"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // `locksim fidelity` runs its processes under this folder.
-        let work = std::env::temp_dir().join(format!("locksim-fidelity-{}", child.id()));
-        let deadline = Instant::now() + Duration::from_secs(300);
-        while running_in(&work).is_empty() && Instant::now() < deadline {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "locksim fidelity ended before starting a process"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!running_in(&work).is_empty(), "no redis process started");
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(child.id() as i32, signal);
-        }
-        let _ = child.wait();
-        assert_eq!(none_left(&work), Vec::<i32>::new(), "after signal {signal}");
+        let report = out.join("fidelity.md");
+        let args = [
+            "fidelity".as_ref(),
+            "--repeat".as_ref(),
+            "1".as_ref(),
+            "--out".as_ref(),
+            report.as_os_str(),
+        ];
+        signal_leaves_no_redis_process(&args, std::path::Path::new(""), signal);
         let _ = std::fs::remove_dir_all(&out);
     }
+}
+
+/// `locksim live --backend redis-server` stopped by SIGINT, then killed by SIGKILL, while its
+/// redis-server, replica and Sentinels run (the clients stay busy): none outlives it.
+#[test]
+fn sigint_and_sigkill_of_a_live_run_leave_no_redis_process() {
+    let scenario = common::repo().join("examples/live/scenarios/failover-lagging-replica.json");
+    for signal in [libc::SIGINT, libc::SIGKILL] {
+        let out = common::temp_dir(&format!("live-backend-signal-{signal}"));
+        let args = [
+            "live".as_ref(),
+            scenario.as_os_str(),
+            "--backend".as_ref(),
+            "redis-server".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--op-timeout-ms".as_ref(),
+            "60000".as_ref(),
+            "--".as_ref(),
+            "sh".as_ref(),
+            "-c".as_ref(),
+            "read line; exec sleep 60".as_ref(),
+        ];
+        signal_leaves_no_redis_process(&args, &out.join("servers"), signal);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+/// One `locksim live --backend redis-server` run of an `examples/live/scenarios` file with its
+/// built-in scheme; its result.json. Nothing may be left running after it.
+fn live_run(test: &str, file: &str, extra: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let out = common::temp_dir(test);
+    let scenario = common::repo().join("examples/live/scenarios").join(file);
+    let output = Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .arg("live")
+        .arg(&scenario)
+        .args(["--backend", "redis-server", "--out"])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(none_left(&out.join("servers")), Vec::<i32>::new());
+    let result = std::fs::read_to_string(out.join("result.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let _ = std::fs::remove_dir_all(&out);
+    (output, result)
+}
+
+/// The built-in set-nx-px-lua on a real redis-server, its holder paused (SIGSTOP) 1.5 s, three
+/// times its 500 ms lease: the real key expires, the other client takes the lock, and the
+/// paused one writes after waking — the overlap the simulation finds in matrix 02.
+#[test]
+fn live_backend_a_pause_longer_than_the_lease_overlaps_on_real_redis() {
+    let (output, result) = live_run("live-backend-gc-pause", "gc-pause.json", &[]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        result["verdicts"]["mutual_exclusion"], "violated",
+        "{result:#}"
+    );
+    assert_eq!(result["scheme"], "set-nx-px-lua (redis-server)");
+}
+
+/// The master killed (SIGKILL) right after client-1's grant and restarted at once, AOF
+/// `everysec`: the restarted redis-server reloads the key from what the kernel kept, so
+/// client-2 waits for the release — no overlap (matrix 11a's verdict for set-nx-px-lua).
+#[test]
+fn live_backend_a_master_kill_9_with_everysec_keeps_the_lock() {
+    let (output, result) = live_run("live-backend-crash", "master-crash-everysec.json", &[]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        result["verdicts"]["mutual_exclusion"], "holds",
+        "{result:#}"
+    );
+    assert_eq!(result["verdicts"]["liveness"], "ok", "{result:#}");
+    assert!(
+        result["counts"]["acquisitions"].as_u64().unwrap_or(0) >= 3,
+        "both clients got the lock after the restart: {result:#}"
+    );
+}
+
+/// A missing redis-server is a clear error naming the node and the program, before any client.
+#[test]
+fn live_backend_a_missing_binary_is_a_clear_error() {
+    let (output, _) = live_run(
+        "live-backend-missing",
+        "no-faults.json",
+        &["--redis-server", "/nonexistent/redis-server"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("redis-1: cannot start /nonexistent/redis-server"),
+        "{stderr}"
+    );
 }
 
 /// A bounded subset of `locksim fidelity`'s probes (3 repeats each side): the bands are what

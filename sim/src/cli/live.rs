@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::artifacts::{write_file, write_run};
 use super::catalog::select_schemes;
 use crate::live::clients::ClientCommand;
+use crate::live::redis_server::Binaries;
 use crate::live::{LiveOutput, Options, process};
 use crate::scenario::Scenario;
 
@@ -37,6 +38,12 @@ pub struct Args {
     /// What serves Redis and Sentinel.
     #[arg(long, value_enum, default_value = "model")]
     backend: Backend,
+    /// The redis-server to run with `--backend redis-server`.
+    #[arg(long, default_value = "redis-server")]
+    redis_server: OsString,
+    /// The redis-sentinel to run with `--backend redis-server`.
+    #[arg(long, default_value = "redis-sentinel")]
+    redis_sentinel: OsString,
     /// Run it N times and report each verdict's rate with a Wilson 95 % interval.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -66,12 +73,6 @@ pub struct Args {
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
-    if args.backend == Backend::RedisServer {
-        return Err(
-            "--backend redis-server is not built yet: its process layer (real redis-server and redis-sentinel started from the topology) is still to come; use --backend model"
-                .into(),
-        );
-    }
     if args.observe && args.command.is_empty() {
         return Err(
             "--observe: give the service to observe after `--` (locksim live SCENARIO --observe -- CMD ARGS...)"
@@ -116,13 +117,22 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
             out.join(format!("run-{k}"))
         }
     };
+    let servers = (args.backend == Backend::RedisServer).then(|| Binaries {
+        redis_server: args.redis_server.clone(),
+        redis_sentinel: args.redis_sentinel.clone(),
+    });
     let jobs = args.jobs.max(1).min(runs.len());
     let queue = Arc::new(std::sync::Mutex::new(runs.into_iter()));
     let (tx, rx) = std::sync::mpsc::channel();
     let mut workers = Vec::new();
     for _ in 0..jobs {
-        let (queue, tx, scenario, command) =
-            (queue.clone(), tx.clone(), scenario.clone(), command.clone());
+        let (queue, tx, scenario, command, servers) = (
+            queue.clone(),
+            tx.clone(),
+            scenario.clone(),
+            command.clone(),
+            servers.clone(),
+        );
         let dirs: Vec<PathBuf> = (1..=args.repeat).map(dir_of).collect();
         let (op_timeout_ms, grace) = (args.op_timeout_ms, Duration::from_millis(args.grace_ms));
         let observe = args.observe;
@@ -143,6 +153,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
                     op_timeout_ms,
                     grace,
                     observe,
+                    servers: servers.clone(),
                 };
                 // Each run on a fresh thread: the simulation's runtime is made there.
                 let result = std::thread::spawn(move || crate::live::run(options))
@@ -162,6 +173,9 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
             Ok(mut output) => {
                 if command.is_some() {
                     output.run.result.scheme = format!("live: {}", command_label(&args.command));
+                }
+                if args.backend == Backend::RedisServer {
+                    output.run.result.scheme.push_str(" (redis-server)");
                 }
                 write_live(&dir, &scenario.for_scheme(scheme_index), &output)?;
                 if args.repeat == 1 {
@@ -225,6 +239,15 @@ fn command_label(command: &[OsString]) -> String {
 /// One run's outputs: the simulation's, and the live ones.
 fn write_live(dir: &Path, scenario: &Scenario, output: &LiveOutput) -> Result<(), String> {
     write_run(dir, scenario, &output.run)?;
+    if !output.not_applied.is_empty() {
+        // result.json says what of the scenario the real processes did not get.
+        let mut result = serde_json::to_value(&output.run.result).expect("results serialise");
+        result["faults_not_applied"] = serde_json::json!(output.not_applied);
+        write_file(
+            &dir.join("result.json"),
+            serde_json::to_string_pretty(&result).expect("serialises") + "\n",
+        )?;
+    }
     write_file(&dir.join("history.jsonl"), &output.history)?;
     let applied = serde_json::json!({
         "start_unix_us": output.start_unix_us,

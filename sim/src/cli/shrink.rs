@@ -120,6 +120,8 @@ impl LiveRuns {
             op_timeout_ms: self.op_timeout_ms,
             grace: self.grace,
             observe: self.observe,
+            // Shrinking runs on the model's servers: candidates need no real processes.
+            servers: None,
         };
         let _ = std::fs::remove_dir_all(self.work_dir.join("logs"));
         std::thread::spawn(move || crate::live::run(options))

@@ -4,9 +4,9 @@
 //! figures: each probe's distribution on each side, whether they agree, and the known
 //! differences with their reasons.
 //!
-//! The verdict rates of live matrix runs (`locksim live --backend redis-server`) belong in the
-//! same report once the executor's redis-server backend exists: `report::LIVE_MATRIX` is that
-//! section's place.
+//! The verdict rates of live matrix runs (`locksim live --backend redis-server`) take minutes
+//! of real time per file: `scripts/fidelity-matrix.sh` writes them to docs/fidelity-matrix.md,
+//! and `report::LIVE_MATRIX` points there.
 
 pub mod probes;
 pub mod report;

@@ -7,13 +7,15 @@ use std::fmt::Write;
 
 use super::Figures;
 
-/// The place of the verdict rates of live matrix runs, until `locksim live --backend
-/// redis-server` exists to produce them.
+/// Where the verdict rates of live matrix runs are: a second command writes them, as each
+/// cell runs for seconds of real time per repeat.
 pub const LIVE_MATRIX: &str = "## Matrix cells, simulated and live\n\n\
-Not measured yet: the verdict rates of the matrix scenarios run live against real processes \
-(`locksim live scenarios/matrix/<file> --backend redis-server --repeat 10`, Wilson intervals) \
-come here once the executor's redis-server backend exists (issue 26 items 1-2). The process \
-layer it will use is `sim/src/live/redis_server/`.\n";
+The matrix files' cells run live against real processes (`locksim live scenarios/matrix/<file> \
+--scheme <id> --backend redis-server --repeat 10`, Wilson intervals) are compared with the \
+simulation's seeds in [fidelity-matrix.md](fidelity-matrix.md), written by \
+`bash scripts/fidelity-matrix.sh` (a cell takes its run's real time per repeat: minutes per \
+file). What the real processes cannot get (a server's clock, server-to-server network faults, \
+a machine crash) is listed there from each run's `faults_not_applied`.\n";
 
 /// Count, min, median and max of `samples`, as a table cell (`–` when empty).
 fn summary(samples: &[f64], unit: &str) -> String {

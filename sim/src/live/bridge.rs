@@ -116,7 +116,7 @@ async fn accept_loop(
 
 /// One real connection: what it reads goes to the simulation, what the simulation sends is
 /// written; it closes when either side does.
-async fn real_socket(
+pub(crate) async fn real_socket(
     mut stream: tokio::net::TcpStream,
     conn: u64,
     mut from_sim: UnboundedReceiver<Vec<u8>>,

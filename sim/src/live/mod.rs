@@ -36,7 +36,7 @@ use madsim::runtime::Handle;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use crate::runner::{Executor, RunOutput, run_with_executor};
+use crate::runner::{ClientTask, Executor, NodeTasks, RunOutput, run_with_executor};
 use crate::scenario::Scenario;
 use crate::scenario::faults::FaultKind;
 use crate::world::World;
@@ -46,6 +46,7 @@ use bridge::Ports;
 use clients::{Applied, ClientCommand, Clients, Setup};
 use history::Op;
 use pacer::{Inbox, pace};
+use redis_server::backend::{self, Servers};
 
 /// What the real side hands the simulation (through the pacer).
 pub enum Inbound {
@@ -55,6 +56,12 @@ pub enum Inbound {
         client: String,
         node: String,
         to_real: UnboundedSender<Vec<u8>>,
+    },
+    /// A real connection the simulation opened (to a real server process:
+    /// `redis_server::backend`): where its bytes go.
+    Dialed {
+        conn: u64,
+        to_sim: UnboundedSender<Vec<u8>>,
     },
     /// Bytes read from a real connection.
     Data { conn: u64, bytes: Vec<u8> },
@@ -148,6 +155,9 @@ pub struct Options {
     pub grace: Duration,
     /// `--observe`: run `command` as unmodified services (`observe`).
     pub observe: bool,
+    /// Real redis-server and redis-sentinel processes behind the server nodes
+    /// (`--backend redis-server`); `None`: the simulation's own servers.
+    pub servers: Option<redis_server::Binaries>,
 }
 
 /// A finished live run.
@@ -161,6 +171,8 @@ pub struct LiveOutput {
     pub killed: Vec<String>,
     /// The run's real start (Unix µs): the trace's true time 0.
     pub start_unix_us: u64,
+    /// With real server processes: the scenario's faults (or parts) they did not get.
+    pub not_applied: Vec<String>,
 }
 
 /// Runs one live run on this thread (call it on a fresh thread: the simulation's runtime is
@@ -187,6 +199,16 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
     let command = match options.command {
         Some(command) => command,
         None => adapter::command(&scenario, options.scheme_index)?,
+    };
+    let servers = match options.servers {
+        Some(binaries) => Some(Arc::new(Servers::start(
+            &scenario,
+            binaries,
+            options.log_dir.with_file_name("servers"),
+            inbox.clone(),
+            runtime.handle.clone(),
+        )?)),
+        None => None,
     };
     let clients = Arc::new(Clients::new(Setup {
         command,
@@ -224,12 +246,18 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
         },
         start: {
             let (live, inbox, ports) = (live.clone(), inbox.clone(), ports.clone());
-            Box::new(move |world: &Arc<World>| start(world, live, inbox, ports))
+            let servers = servers.clone();
+            Box::new(move |world: &Arc<World>| start(world, live, inbox, ports, servers))
         },
         stop: {
             let live = live.clone();
             Arc::new(move || live.stop_reason())
         },
+        server: servers.clone().map(|servers| {
+            Arc::new(move |world, name| {
+                Box::pin(backend::server_node(world, name, servers.clone())) as ClientTask
+            }) as NodeTasks
+        }),
     };
     let result = run_with_executor(
         &scenario,
@@ -239,6 +267,14 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
         executor,
     );
     let killed = clients.stop_all(options.grace);
+    let mut applied = clients.applied();
+    let mut not_applied = Vec::new();
+    if let Some(servers) = &servers {
+        servers.stop();
+        applied.extend(servers.applied());
+        applied.sort_by_key(|a| a.wall_us);
+        not_applied = servers.not_applied();
+    }
     drop(runtime);
     let mut run = result.map_err(|e| {
         if killed.is_empty() {
@@ -265,7 +301,8 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
     ops.extend(history::nemesis_ops(&run.events));
     Ok(LiveOutput {
         history: history::jsonl(ops),
-        applied: clients.applied(),
+        applied,
+        not_applied,
         killed,
         start_unix_us,
         run,
@@ -354,13 +391,30 @@ fn client_clock_faults(scenario: &Scenario) -> bool {
 
 /// Inside the simulation, before any client runs: registers the client processes as the
 /// real processes behind the client nodes, and starts the pacer on a node of its own.
-fn start(world: &Arc<World>, live: Arc<Live>, inbox: Arc<Inbox<Inbound>>, ports: Arc<Ports>) {
-    world.procs.set_external(live.clients.clone());
+fn start(
+    world: &Arc<World>,
+    live: Arc<Live>,
+    inbox: Arc<Inbox<Inbound>>,
+    ports: Arc<Ports>,
+    servers: Option<Arc<Servers>>,
+) {
+    world.procs.set_external(Arc::new(backend::Processes {
+        clients: live.clients.clone(),
+        servers: servers.clone(),
+    }));
+    // A real process's address is another address of its node: Sentinel replies naming it
+    // are rewritten to the asking client's ports as the simulated addresses are.
+    for (node, addr) in servers.iter().flat_map(|s| s.addresses()) {
+        world.procs.register(node, world.procs.id(node), addr.ip());
+    }
     let clients = live.clients.clone();
     world
         .time
         .set_external(Arc::new(move |node, offset_ms, rate| {
-            clients.clock(node, offset_ms, rate)
+            clients.clock(node, offset_ms, rate);
+            if let Some(servers) = &servers {
+                servers.clock(node, offset_ms, rate);
+            }
         }));
     let handle = Handle::current();
     let node = handle
@@ -398,6 +452,9 @@ fn start(world: &Arc<World>, live: Arc<Live>, inbox: Arc<Inbox<Inbound>>, ports:
                     ));
                 });
             }
+        }
+        Inbound::Dialed { conn, to_sim } => {
+            conns.insert(conn, to_sim);
         }
         Inbound::Data { conn, bytes } => {
             if let Some(tx) = conns.get(&conn) {

@@ -22,6 +22,7 @@
 //! failed: a missing binary, an address already in use, a process that exits during start-up
 //! (with the last lines of its log).
 
+pub mod backend;
 pub mod resp;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,525 @@
+//! `locksim live --backend redis-server`: the scenario's masters, replicas and Sentinels are
+//! real redis-server and redis-sentinel processes (the process layer, `super::Cluster`), and
+//! the rest of the live executor is unchanged — the world paced to the real clock, the clients'
+//! bridges, the resource, the fault schedule, the checkers.
+//!
+//! Each Redis or Sentinel node of the simulated world runs a forwarder (`server_node`) in place
+//! of the simulated server: a simulated connection accepted on the node's address becomes a
+//! real connection to its process. A client's bridged connection is therefore still a
+//! simulated connection from `client-i` to the node, and every fault on that link (partition,
+//! one-way cut, isolation, delay, dropped connections) applies there, as does a failover asked
+//! of a Sentinel (the nemesis's `SENTINEL FAILOVER` reaches the real Sentinel through it).
+//! Sentinel replies carry the processes' real addresses: each is registered as another
+//! address of its node, so the bridges rewrite them to the client's own ports.
+//!
+//! Faults on a server node go to its process (`ExternalProcesses`, in the one place here):
+//!
+//! | fault | on the process |
+//! |---|---|
+//! | `pause` | `killpg(SIGSTOP)` … `killpg(SIGCONT)`; the forwarder keeps relaying, as the kernel of a stopped process keeps receiving |
+//! | `crash` | `killpg(SIGKILL)` (the forwarder's connections die with the node); at the node's restart (+ `restart_delay_ms`) the process starts again from its own config and AOF |
+//! | `power_loss` | realised as `crash` only: a machine crash cannot be produced on loopback (the kernel keeps the un-fsynced AOF tail) — reported *not applied* |
+//! | `failover` | `SENTINEL FAILOVER` through the Sentinel's forwarder |
+//! | `clock_jump`, `clock_drift` | *not applied*: Debian's jemalloc redis-server 7.0.15 fails at start under libfaketime ("Unexpected recursive calls to clock_gettime()") |
+//! | network faults between two servers, `replica_lag_ms` | *not applied*: replication and Sentinel traffic go directly between the processes |
+//! | a fault triggered `on` `lock_written`, `lock_granted`, `replicated`, `command_sent` | *never fires*: the simulation observes those moments inside its own servers and clients |
+//!
+//! What was not applied is listed in `faults-applied.json` and `result.json`
+//! (`faults_not_applied`), never skipped silently.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use madsim::net::TcpListener;
+use tokio::sync::mpsc::unbounded_channel;
+
+use super::{Addresses, Binaries, Cluster};
+use crate::live::Inbound;
+use crate::live::bridge::{node_port, real_socket};
+use crate::live::clients::{Applied, Clients};
+use crate::live::pacer::{Inbox, real_unix_us};
+use crate::live::process::Supervisor;
+use crate::scenario::Scenario;
+use crate::scenario::faults::{FaultKind, When};
+use crate::world::World;
+use crate::world::net::socket::NetConn;
+use crate::world::procs::ExternalProcesses;
+
+/// How long the processes may take to settle (replication links up, every Sentinel knows the
+/// replicas and the other Sentinels: Sentinel hellos go every 2 s).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the process thread is asked to do, in order.
+enum Command {
+    Pause(String),
+    Resume(String),
+    Crash(String),
+    Restart(String),
+}
+
+/// The real server processes of one live run, driven from the simulation.
+pub struct Servers {
+    commands: Mutex<Option<Sender<Command>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Where each node's process listens.
+    listen: BTreeMap<String, SocketAddr>,
+    inbox: Arc<Inbox<Inbound>>,
+    runtime: tokio::runtime::Handle,
+    applied: Arc<Mutex<Vec<Applied>>>,
+    /// The scenario's faults (or parts of them) that this backend does not apply.
+    not_applied: Vec<String>,
+}
+
+impl Servers {
+    /// Starts every process of `scenario`'s topology under `dir` on a thread of its own (made
+    /// here, before the simulation: madsim refuses new threads inside it) and waits until they
+    /// settled. Any failure stops what was started and names the node.
+    pub fn start(
+        scenario: &Scenario,
+        binaries: Binaries,
+        dir: PathBuf,
+        inbox: Arc<Inbox<Inbound>>,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Servers, String> {
+        let (commands, requests) = channel();
+        let (ready, started) = channel();
+        let applied: Arc<Mutex<Vec<Applied>>> = Arc::default();
+        let topology = scenario.topology.clone();
+        let thread_applied = applied.clone();
+        let thread = std::thread::Builder::new()
+            .name("live-servers".into())
+            .spawn(move || serve_commands(binaries, topology, dir, ready, requests, thread_applied))
+            .map_err(|e| format!("cannot start the servers' thread: {e}"))?;
+        let listen = match started.recv() {
+            Ok(Ok(listen)) => listen,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err("the servers' thread ended during start-up".into());
+            }
+        };
+        let not_applied = not_applied(scenario);
+        {
+            let mut notes = applied.lock().expect("never poisoned");
+            for why in &not_applied {
+                notes.push(Applied {
+                    wall_us: real_unix_us(),
+                    node: "servers".into(),
+                    action: "scenario".into(),
+                    applied: false,
+                    not_applied_because: Some(why.clone()),
+                });
+            }
+        }
+        Ok(Servers {
+            commands: Mutex::new(Some(commands)),
+            thread: Mutex::new(Some(thread)),
+            listen,
+            inbox,
+            runtime,
+            applied,
+            not_applied,
+        })
+    }
+
+    /// Where each node's process listens.
+    pub fn addresses(&self) -> &BTreeMap<String, SocketAddr> {
+        &self.listen
+    }
+
+    /// The scenario's faults, or parts of them, that the processes did not get: what the
+    /// scenario asks that they cannot, and each fault that failed or could not be realised
+    /// when it fired (a server's clock fault whose node a placeholder named).
+    pub fn not_applied(&self) -> Vec<String> {
+        let mut notes = self.not_applied.clone();
+        for note in self.applied() {
+            if let (false, Some(why), false) = (
+                note.applied,
+                &note.not_applied_because,
+                note.node == "servers",
+            ) {
+                notes.push(format!("{} {}: {why}", note.node, note.action));
+            }
+        }
+        notes
+    }
+
+    /// The faults as realised on the processes, in order.
+    pub fn applied(&self) -> Vec<Applied> {
+        self.applied.lock().expect("never poisoned").clone()
+    }
+
+    /// Stops and reaps every process (idempotent; also on drop).
+    pub fn stop(&self) {
+        drop(self.commands.lock().expect("never poisoned").take());
+        if let Some(thread) = self.thread.lock().expect("never poisoned").take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn send(&self, command: Command) {
+        if let Some(commands) = self.commands.lock().expect("never poisoned").as_ref() {
+            let _ = commands.send(command);
+        }
+    }
+
+    fn owns(&self, node: &str) -> bool {
+        self.listen.contains_key(node)
+    }
+
+    /// The clock listener for server nodes: their clocks cannot be changed (see the module).
+    pub fn clock(&self, node: &str, offset_ms: i64, rate: f64) {
+        if self.owns(node) {
+            note(
+                &self.applied,
+                node,
+                format!("clock {:+} ms x{rate}", offset_ms),
+                Some(CLOCK_NOT_APPLIED.into()),
+            );
+        }
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl ExternalProcesses for Servers {
+    fn pause(&self, node: &str) -> bool {
+        if !self.owns(node) {
+            return false;
+        }
+        self.send(Command::Pause(node.to_string()));
+        true
+    }
+
+    fn resume(&self, node: &str) -> bool {
+        if !self.owns(node) {
+            return false;
+        }
+        self.send(Command::Resume(node.to_string()));
+        true
+    }
+
+    fn crash(&self, node: &str) {
+        if self.owns(node) {
+            self.send(Command::Crash(node.to_string()));
+        }
+    }
+}
+
+/// The clients' and the servers' processes as the world's one external controller.
+pub struct Processes {
+    pub clients: Arc<Clients>,
+    pub servers: Option<Arc<Servers>>,
+}
+
+impl ExternalProcesses for Processes {
+    fn pause(&self, node: &str) -> bool {
+        self.clients.pause(node) || self.servers.as_ref().is_some_and(|s| s.pause(node))
+    }
+
+    fn resume(&self, node: &str) -> bool {
+        self.clients.resume(node) || self.servers.as_ref().is_some_and(|s| s.resume(node))
+    }
+
+    fn crash(&self, node: &str) {
+        self.clients.crash(node);
+        if let Some(servers) = &self.servers {
+            servers.crash(node);
+        }
+    }
+}
+
+const CLOCK_NOT_APPLIED: &str = "a Redis or Sentinel process's clock cannot be changed: Debian's jemalloc-built redis-server 7.0.15 fails at start under libfaketime (\"Unexpected recursive calls to clock_gettime()\")";
+
+fn note(applied: &Mutex<Vec<Applied>>, node: &str, action: String, why: Option<String>) {
+    applied.lock().expect("never poisoned").push(Applied {
+        wall_us: real_unix_us(),
+        node: node.to_string(),
+        action,
+        applied: why.is_none(),
+        not_applied_because: why,
+    });
+}
+
+/// The process thread: starts the cluster, reports its addresses (or why it failed), then
+/// realises each fault in order until the run drops its end of the channel; the cluster (every
+/// process) is stopped and reaped when it returns.
+fn serve_commands(
+    binaries: Binaries,
+    topology: crate::scenario::Topology,
+    dir: PathBuf,
+    ready: Sender<Result<BTreeMap<String, SocketAddr>, String>>,
+    requests: Receiver<Command>,
+    applied: Arc<Mutex<Vec<Applied>>>,
+) {
+    let supervisor = match Supervisor::new() {
+        Ok(supervisor) => supervisor,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot start the guardian: {e}")));
+            return;
+        }
+    };
+    let started = Addresses::free(&topology).and_then(|addresses| {
+        let listen = addresses.listen.clone();
+        let cluster = Cluster::start(&supervisor, binaries, &topology, addresses, &dir)?;
+        cluster.wait_settled(&topology, SETTLE_TIMEOUT)?;
+        Ok((cluster, listen))
+    });
+    let mut cluster = match started {
+        Ok((cluster, listen)) => {
+            let _ = ready.send(Ok(listen));
+            cluster
+        }
+        Err(e) => {
+            let _ = ready.send(Err(format!("--backend redis-server: {e}")));
+            return;
+        }
+    };
+    for command in requests {
+        let (node, action, done) = match command {
+            Command::Pause(node) => {
+                let done = cluster.pause(&node);
+                (node, "killpg(SIGSTOP)", done)
+            }
+            Command::Resume(node) => {
+                let done = cluster.resume(&node);
+                (node, "killpg(SIGCONT)", done)
+            }
+            Command::Crash(node) => {
+                let done = cluster.crash(&node);
+                (node, "killpg(SIGKILL)", done)
+            }
+            Command::Restart(node) => {
+                let done = cluster.restart(&node);
+                (node, "restart from its config and AOF", done)
+            }
+        };
+        note(&applied, &node, action.to_string(), done.err());
+    }
+}
+
+/// Trigger events the simulation observes inside its own servers (the lock key written on a
+/// node, a quorum of such writes, a replica applying a write) or on a simulated client's
+/// connection (`command_sent`): with real processes nothing reports them.
+const SERVER_MOMENTS: &[&str] = &["lock_written", "lock_granted", "replicated", "command_sent"];
+
+/// The fault placeholders that resolve to Redis nodes (`faults::targets`).
+const SERVER_PLACEHOLDERS: &[&str] = &[
+    "{holder_master}",
+    "{holder_masters}",
+    "{masters}",
+    "{first_majority}",
+    "{last_majority}",
+    "{written}",
+    "{rest}",
+];
+
+/// What of `scenario`'s faults the processes do not get (see the module's table).
+fn not_applied(scenario: &Scenario) -> Vec<String> {
+    let nodes = scenario.node_names();
+    // A placeholder that names servers counts as one: it is resolved only when the fault fires.
+    let is_server = |n: &str| {
+        n.starts_with("redis-") || n.starts_with("sentinel-") || SERVER_PLACEHOLDERS.contains(&n)
+    };
+    let mut notes = Vec::new();
+    if scenario.topology.replica_lag_ms > 0 {
+        notes.push(format!(
+            "topology.replica_lag_ms {}: replication goes directly between the processes",
+            scenario.topology.replica_lag_ms
+        ));
+    }
+    for (i, fault) in scenario.faults.iter().enumerate() {
+        let kind = &fault.kind;
+        let why = match kind {
+            FaultKind::PowerLoss { node, .. } if is_server(node) => Some(format!(
+                "power_loss of {node} is realised as a process crash (SIGKILL): a machine crash cannot be produced on loopback, the kernel keeps the un-fsynced AOF tail and peers see FIN/RST, not silence"
+            )),
+            FaultKind::ClockJump { node, .. } | FaultKind::ClockDrift { node, .. }
+                if is_server(node) =>
+            {
+                Some(format!("{} of {node}: {CLOCK_NOT_APPLIED}", kind.name()))
+            }
+            FaultKind::DropConnections { node } if is_server(node) => Some(format!(
+                "drop_connections of {node}: only its connections with clients are reset, not replication or Sentinel links"
+            )),
+            FaultKind::Partition { .. }
+            | FaultKind::Isolate { .. }
+            | FaultKind::Delay { .. }
+            | FaultKind::PowerLoss { .. } => {
+                let between: Vec<String> = match kind {
+                    FaultKind::Delay { from, to, .. } => vec![(from.clone(), to.clone())],
+                    _ => kind.links(&nodes),
+                }
+                .into_iter()
+                .filter(|(a, b)| is_server(a) && is_server(b))
+                .map(|(a, b)| format!("{a}→{b}"))
+                .collect();
+                (!between.is_empty()).then(|| {
+                    format!(
+                        "{}'s server↔server links ({}, where they name two servers once resolved): replication and Sentinel traffic go directly between the processes",
+                        kind.name(),
+                        between.join(", ")
+                    )
+                })
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            notes.push(format!("faults[{i}] {why}"));
+        }
+        if let When::On { event, .. } = &fault.when
+            && SERVER_MOMENTS.contains(&event.as_str())
+        {
+            notes.push(format!(
+                "faults[{i}] ({} on {event}) never fires: that moment is observed inside the simulated servers (or the simulated client's commands), which real processes do not report",
+                kind.name()
+            ));
+        }
+    }
+    if let Some(nemesis) = &scenario.nemesis {
+        for spec in &nemesis.kinds {
+            let servers: Vec<&String> = spec.nodes.iter().filter(|n| is_server(n)).collect();
+            let network = matches!(
+                spec.kind.as_str(),
+                "partition" | "isolate" | "delay" | "drop_connections"
+            );
+            if !servers.is_empty()
+                && (spec.kind.starts_with("clock_") || spec.kind == "power_loss" || network)
+            {
+                notes.push(format!(
+                    "nemesis {} on {}: not applied to the processes' own clocks, machines or server↔server links",
+                    spec.kind,
+                    servers
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+    }
+    notes
+}
+
+/// The task of a Redis or Sentinel node: at a restart (after `restart_delay_ms`, as the
+/// simulated server waits) its process is started again; then every simulated connection
+/// accepted on the node's address is relayed to the real process.
+pub async fn server_node(world: Arc<World>, name: String, servers: Arc<Servers>) {
+    let start = world.procs.started(&name);
+    if start > 1 {
+        let delay_ms = world.scenario.topology.restart_delay_ms;
+        if delay_ms > 0 {
+            madsim::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+        servers.send(Command::Restart(name.clone()));
+    }
+    let Some(&real) = servers.listen.get(&name) else {
+        return;
+    };
+    let listener = TcpListener::bind(("0.0.0.0", node_port(&name)))
+        .await
+        .expect("the node's port is free in the simulated network");
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let client = world.procs.name_of(peer.ip());
+        let conn = NetConn::new(&world, &name, &client, stream);
+        madsim::task::spawn_local(forward(servers.clone(), conn, real));
+    }
+}
+
+/// One accepted connection relayed to the process at `real`: a real connection is opened (its
+/// bytes reach the simulation through the pacer, as a bridge's do); either side's close ends
+/// both.
+async fn forward(servers: Arc<Servers>, conn: NetConn, real: SocketAddr) {
+    // Far above the bridges' numbering (from 1): one inbox, one space of connection ids.
+    static NEXT: AtomicU64 = AtomicU64::new(1 << 62);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (to_sim, mut from_real) = unbounded_channel();
+    // Queued before the real connection exists, so its bytes always find their way.
+    servers.inbox.push(Inbound::Dialed { conn: id, to_sim });
+    let (to_real, from_sim) = unbounded_channel();
+    let inbox = servers.inbox.clone();
+    servers.runtime.spawn(async move {
+        match tokio::net::TcpStream::connect(real).await {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                real_socket(stream, id, from_sim, inbox).await;
+            }
+            Err(_) => inbox.push(Inbound::Closed { conn: id }),
+        }
+    });
+    let (mut reader, writer) = conn.split();
+    let mut buf = BytesMut::with_capacity(4096);
+    loop {
+        tokio::select! {
+            bytes = from_real.recv() => match bytes {
+                Some(bytes) => {
+                    if writer.send(bytes).is_err() {
+                        return;
+                    }
+                }
+                None => return,
+            },
+            read = reader.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if to_real.send(buf.split().to_vec()).is_err() {
+                        return;
+                    }
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_the_processes_cannot_get_are_listed_and_the_others_are_not() {
+        let scenario = Scenario::parse(
+            r#"{"name": "t", "description": "t", "source": "t", "duration_ms": 4000,
+                "lease_ms": 500, "schemes": ["set-nx-px-lua"],
+                "topology": {"replicas": 1, "sentinels": 3},
+                "clients": {"count": 2, "acquisitions": 1, "hold_ms": [10, 10],
+                            "think_ms": [0, 0], "acquire_timeout_ms": 1000,
+                            "command_timeout_ms": 200},
+                "faults": [
+                  {"kind": "pause", "node": "redis-1", "at_ms": 10, "duration_ms": 10},
+                  {"kind": "partition", "groups": [["client-1"], ["redis-1"]], "at_ms": 10, "duration_ms": 10},
+                  {"kind": "isolate", "node": "redis-1", "at_ms": 10, "duration_ms": 10},
+                  {"kind": "clock_jump", "node": "redis-1", "delta_ms": 5000, "at_ms": 10},
+                  {"kind": "clock_jump", "node": "client-1", "delta_ms": 5000, "at_ms": 10},
+                  {"kind": "pause", "node": "{holder}", "duration_ms": 10, "on": {"event": "lock_granted"}},
+                  {"kind": "pause", "node": "{holder}", "duration_ms": 10, "on": {"event": "acquired"}}
+                ]}"#,
+            "t.json",
+        )
+        .expect("a valid scenario");
+        let notes = not_applied(&scenario);
+        assert_eq!(notes.len(), 3, "{notes:#?}");
+        assert!(notes[0].starts_with("faults[2] isolate's server↔server links ("));
+        assert!(notes[0].contains("redis-1→redis-1-replica-1"));
+        assert!(notes[0].contains("sentinel-1→redis-1"));
+        assert!(!notes[0].contains("client-"));
+        assert!(notes[1].starts_with("faults[3] clock_jump of redis-1:"));
+        assert!(notes[2].starts_with("faults[5] (pause on lock_granted) never fires"));
+    }
+}
