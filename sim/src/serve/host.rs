@@ -247,7 +247,6 @@ impl Host {
             self.running.set(None);
             let (protocol, own_pushes) = {
                 let mut server = self.server.borrow_mut();
-                server.take_propagated();
                 conn.auth_required.set(server.auth_required(Some(client)));
                 (server.protocol(client), server.take_pushes_for(client))
             };

@@ -202,7 +202,6 @@ async fn timers(host: Rc<Host>) {
         if Instant::now() >= next_expire {
             let mut server = host.server.borrow_mut();
             server.active_expire_cycle(now_ms());
-            server.take_propagated();
             next_expire = Instant::now() + EXPIRE_PERIOD;
             // Freed memory goes back to the system (mimalloc purges what stayed free past its
             // delay only when asked or when the thread allocates again): a 512 MB value DELeted
