@@ -18,6 +18,7 @@
 //! feature no earlier run had, or a better watermark. The campaign stops at the first run
 //! that breaks a verdict (the caller shrinks it), or when its budget is spent.
 
+pub mod bench;
 pub mod corpus;
 pub mod features;
 pub mod mutate;
@@ -45,8 +46,17 @@ use swarm::KindDraw;
 /// Share of runs that are fresh swarm draws once the corpus has entries.
 pub const FRESH_SHARE: f64 = 0.2;
 
+/// Share of mutated runs whose parent is the entry closest to a stale write (the watermark
+/// steers before the first violation); the others are drawn by rarity.
+pub const WATERMARK_SHARE: f64 = 0.25;
+
 /// Prefix children queued for each mark a run reaches first.
 pub const PREFIX_CHILDREN: usize = 2;
+
+/// Inputs drawn per round: a round's inputs are all drawn before any of them runs, so that
+/// `--jobs N` runs them in parallel and learns from them in order, and a campaign is the same
+/// whatever N is.
+pub const ROUND: usize = 4;
 
 /// One run with marks on: the run (on a fresh thread, as every run) and its hits in order.
 /// Marks change nothing of the run: its trace hash is the one `runner::run` gives.
@@ -147,6 +157,15 @@ pub struct Limits {
     pub budget: Option<Duration>,
 }
 
+/// How a campaign chooses its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// Swarm draws, the corpus, mutations and prefix branches: `locksim hunt`.
+    Guided,
+    /// Fresh swarm draws only, nothing learnt (the benchmark's "swarm").
+    SwarmOnly,
+}
+
 /// Where a campaign stands (printed as progress).
 #[derive(Clone, Debug, Default)]
 pub struct Progress {
@@ -193,6 +212,12 @@ pub struct Campaign<'a> {
     progress: Progress,
     /// Seed of the next fresh swarm draw.
     next_seed: u64,
+    search: Search,
+    /// Whether the campaign ends at the first violating run (otherwise that run is learnt
+    /// from as any other: the benchmark's feature count over a fixed number of runs).
+    stop_at_violation: bool,
+    /// Parallel runs per round.
+    jobs: usize,
 }
 
 impl<'a> Campaign<'a> {
@@ -206,7 +231,33 @@ impl<'a> Campaign<'a> {
             queue: Vec::new(),
             progress: Progress::default(),
             next_seed: target.row.seed,
+            search: Search::Guided,
+            stop_at_violation: true,
+            jobs: 1,
         }
+    }
+
+    /// Fresh runs on seeds from `seed` on (the benchmark gives each campaign its own seeds).
+    pub fn first_seed(mut self, seed: u64) -> Self {
+        self.next_seed = seed;
+        self
+    }
+
+    pub fn search(mut self, search: Search) -> Self {
+        self.search = search;
+        self
+    }
+
+    /// Keep searching after a violating run (it is learnt from as any other).
+    pub fn past_violations(mut self) -> Self {
+        self.stop_at_violation = false;
+        self
+    }
+
+    /// Runs up to `jobs` inputs of a round at once; the campaign is the same for every value.
+    pub fn jobs(mut self, jobs: usize) -> Self {
+        self.jobs = jobs.max(1);
+        self
     }
 
     /// Counts an entry that an earlier campaign kept (`--resume`): it is run again, as it
@@ -222,7 +273,10 @@ impl<'a> Campaign<'a> {
             return input;
         }
         let heal_at_ms = self.target.heal_at_ms;
-        if self.corpus.entries.is_empty() || self.rng.gen_bool(FRESH_SHARE) {
+        if self.search == Search::SwarmOnly
+            || self.corpus.entries.is_empty()
+            || self.rng.gen_bool(FRESH_SHARE)
+        {
             let seed = self.next_seed;
             self.next_seed += 1;
             let kinds = swarm::draw_kinds(&self.target.nemesis, &mut self.rng);
@@ -232,9 +286,11 @@ impl<'a> Campaign<'a> {
             );
         }
         let kinds = self.target.all_kinds(&mut self.rng);
-        let parent = self
-            .corpus
-            .choose(&mut self.rng)
+        let by_watermark = self.rng.gen_bool(WATERMARK_SHARE);
+        let parent = by_watermark
+            .then(|| self.corpus.closest_to_a_stale_write())
+            .flatten()
+            .or_else(|| self.corpus.choose(&mut self.rng))
             .cloned()
             .expect("not empty");
         let other = self
@@ -249,13 +305,20 @@ impl<'a> Campaign<'a> {
     /// Runs one input and learns from it; `keep`: keep it in the corpus whatever it reached.
     fn step(&mut self, faults: Vec<Fault>, seed: u64, keep: bool) -> Result<Option<Found>, String> {
         let trial = self.target.try_schedule(&faults, seed)?;
+        Ok(self.learn(faults, seed, trial, keep))
+    }
+
+    /// Learns from one run: counts its features, keeps it when it reached something new, queues
+    /// its prefix children; the violation when it broke a verdict.
+    fn learn(&mut self, faults: Vec<Fault>, seed: u64, trial: Trial, keep: bool) -> Option<Found> {
         self.progress.runs += 1;
-        if !trial.broken.is_empty() {
-            return Ok(Some(Found {
-                faults,
-                seed,
-                broken: trial.broken,
-            }));
+        let found = (!trial.broken.is_empty()).then(|| Found {
+            faults: faults.clone(),
+            seed,
+            broken: trial.broken.clone(),
+        });
+        if found.is_some() && self.stop_at_violation {
+            return found;
         }
         let new = self.corpus.count(&trial.reached.features);
         let better_margin = match (
@@ -269,17 +332,19 @@ impl<'a> Campaign<'a> {
         if better_margin {
             self.progress.least_write_margin_ms = trial.reached.least_write_margin_ms;
         }
-        if keep || !new.is_empty() || better_margin {
+        let learns = self.search == Search::Guided;
+        if learns && (keep || !new.is_empty() || better_margin) {
             self.branch_prefixes(&faults, seed, &new, &trial.reached);
             self.corpus.entries.push(Entry {
                 faults,
                 seed,
                 features: trial.reached.features,
+                least_write_margin_ms: trial.reached.least_write_margin_ms,
             });
         }
         self.progress.features = self.corpus.hits.len();
         self.progress.corpus = self.corpus.entries.len();
-        Ok(None)
+        found
     }
 
     /// Queues children that keep the faults before each newly reached mark's first time and
@@ -319,14 +384,23 @@ impl<'a> Campaign<'a> {
     ) -> Result<Outcome, String> {
         let start = Instant::now();
         let mut found = None;
-        while self.progress.runs < limits.max_runs
+        'rounds: while self.progress.runs < limits.max_runs
             && limits.budget.is_none_or(|b| start.elapsed() < b)
         {
-            let (faults, seed) = self.next_input();
-            found = self.step(faults, seed, false)?;
-            report(&self.progress);
-            if found.is_some() {
-                break;
+            let left = limits.max_runs - self.progress.runs;
+            let inputs: Vec<(Vec<Fault>, u64)> = (0..left.min(ROUND as u64))
+                .map(|_| self.next_input())
+                .collect();
+            let trials = run_all(self.target, &inputs, self.jobs)?;
+            for ((faults, seed), trial) in inputs.into_iter().zip(trials) {
+                let this = self.learn(faults, seed, trial, false);
+                report(&self.progress);
+                if this.is_some() && found.is_none() {
+                    found = this;
+                    if self.stop_at_violation {
+                        break 'rounds;
+                    }
+                }
             }
         }
         Ok(Outcome {
@@ -335,6 +409,36 @@ impl<'a> Campaign<'a> {
             corpus: self.corpus,
         })
     }
+}
+
+/// Runs `inputs` on `target`, up to `jobs` at once; the trials in the inputs' order.
+fn run_all(target: &Target, inputs: &[(Vec<Fault>, u64)], jobs: usize) -> Result<Vec<Trial>, String> {
+    if jobs <= 1 || inputs.len() <= 1 {
+        return inputs
+            .iter()
+            .map(|(faults, seed)| target.try_schedule(faults, *seed))
+            .collect();
+    }
+    let mut trials = Vec::with_capacity(inputs.len());
+    for chunk in inputs.chunks(jobs) {
+        let chunk_trials: Vec<Result<Trial, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|(faults, seed)| scope.spawn(move || target.try_schedule(faults, *seed)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("a hunt run's thread panicked".to_string()))
+                })
+                .collect()
+        });
+        for trial in chunk_trials {
+            trials.push(trial?);
+        }
+    }
+    Ok(trials)
 }
 
 #[cfg(test)]
