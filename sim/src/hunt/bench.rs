@@ -298,7 +298,9 @@ pub fn table(name: &str, settings: &Settings, figures: &[MethodFigures]) -> Stri
         let median = f
             .median_runs()
             .map_or(format!("> {}", settings.max_runs), |m| format!("{m}"));
-        let features = f.median_features().map_or("-".to_string(), |m| format!("{m}"));
+        let features = f
+            .median_features()
+            .map_or("-".to_string(), |m| format!("{m}"));
         let mut broken: Vec<&str> = f
             .campaigns
             .iter()
@@ -338,10 +340,7 @@ mod tests {
             campaigns: runs.iter().map(|&r| result(r)).collect(),
             features: vec![3, 1, 2],
         };
-        assert_eq!(
-            figures(&[Some(4), Some(2), None]).median_runs(),
-            Some(4.0)
-        );
+        assert_eq!(figures(&[Some(4), Some(2), None]).median_runs(), Some(4.0));
         assert_eq!(figures(&[Some(4), None, None]).median_runs(), None);
         assert_eq!(
             figures(&[Some(4), Some(2), None, Some(1)]).median_runs(),
@@ -349,5 +348,54 @@ mod tests {
         );
         assert_eq!(figures(&[]).median_features(), Some(2.0));
         assert_eq!(figures(&[Some(1), None]).found(), 1);
+    }
+
+    #[test]
+    fn the_figures_are_a_function_of_the_settings_whatever_the_jobs() {
+        let text = r#"{
+          "name": "hunt-bench-unit",
+          "description": "the benchmark's unit test: a Redis crash without persistence loses the lock key",
+          "source": "sim/src/hunt/bench.rs",
+          "seed": 5,
+          "duration_ms": 3000,
+          "topology": { "masters": 1 },
+          "network": { "latency_ms": [1, 5] },
+          "scheme": { "name": "set-nx-px-lua", "ttl_ms": 5000 },
+          "clients": { "count": 2, "acquisitions": 20, "hold_ms": [10, 40], "think_ms": [0, 20],
+                       "acquire_timeout_ms": 1000, "command_timeout_ms": 300 },
+          "liveness_window_ms": 800,
+          "nemesis": {
+            "crash": { "every_ms": [200, 1500], "duration_ms": [10, 300], "nodes": ["redis-1"] }
+          }
+        }"#;
+        let scenario = Scenario::parse(text, "hunt-bench-unit.json").expect("a valid scenario");
+        let bench = Bench::new(&scenario, 0).expect("a nemesis");
+        let settings = |jobs| Settings {
+            campaigns: 2,
+            max_runs: 8,
+            feature_runs: 2,
+            feature_campaigns: 1,
+            jobs,
+        };
+        let one = bench.run(&settings(1), |_, _, _| {}).expect("runs");
+        assert_eq!(one, bench.run(&settings(3), |_, _, _| {}).expect("runs"));
+        let methods: Vec<Method> = one.iter().map(|f| f.method).collect();
+        assert_eq!(methods, Method::ALL);
+        for f in &one {
+            assert_eq!(f.campaigns.len(), 2);
+            assert_eq!(f.features.len(), 1);
+            assert!(f.features[0] > 0, "{f:?}");
+            for c in &f.campaigns {
+                assert!(c.runs_to_violation.is_none_or(|n| (1..=8).contains(&n)));
+                assert_eq!(c.runs_to_violation.is_some(), !c.broken.is_empty());
+            }
+        }
+        // A crash of the only Redis every few hundred ms loses the lock key: found.
+        assert!(one.iter().any(|f| f.found() > 0), "{one:?}");
+        let table = table("unit", &settings(1), &one);
+        assert!(
+            table.contains("| random |") && table.contains("| hunt |"),
+            "{table}"
+        );
     }
 }

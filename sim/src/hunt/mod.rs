@@ -412,7 +412,11 @@ impl<'a> Campaign<'a> {
 }
 
 /// Runs `inputs` on `target`, up to `jobs` at once; the trials in the inputs' order.
-fn run_all(target: &Target, inputs: &[(Vec<Fault>, u64)], jobs: usize) -> Result<Vec<Trial>, String> {
+fn run_all(
+    target: &Target,
+    inputs: &[(Vec<Fault>, u64)],
+    jobs: usize,
+) -> Result<Vec<Trial>, String> {
     if jobs <= 1 || inputs.len() <= 1 {
         return inputs
             .iter()
@@ -445,6 +449,7 @@ fn run_all(target: &Target, inputs: &[(Vec<Fault>, u64)], jobs: usize) -> Result
 mod tests {
     use super::*;
     use crate::runner::run;
+    use crate::scenario::faults::FaultKind;
 
     /// A small row: two clients, set-nx-px-lua with a long TTL, short pauses and a Redis
     /// crash drawn by hunt.
@@ -497,8 +502,9 @@ mod tests {
             max_runs: 6,
             budget: None,
         };
-        let campaign = |seed| {
+        let campaign = |seed, jobs| {
             let outcome = Campaign::new(&target, seed)
+                .jobs(jobs)
                 .run(limits, |_| {})
                 .expect("runs");
             let entries: Vec<(Vec<Fault>, u64, BTreeSet<String>)> = outcome
@@ -513,8 +519,10 @@ mod tests {
                 entries,
             )
         };
-        let first = campaign(11);
-        assert_eq!(first, campaign(11));
+        let first = campaign(11, 1);
+        assert_eq!(first, campaign(11, 1));
+        // Parallel runs learn in the same order: the same campaign.
+        assert_eq!(first, campaign(11, 3));
         assert!(first.0 >= 1);
     }
 
@@ -534,5 +542,30 @@ mod tests {
             broken_verdicts(&alone.result, target.judges_fairness),
             found.broken
         );
+    }
+
+    #[test]
+    fn a_fault_triggered_on_a_grant_names_the_holders_master() {
+        let target = target();
+        let crash_after_grant = Fault {
+            kind: FaultKind::Crash {
+                node: crate::scenario::faults::placeholder::HOLDER_MASTER.into(),
+                restart_after_ms: Some(300),
+            },
+            when: crate::scenario::faults::When::On {
+                event: "acquired".into(),
+                node: None,
+                nth: 2,
+                command: None,
+                after_ms: 1,
+            },
+            duration_ms: None,
+        };
+        let output = run(&target.with_faults(&[crash_after_grant]), 0, 3).expect("runs");
+        let crashed = output.events.iter().any(|e| {
+            e.node == "redis-1"
+                && matches!(&e.kind, model::history::EventKind::Fault { fault, .. } if fault == "crash")
+        });
+        assert!(crashed, "the crash after the second grant never fired");
     }
 }

@@ -212,4 +212,46 @@ mod tests {
         }
         assert!(differ >= 40, "only {differ} of 50 children differ");
     }
+
+    #[test]
+    fn a_fault_switches_to_a_trigger_and_back_and_only_a_triggered_one_names_a_role() {
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let mut fault = pause(700, "client-1");
+        retarget(&mut fault, &mut rng);
+        assert_eq!(fault, pause(700, "client-1"), "at_ms: no holder to name");
+        switch_trigger(&mut fault, &[], 2000, &mut rng);
+        let When::On {
+            event,
+            nth,
+            after_ms,
+            ..
+        } = &fault.when
+        else {
+            panic!("not triggered: {fault:?}");
+        };
+        assert!(TRIGGERS.contains(&event.as_str()));
+        assert!((1..=MAX_NTH).contains(nth) && *after_ms <= MAX_AFTER_MS);
+        retarget(&mut fault, &mut rng);
+        let FaultKind::Pause { node } = &fault.kind else {
+            panic!("{fault:?}");
+        };
+        assert!([HOLDER, PEER].contains(&node.as_str()), "{node}");
+        let mut crash = Fault {
+            kind: FaultKind::Crash {
+                node: "redis-1".into(),
+                restart_after_ms: Some(100),
+            },
+            ..fault.clone()
+        };
+        retarget(&mut crash, &mut rng);
+        assert_eq!(crash.kind.node_names(), vec![HOLDER_MASTER]);
+        // Back to a time: a placeholder with no kind to redraw from stays triggered (a
+        // placeholder needs a holder); a named node just gets a time.
+        switch_trigger(&mut fault, &[], 2000, &mut rng);
+        assert!(matches!(fault.when, When::On { .. }));
+        let mut named = pause(5, "client-2");
+        switch_trigger(&mut named, &[], 2000, &mut rng);
+        switch_trigger(&mut named, &[], 2000, &mut rng);
+        assert!(matches!(named.when, When::At { at_ms } if (1..2000).contains(&at_ms)));
+    }
 }
