@@ -21,6 +21,9 @@ use crate::hunt::{Campaign, Limits, Search, Target, run_marked};
 use crate::scenario::Scenario;
 use crate::scenario::expect::broken_verdicts;
 
+/// A campaign's result and the features it reached, or why it could not run.
+type Ran = Result<(CampaignResult, usize), String>;
+
 /// The three searches compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -143,12 +146,7 @@ impl Bench {
 
     /// The random nemesis on `runs` consecutive seeds from `first`: the runs to the first
     /// violation (when `stop`), and the features reached.
-    fn random_campaign(
-        &self,
-        first: u64,
-        runs: u64,
-        stop: bool,
-    ) -> Result<(CampaignResult, usize), String> {
+    fn random_campaign(&self, first: u64, runs: u64, stop: bool) -> Ran {
         let mut reached = BTreeSet::new();
         for i in 0..runs {
             let (output, hits) = run_marked(&self.random_row, first + i)?;
@@ -170,14 +168,7 @@ impl Bench {
     }
 
     /// A swarm or hunt campaign of `runs` runs (`stop`: until its first violation).
-    fn search_campaign(
-        &self,
-        method: Method,
-        c: u64,
-        first: u64,
-        runs: u64,
-        stop: bool,
-    ) -> Result<(CampaignResult, usize), String> {
+    fn search_campaign(&self, method: Method, c: u64, first: u64, runs: u64, stop: bool) -> Ran {
         let search = if method == Method::Hunt {
             Search::Guided
         } else {
@@ -207,14 +198,7 @@ impl Bench {
         Ok((result, outcome.corpus.hits.len()))
     }
 
-    fn campaign(
-        &self,
-        method: Method,
-        c: u64,
-        runs: u64,
-        stop: bool,
-        settings: &Settings,
-    ) -> Result<(CampaignResult, usize), String> {
+    fn campaign(&self, method: Method, c: u64, runs: u64, stop: bool, settings: &Settings) -> Ran {
         let first = self.first_seed(c, settings);
         match method {
             Method::Random => self.random_campaign(first, runs, stop),
@@ -234,8 +218,7 @@ impl Bench {
             jobs.extend((0..settings.campaigns).map(|c| (method, c, true)));
             jobs.extend((0..settings.feature_campaigns).map(|c| (method, c, false)));
         }
-        let results: Mutex<Vec<Option<Result<(CampaignResult, usize), String>>>> =
-            Mutex::new(vec![None; jobs.len()]);
+        let results: Mutex<Vec<Option<Ran>>> = Mutex::new(vec![None; jobs.len()]);
         let next = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             for _ in 0..settings.jobs.max(1) {

@@ -3,8 +3,9 @@
 //! Each run is one scenario row (one scheme) with a scripted fault schedule and no random
 //! nemesis: the schedule is the whole input, and a corpus entry or a failing schedule is a
 //! scenario file `locksim run` replays. Inputs come from three places:
-//! - fresh swarm draws (`swarm`): each kind of the scenario's `nemesis` on with p = ½, its
-//!   rates and durations log-uniform;
+//! - fresh draws (`swarm`): half of them swarm draws, each kind of the scenario's `nemesis` on
+//!   with p = ½, its rates and durations log-uniform; half as the random nemesis draws (every
+//!   kind, uniform), so hunt is no worse than the nemesis where one fault of its shape does;
 //! - children of corpus entries (`corpus`, `mutate`): a parent drawn by the rarity of its
 //!   rarest feature, mutated AFL-style, run on the parent's seed;
 //! - prefix branches (moonpool-explorer: branch where a rare mark first fires): when a run
@@ -45,6 +46,10 @@ use swarm::KindDraw;
 
 /// Share of runs that are fresh swarm draws once the corpus has entries.
 pub const FRESH_SHARE: f64 = 0.2;
+
+/// Share of hunt's fresh inputs drawn as the random nemesis draws (every kind, uniform gaps
+/// and durations); the others are swarm draws.
+pub const NEMESIS_SHARE: f64 = 0.5;
 
 /// Share of mutated runs whose parent is the entry closest to a stale write (the watermark
 /// steers before the first violation); the others are drawn by rarity.
@@ -138,6 +143,7 @@ impl Target {
                 kind: kind.clone(),
                 mean_every_ms: swarm::log_uniform(rng, kind.every_ms),
                 mean_duration_ms: kind.duration_ms.map(|r| swarm::log_uniform(rng, r)),
+                uniform: false,
             })
             .collect()
     }
@@ -279,7 +285,12 @@ impl<'a> Campaign<'a> {
         {
             let seed = self.next_seed;
             self.next_seed += 1;
-            let kinds = swarm::draw_kinds(&self.target.nemesis, &mut self.rng);
+            let as_the_nemesis = self.search == Search::Guided && self.rng.gen_bool(NEMESIS_SHARE);
+            let kinds = if as_the_nemesis {
+                swarm::nemesis_kinds(&self.target.nemesis)
+            } else {
+                swarm::draw_kinds(&self.target.nemesis, &mut self.rng)
+            };
             return (
                 swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
                 seed,
