@@ -80,14 +80,18 @@ pub fn mutate(
                 child.remove(i);
             }
             2 => {
-                // Shift by up to ±2^k ms, k in 0..14: small nudges as often as big moves.
+                // Shift by up to ±2^k ms, k in 0..14: small nudges as often as big moves; a
+                // triggered fault moves its delay after the event (it may name a placeholder,
+                // which only a trigger resolves).
                 let by = 1i64 << rng.gen_range(0..14);
                 let by = if rng.gen_bool(0.5) { by } else { -by };
-                let at = swarm::at_ms(&child[i]) as i64 + by;
-                set_at(
-                    &mut child[i],
-                    at.clamp(1, (heal_at_ms as i64 - 1).max(1)) as u64,
-                );
+                let latest = (heal_at_ms as i64 - 1).max(1);
+                match &mut child[i].when {
+                    When::On { after_ms, .. } => {
+                        *after_ms = (*after_ms as i64 + by).clamp(0, latest) as u64;
+                    }
+                    When::At { at_ms } => *at_ms = (*at_ms as i64 + by).clamp(1, latest) as u64,
+                }
             }
             3 => {
                 if let Some(lasts) = lasts_mut(&mut child[i]) {
@@ -253,5 +257,26 @@ mod tests {
         switch_trigger(&mut named, &[], 2000, &mut rng);
         switch_trigger(&mut named, &[], 2000, &mut rng);
         assert!(matches!(named.when, When::At { at_ms } if (1..2000).contains(&at_ms)));
+    }
+
+    #[test]
+    fn only_a_fault_fired_by_a_clients_event_names_a_placeholder() {
+        let parent = vec![pause(100, "client-1"), pause(900, "client-2")];
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut child = parent.clone();
+        let mut placeholders = 0;
+        for _ in 0..3000 {
+            child = mutate(&child, &parent, &[], 2000, &mut rng);
+            if child.is_empty() {
+                child = parent.clone();
+            }
+            for f in &child {
+                if f.kind.node_names().iter().any(|n| is_placeholder(n)) {
+                    placeholders += 1;
+                    assert!(f.when.fires_on_a_client(), "{f:?}");
+                }
+            }
+        }
+        assert!(placeholders > 0, "no child named a placeholder");
     }
 }
