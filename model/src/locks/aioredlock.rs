@@ -398,18 +398,13 @@ impl LockScheme for Aioredlock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::testing::{DirectEnv, Shared, block_on, scheme};
-
-    fn masters(n: usize) -> Vec<Rc<Shared>> {
-        (0..n).map(|_| Shared::new()).collect()
-    }
+    use crate::locks::testing::{DirectEnv, block_on, masters, scheme_with};
 
     fn aioredlock(extra: serde_json::Value) -> Box<dyn LockScheme> {
-        let mut json = serde_json::json!({"name": "redlock", "preset": "aioredlock@0.7.3"});
-        if let (Some(map), Some(extra)) = (json.as_object_mut(), extra.as_object()) {
-            map.extend(extra.clone());
-        }
-        scheme(json)
+        scheme_with(
+            serde_json::json!({"name": "redlock", "preset": "aioredlock@0.7.3"}),
+            extra,
+        )
     }
 
     #[test]

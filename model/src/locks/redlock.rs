@@ -1087,17 +1087,13 @@ impl LockScheme for Redlock {
 mod tests {
     use super::*;
     use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on};
+    use crate::locks::testing::{DirectEnv, Shared, block_on, masters};
 
     fn scheme(json: serde_json::Value) -> Box<dyn LockScheme> {
         SchemeSpec::from_json(&json, "scheme")
             .unwrap()
             .build("scheme")
             .unwrap()
-    }
-
-    fn masters(n: usize) -> Vec<Rc<Shared>> {
-        (0..n).map(|_| Shared::new()).collect()
     }
 
     fn holder(masters: &[Rc<Shared>]) -> usize {
