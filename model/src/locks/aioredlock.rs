@@ -45,7 +45,9 @@ pub(super) const PRESET: PresetInfo = PresetInfo {
     name: "aioredlock@0.7.3",
     summary: "aioredlock 0.7.3: its own scripts (SCRIPT LOAD first), every reply awaited, 3 tries 100-300 ms apart with one value, validity lease - elapsed - drift; a watchdog without lock_timeout",
     lease: Lease::Ms,
-    same_as: None,
+    // A library preset of Redlock with the validity check, as pottery's: `redlock:redsync`'s
+    // row of the matrix stands for it.
+    same_as: Some("redlock:redsync"),
 };
 
 /// `Instance.SET_LOCK_SCRIPT` (`aioredlock/redis.py:36-42`) as `_register_scripts` sends it
