@@ -99,10 +99,21 @@ impl Servers {
         let applied: Arc<Mutex<Vec<Applied>>> = Arc::default();
         let topology = scenario.topology.clone();
         let thread_applied = applied.clone();
-        let mut addresses =
-            Addresses::free(&topology).map_err(|e| format!("--backend redis-server: {e}"))?;
-        let links = Links::listen(&mut addresses, inbox.clone(), runtime.clone())
-            .map_err(|e| format!("--backend redis-server: {e}"))?;
+        // Another run on the machine can take a checked-free address before it is bound here:
+        // a few fresh tries.
+        let mut tries = 0;
+        let (addresses, links) = loop {
+            tries += 1;
+            let attempt = Addresses::free(&topology).and_then(|mut addresses| {
+                let links = Links::listen(&mut addresses, inbox.clone(), runtime.clone())?;
+                Ok((addresses, links))
+            });
+            match attempt {
+                Ok(done) => break done,
+                Err(e) if tries >= 5 => return Err(format!("--backend redis-server: {e}")),
+                Err(_) => {}
+            }
+        };
         let thread = std::thread::Builder::new()
             .name("live-servers".into())
             .spawn(move || {

@@ -99,7 +99,9 @@ impl Links {
             .map(|(node, addr)| (addr.ip(), node.clone()))
             .collect();
         let sources = Arc::new(sources);
-        for (node, addr) in addresses.listen.iter_mut() {
+        // Every address is bound before any is served: a failure leaves nothing listening.
+        let mut bound = Vec::new();
+        for (node, addr) in &addresses.listen {
             let public = *addr;
             let private = SocketAddr::new(public.ip(), public.port() + 1);
             std::net::TcpListener::bind(private)
@@ -107,15 +109,18 @@ impl Links {
             let listener = std::net::TcpListener::bind(public)
                 .and_then(|l| l.set_nonblocking(true).map(|_| l))
                 .map_err(|e| format!("{node}: cannot listen on {public}: {e}"))?;
-            let _guard = links.runtime.enter();
+            bound.push((node.clone(), public, private, listener));
+        }
+        let _guard = links.runtime.enter();
+        for (node, public, private, listener) in bound {
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(|e| format!("{node}: {e}"))?;
             addresses.announce.insert(node.clone(), public);
-            *addr = private;
+            addresses.listen.insert(node.clone(), private);
             links.runtime.spawn(accept_loop(
                 links.clone(),
                 listener,
-                node.clone(),
+                node,
                 private,
                 sources.clone(),
             ));
