@@ -227,6 +227,20 @@ fn sigint_and_sigkill_of_a_live_run_leave_no_redis_process() {
 /// One `locksim live --backend redis-server` run of an `examples/live/scenarios` file with its
 /// built-in scheme; its result.json. Nothing may be left running after it.
 fn live_run(test: &str, file: &str, extra: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let (output, result, _) = live_run_with_trace(test, file, extra);
+    (output, result)
+}
+
+/// `live_run`, with the run's trace events.
+fn live_run_with_trace(
+    test: &str,
+    file: &str,
+    extra: &[&str],
+) -> (
+    std::process::Output,
+    serde_json::Value,
+    Vec<serde_json::Value>,
+) {
     let out = common::temp_dir(test);
     let scenario = common::repo().join("examples/live/scenarios").join(file);
     let output = Command::new(env!("CARGO_BIN_EXE_locksim"))
@@ -242,8 +256,81 @@ fn live_run(test: &str, file: &str, extra: &[&str]) -> (std::process::Output, se
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or(serde_json::Value::Null);
+    let trace = std::fs::read_to_string(out.join("trace.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
     let _ = std::fs::remove_dir_all(&out);
-    (output, result)
+    (output, result, trace)
+}
+
+/// Server-to-server faults and live triggers on real processes
+/// (examples/live/scenarios/replica-partition.json): the master's replication stream to its
+/// replica crosses the simulated network, so a partition between them holds it — each lock
+/// written on the master during the cut reaches the real replica only after the cut heals —
+/// and a pause triggered `on: lock_granted` fires from the real master's reply, before the
+/// client has its answer (`acquired`).
+#[test]
+fn live_backend_a_master_replica_partition_holds_replication_and_lock_granted_fires() {
+    let (output, result, trace) = live_run_with_trace(
+        "live-backend-replica-partition",
+        "replica-partition.json",
+        &[],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(result.get("faults_not_applied"), None, "{result:#}");
+    let t = |e: &serde_json::Value| e["t_us"].as_u64().unwrap();
+    let first = |pred: &dyn Fn(&serde_json::Value) -> bool| trace.iter().find(|e| pred(e)).map(t);
+    let fault = |kind: &str, phase: &str| {
+        first(&|e| e["event"] == "fault" && e["fault"] == kind && e["phase"] == phase)
+            .unwrap_or_else(|| panic!("no {kind} {phase} in the trace"))
+    };
+    // The pause: at the first grant, after the first SET left the client, before its answer.
+    let set = |e: &serde_json::Value| {
+        e["event"] == "command_sent" && e["command"].as_str().unwrap().starts_with("SET lock ")
+    };
+    let first_set = first(&set).expect("the client sent SET");
+    let paused = fault("pause", "injected");
+    let acquired = first(&|e| e["event"] == "acquired").expect("the client got the lock");
+    assert!(
+        first_set <= paused && paused < acquired,
+        "{first_set} {paused} {acquired}"
+    );
+    // The partition: every lock written during the cut is replicated, after it heals.
+    let (cut, healed) = (fault("partition", "injected"), fault("partition", "healed"));
+    let token = |e: &serde_json::Value| {
+        e["command"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .nth(2)
+            .map(str::to_string)
+    };
+    let during: Vec<String> = trace
+        .iter()
+        .filter(|e| set(e) && (cut..healed).contains(&t(e)))
+        .filter_map(token)
+        .collect();
+    assert!(!during.is_empty(), "no lock was written during the cut");
+    for written in &during {
+        let replicated = trace
+            .iter()
+            .find(|e| {
+                e["event"] == "replicated"
+                    && e["node"] == "redis-1-replica-1"
+                    && token(e).as_ref() == Some(written)
+            })
+            .map(t);
+        assert!(
+            replicated.is_some_and(|at| at >= healed),
+            "{written}: written during the cut ({cut}..{healed} µs), replicated at {replicated:?}"
+        );
+    }
 }
 
 /// The built-in set-nx-px-lua on a real redis-server, its holder paused (SIGSTOP) 1.5 s, three

@@ -14,8 +14,10 @@ The matrix files' cells run live against real processes (`locksim live scenarios
 --scheme <id> --backend redis-server --repeat 10`, Wilson intervals) are compared with the \
 simulation's seeds in [fidelity-matrix.md](fidelity-matrix.md), written by \
 `bash scripts/fidelity-matrix.sh` (a cell takes its run's real time per repeat: minutes per \
-file). What the real processes cannot get (a server's clock, server-to-server network faults, \
-a machine crash) is listed there from each run's `faults_not_applied`.\n";
+file). Replication and Sentinel links cross the simulated network there as the clients' do \
+(docs/live.md), so server-to-server faults and `replica_lag_ms` apply; what the real processes \
+cannot get (a server's clock, a machine crash) is listed there from each run's \
+`faults_not_applied`.\n";
 
 /// Count, min, median and max of `samples`, as a table cell (`–` when empty).
 fn summary(samples: &[f64], unit: &str) -> String {

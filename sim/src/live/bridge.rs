@@ -19,6 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use model::history::{EventKind, render_command};
 use model::redis::{Protocol, Reply, RequestParser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -26,6 +27,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use super::Inbound;
 use super::observe::register_tokens;
 use super::pacer::Inbox;
+use super::redis_server::links::PeerTap;
 use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
 use crate::world::World;
@@ -109,6 +111,7 @@ async fn accept_loop(
             client: client.clone(),
             node: node.clone(),
             to_real,
+            adopt: None,
         });
         tokio::spawn(real_socket(stream, conn, from_sim, inbox.clone()));
     }
@@ -153,48 +156,109 @@ pub fn node_port(node: &str) -> u16 {
     }
 }
 
-/// The simulated side of one bridged connection, run on the client's node: a connection from
-/// `client` to `node` in the simulated network, relaying bytes both ways. It ends (closing the
-/// real socket) when either side closes, or with the client node (a crash). With `observe`,
-/// the commands to a Redis node register the client's tokens (`observe::register_tokens`).
+/// The simulated side of one bridged connection, run on the `client`'s node: a connection from
+/// `client` to `node` in the simulated network, relaying bytes both ways (`pump`). It ends
+/// (closing the real socket) when either side closes, or with the client node (a crash).
+///
+/// `client` is a client node (a client process's connection: the commands it sends are
+/// recorded as `command_sent`, with `observe` they register the client's tokens
+/// (`observe::register_tokens`), and Sentinel replies are rewritten to the client's ports) or a
+/// server node (a real process's own connection to another: `redis_server::links`, relayed
+/// as it is, the replication stream to a replica reported as `replicated`). `adopt` names a
+/// real connection to `node`'s process that already exists (`links::Links::hand_over`): the
+/// simulated connection goes to the node's adoption port and names it first.
+#[allow(clippy::too_many_arguments)]
 pub async fn relay(
     world: Arc<World>,
     ports: Arc<Ports>,
     client: String,
     node: String,
     observe: bool,
-    mut from_real: UnboundedReceiver<Vec<u8>>,
+    adopt: Option<u64>,
+    from_real: UnboundedReceiver<Vec<u8>>,
     to_real: UnboundedSender<Vec<u8>>,
 ) {
-    let addr = SocketAddr::new(node_ip(&node), node_port(&node));
+    let port = match adopt {
+        Some(_) => ADOPTION_PORT,
+        None => node_port(&node),
+    };
+    let addr = SocketAddr::new(node_ip(&node), port);
     let Ok(conn) = NetConn::connect(&world, &client, &node, addr).await else {
         return;
     };
+    if let Some(id) = adopt
+        && conn.send(id.to_le_bytes().to_vec()).is_err()
+    {
+        return;
+    }
+    if world.scenario.client_names().contains(&client) {
+        let mut tap = ClientTap::new(world.clone(), ports, client, node, observe);
+        pump(&world, conn, from_real, to_real, &mut tap).await;
+    } else {
+        let mut tap = PeerTap::new(&world, &client, &node, adopt.is_some());
+        pump(&world, conn, from_real, to_real, &mut tap).await;
+    }
+}
+
+/// The simulated port where a server node adopts real connections that existed before the
+/// run (`redis_server::links`): each simulated connection to it starts with the 8-byte id
+/// (little-endian) of the real connection it continues.
+pub const ADOPTION_PORT: u16 = 16379;
+
+/// What a relay learns from the bytes it carries, recorded once they are on their way.
+pub enum Seen {
+    /// An event of the trace (and the triggers it completes) on `node`.
+    Event { node: String, kind: EventKind },
+    /// `client`'s command left the lock key written on `node` (`World::lock_written`).
+    LockWritten { node: String, client: String },
+    /// The lock key on `node` is gone.
+    LockGone { node: String },
+}
+
+impl Seen {
+    async fn record(self, world: &World) {
+        match self {
+            Seen::Event { node, kind } => world.emit(&node, None, kind).await,
+            Seen::LockWritten { node, client } => world.lock_written(&node, &client),
+            Seen::LockGone { node } => world.lock_gone(&node),
+        }
+    }
+}
+
+/// What a relay does to the bytes it carries besides carrying them.
+pub trait Tap {
+    /// Bytes from the real side on their way into the simulated connection: what to send.
+    fn toward_sim(&mut self, bytes: Vec<u8>) -> Vec<u8> {
+        bytes
+    }
+    /// Bytes read from the simulated connection on their way to the real side: what to write
+    /// now (what it leaves in `buf` waits for more); an error ends the connection.
+    fn toward_real(&mut self, buf: &mut BytesMut) -> Result<Vec<u8>, String> {
+        Ok(buf.split().to_vec())
+    }
+    /// What the bytes carried last showed, recorded after they went on.
+    fn seen(&mut self) -> Vec<Seen> {
+        Vec::new()
+    }
+}
+
+/// Relays bytes between a simulated connection and a real one (the channels of its socket on
+/// the real side, `real_socket`) through `tap`, until either side closes.
+pub async fn pump(
+    world: &World,
+    conn: NetConn,
+    mut from_real: UnboundedReceiver<Vec<u8>>,
+    to_real: UnboundedSender<Vec<u8>>,
+    tap: &mut impl Tap,
+) {
     let (mut reader, writer) = conn.split();
-    let sentinel = node.starts_with("sentinel-");
-    let mut replies = BytesMut::new();
     let mut buf = BytesMut::with_capacity(4096);
-    let key = world.scheme.key().into_bytes();
-    let mut requests = (observe && !sentinel).then(|| (RequestParser::new(), BytesMut::new()));
     loop {
         tokio::select! {
             bytes = from_real.recv() => match bytes {
                 Some(bytes) => {
-                    if let Some((parser, pending)) = requests.as_mut() {
-                        pending.extend_from_slice(&bytes);
-                        loop {
-                            match parser.parse(pending) {
-                                Ok(Some(argv)) => register_tokens(&world, &client, &key, &argv),
-                                Ok(None) => break,
-                                // Not RESP: the node answers it; nothing more to learn here.
-                                Err(_) => {
-                                    requests = None;
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    if writer.send(bytes).is_err() {
+                    let bytes = tap.toward_sim(bytes);
+                    if !bytes.is_empty() && writer.send(bytes).is_err() {
                         return;
                     }
                 }
@@ -202,25 +266,104 @@ pub async fn relay(
             },
             read = reader.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => return,
-                Ok(_) if sentinel => {
-                    replies.extend_from_slice(&buf.split());
-                    match rewrite_replies(&world, &ports, &client, &mut replies) {
-                        Ok(out) if out.is_empty() => {}
-                        Ok(out) => {
-                            if to_real.send(out).is_err() {
-                                return;
-                            }
+                Ok(_) => match tap.toward_real(&mut buf) {
+                    Ok(out) => {
+                        if !out.is_empty() && to_real.send(out).is_err() {
+                            return;
                         }
-                        Err(_) => return,
                     }
-                }
-                Ok(_) => {
-                    if to_real.send(buf.split().to_vec()).is_err() {
-                        return;
-                    }
-                }
+                    Err(_) => return,
+                },
             },
         }
+        for seen in tap.seen() {
+            seen.record(world).await;
+        }
+    }
+}
+
+/// A client process's connection to a Redis node or a Sentinel (see `relay`).
+struct ClientTap {
+    world: Arc<World>,
+    ports: Arc<Ports>,
+    client: String,
+    node: String,
+    observe: bool,
+    key: Vec<u8>,
+    /// Its commands as they arrive; `None` once it sent something that is not RESP (the node
+    /// answers that; nothing more to learn here).
+    requests: Option<(RequestParser, BytesMut)>,
+    seen: Vec<Seen>,
+}
+
+impl ClientTap {
+    fn new(
+        world: Arc<World>,
+        ports: Arc<Ports>,
+        client: String,
+        node: String,
+        observe: bool,
+    ) -> ClientTap {
+        let key = world.scheme.key().into_bytes();
+        ClientTap {
+            world,
+            ports,
+            client,
+            node,
+            observe,
+            key,
+            requests: Some((RequestParser::new(), BytesMut::new())),
+            seen: Vec::new(),
+        }
+    }
+
+    fn sentinel(&self) -> bool {
+        self.node.starts_with("sentinel-")
+    }
+}
+
+impl Tap for ClientTap {
+    /// Each command is `command_sent` once its bytes are on their way, as the simulated
+    /// client records it after writing it (`nodes::client::env`).
+    fn toward_sim(&mut self, bytes: Vec<u8>) -> Vec<u8> {
+        let register = self.observe && !self.sentinel();
+        if let Some((parser, pending)) = self.requests.as_mut() {
+            pending.extend_from_slice(&bytes);
+            loop {
+                match parser.parse(pending) {
+                    Ok(Some(argv)) => {
+                        if register {
+                            register_tokens(&self.world, &self.client, &self.key, &argv);
+                        }
+                        self.seen.push(Seen::Event {
+                            node: self.client.clone(),
+                            kind: EventKind::CommandSent {
+                                server: self.node.clone(),
+                                command: render_command(&argv),
+                            },
+                        });
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        self.requests = None;
+                        break;
+                    }
+                }
+            }
+        }
+        bytes
+    }
+
+    fn toward_real(&mut self, buf: &mut BytesMut) -> Result<Vec<u8>, String> {
+        if self.sentinel() {
+            rewrite_replies(&self.world, &self.ports, &self.client, buf)
+        } else {
+            Ok(buf.split().to_vec())
+        }
+    }
+
+    fn seen(&mut self) -> Vec<Seen> {
+        std::mem::take(&mut self.seen)
     }
 }
 

@@ -50,12 +50,15 @@ use redis_server::backend::{self, Servers};
 
 /// What the real side hands the simulation (through the pacer).
 pub enum Inbound {
-    /// A real connection was accepted on `client`'s port for `node`.
+    /// A real connection was accepted on `client`'s port for `node` (or from the server
+    /// node `client`'s process to `node`'s: `redis_server::links`; `adopt`: it continues a
+    /// connection that existed before the run).
     Open {
         conn: u64,
         client: String,
         node: String,
         to_real: UnboundedSender<Vec<u8>>,
+        adopt: Option<u64>,
     },
     /// A real connection the simulation opened (to a real server process:
     /// `redis_server::backend`): where its bytes go.
@@ -432,6 +435,7 @@ fn start(
             client,
             node,
             to_real,
+            adopt,
         } => {
             let (tx, rx) = unbounded_channel();
             conns.insert(conn, tx);
@@ -448,7 +452,7 @@ fn start(
                 let observe = live.observe;
                 client_node.spawn(async move {
                     madsim::task::spawn_local(bridge::relay(
-                        world, ports, client, node, observe, rx, to_real,
+                        world, ports, client, node, observe, adopt, rx, to_real,
                     ));
                 });
             }

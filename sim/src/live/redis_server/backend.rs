@@ -8,7 +8,9 @@
 //! real connection to its process. A client's bridged connection is therefore still a
 //! simulated connection from `client-i` to the node, and every fault on that link (partition,
 //! one-way cut, isolation, delay, dropped connections) applies there, as does a failover asked
-//! of a Sentinel (the nemesis's `SENTINEL FAILOVER` reaches the real Sentinel through it).
+//! of a Sentinel (the nemesis's `SENTINEL FAILOVER` reaches the real Sentinel through it). The
+//! processes' connections to one another (replication, Sentinel) are bridged the same way, as
+//! connections from their source node (`links`).
 //! Sentinel replies carry the processes' real addresses: each is registered as another
 //! address of its node, so the bridges rewrite them to the client's own ports.
 //!
@@ -21,8 +23,8 @@
 //! | `power_loss` | realised as `crash` only: a machine crash cannot be produced on loopback (the kernel keeps the un-fsynced AOF tail) — reported *not applied* |
 //! | `failover` | `SENTINEL FAILOVER` through the Sentinel's forwarder |
 //! | `clock_jump`, `clock_drift` | *not applied*: Debian's jemalloc redis-server 7.0.15 fails at start under libfaketime ("Unexpected recursive calls to clock_gettime()") |
-//! | network faults between two servers, `replica_lag_ms` | *not applied*: replication and Sentinel traffic go directly between the processes |
-//! | a fault triggered `on` `lock_written`, `lock_granted`, `replicated`, `command_sent` | *never fires*: the simulation observes those moments inside its own servers and clients |
+//! | network faults between two servers, `replica_lag_ms` | on the simulated connections that carry the processes' own links (`links`) |
+//! | a fault triggered `on` `lock_written`, `lock_granted`, `replicated`, `command_sent` | fires from what the relays see (`lock_writes`, `links::PeerTap`, `bridge::ClientTap`; docs/live.md) |
 //!
 //! What was not applied is listed in `faults-applied.json` and `result.json`
 //! (`faults_not_applied`), never skipped silently.
@@ -40,14 +42,16 @@ use bytes::BytesMut;
 use madsim::net::TcpListener;
 use tokio::sync::mpsc::unbounded_channel;
 
+use super::links::Links;
+use super::lock_writes::LockWrites;
 use super::{Addresses, Binaries, Cluster};
 use crate::live::Inbound;
-use crate::live::bridge::{node_port, real_socket};
+use crate::live::bridge::{ADOPTION_PORT, Tap, node_port, pump, real_socket};
 use crate::live::clients::{Applied, Clients};
 use crate::live::pacer::{Inbox, real_unix_us};
 use crate::live::process::Supervisor;
 use crate::scenario::Scenario;
-use crate::scenario::faults::{FaultKind, When};
+use crate::scenario::faults::FaultKind;
 use crate::world::World;
 use crate::world::net::socket::NetConn;
 use crate::world::procs::ExternalProcesses;
@@ -68,8 +72,10 @@ enum Command {
 pub struct Servers {
     commands: Mutex<Option<Sender<Command>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Where each node's process listens.
+    /// Where each node's process listens (its private port: `links`).
     listen: BTreeMap<String, SocketAddr>,
+    /// The processes' connections to one another, bridged (`links`).
+    links: Arc<Links>,
     inbox: Arc<Inbox<Inbound>>,
     runtime: tokio::runtime::Handle,
     applied: Arc<Mutex<Vec<Applied>>>,
@@ -93,9 +99,34 @@ impl Servers {
         let applied: Arc<Mutex<Vec<Applied>>> = Arc::default();
         let topology = scenario.topology.clone();
         let thread_applied = applied.clone();
+        // Another run on the machine can take a checked-free address before it is bound here:
+        // a few fresh tries.
+        let mut tries = 0;
+        let (addresses, links) = loop {
+            tries += 1;
+            let attempt = Addresses::free(&topology).and_then(|mut addresses| {
+                let links = Links::listen(&mut addresses, inbox.clone(), runtime.clone())?;
+                Ok((addresses, links))
+            });
+            match attempt {
+                Ok(done) => break done,
+                Err(e) if tries >= 5 => return Err(format!("--backend redis-server: {e}")),
+                Err(_) => {}
+            }
+        };
         let thread = std::thread::Builder::new()
             .name("live-servers".into())
-            .spawn(move || serve_commands(binaries, topology, dir, ready, requests, thread_applied))
+            .spawn(move || {
+                serve_commands(
+                    binaries,
+                    topology,
+                    addresses,
+                    dir,
+                    ready,
+                    requests,
+                    thread_applied,
+                )
+            })
             .map_err(|e| format!("cannot start the servers' thread: {e}"))?;
         let listen = match started.recv() {
             Ok(Ok(listen)) => listen,
@@ -121,15 +152,20 @@ impl Servers {
                 });
             }
         }
-        Ok(Servers {
+        let servers = Servers {
             commands: Mutex::new(Some(commands)),
             thread: Mutex::new(Some(thread)),
             listen,
+            links,
             inbox,
             runtime,
             applied,
             not_applied,
-        })
+        };
+        // Settled: from now on the simulation carries their links (dropping `servers` on an
+        // error stops every process).
+        servers.links.hand_over()?;
+        Ok(servers)
     }
 
     /// Where each node's process listens.
@@ -261,6 +297,7 @@ fn note(applied: &Mutex<Vec<Applied>>, node: &str, action: String, why: Option<S
 fn serve_commands(
     binaries: Binaries,
     topology: crate::scenario::Topology,
+    addresses: Addresses,
     dir: PathBuf,
     ready: Sender<Result<BTreeMap<String, SocketAddr>, String>>,
     requests: Receiver<Command>,
@@ -273,12 +310,12 @@ fn serve_commands(
             return;
         }
     };
-    let started = Addresses::free(&topology).and_then(|addresses| {
-        let listen = addresses.listen.clone();
-        let cluster = Cluster::start(&supervisor, binaries, &topology, addresses, &dir)?;
-        cluster.wait_settled(&topology, SETTLE_TIMEOUT)?;
-        Ok((cluster, listen))
-    });
+    let listen = addresses.listen.clone();
+    let started =
+        Cluster::start(&supervisor, binaries, &topology, addresses, &dir).and_then(|cluster| {
+            cluster.wait_settled(&topology, SETTLE_TIMEOUT)?;
+            Ok((cluster, listen))
+        });
     let mut cluster = match started {
         Ok((cluster, listen)) => {
             let _ = ready.send(Ok(listen));
@@ -312,11 +349,6 @@ fn serve_commands(
     }
 }
 
-/// Trigger events the simulation observes inside its own servers (the lock key written on a
-/// node, a quorum of such writes, a replica applying a write) or on a simulated client's
-/// connection (`command_sent`): with real processes nothing reports them.
-const SERVER_MOMENTS: &[&str] = &["lock_written", "lock_granted", "replicated", "command_sent"];
-
 /// The fault placeholders that resolve to Redis nodes (`faults::targets`).
 const SERVER_PLACEHOLDERS: &[&str] = &[
     "{holder_master}",
@@ -330,18 +362,11 @@ const SERVER_PLACEHOLDERS: &[&str] = &[
 
 /// What of `scenario`'s faults the processes do not get (see the module's table).
 fn not_applied(scenario: &Scenario) -> Vec<String> {
-    let nodes = scenario.node_names();
     // A placeholder that names servers counts as one: it is resolved only when the fault fires.
     let is_server = |n: &str| {
         n.starts_with("redis-") || n.starts_with("sentinel-") || SERVER_PLACEHOLDERS.contains(&n)
     };
     let mut notes = Vec::new();
-    if scenario.topology.replica_lag_ms > 0 {
-        notes.push(format!(
-            "topology.replica_lag_ms {}: replication goes directly between the processes",
-            scenario.topology.replica_lag_ms
-        ));
-    }
     for (i, fault) in scenario.faults.iter().enumerate() {
         let kind = &fault.kind;
         let why = match kind {
@@ -353,55 +378,19 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
             {
                 Some(format!("{} of {node}: {CLOCK_NOT_APPLIED}", kind.name()))
             }
-            FaultKind::DropConnections { node } if is_server(node) => Some(format!(
-                "drop_connections of {node}: only its connections with clients are reset, not replication or Sentinel links"
-            )),
-            FaultKind::Partition { .. }
-            | FaultKind::Isolate { .. }
-            | FaultKind::Delay { .. }
-            | FaultKind::PowerLoss { .. } => {
-                let between: Vec<String> = match kind {
-                    FaultKind::Delay { from, to, .. } => vec![(from.clone(), to.clone())],
-                    _ => kind.links(&nodes),
-                }
-                .into_iter()
-                .filter(|(a, b)| is_server(a) && is_server(b))
-                .map(|(a, b)| format!("{a}→{b}"))
-                .collect();
-                (!between.is_empty()).then(|| {
-                    format!(
-                        "{}'s server↔server links ({}, where they name two servers once resolved): replication and Sentinel traffic go directly between the processes",
-                        kind.name(),
-                        between.join(", ")
-                    )
-                })
-            }
             _ => None,
         };
         if let Some(why) = why {
             notes.push(format!("faults[{i}] {why}"));
         }
-        if let When::On { event, .. } = &fault.when
-            && SERVER_MOMENTS.contains(&event.as_str())
-        {
-            notes.push(format!(
-                "faults[{i}] ({} on {event}) never fires: that moment is observed inside the simulated servers (or the simulated client's commands), which real processes do not report",
-                kind.name()
-            ));
-        }
     }
     if let Some(nemesis) = &scenario.nemesis {
         for spec in &nemesis.kinds {
             let servers: Vec<&String> = spec.nodes.iter().filter(|n| is_server(n)).collect();
-            let network = matches!(
-                spec.kind.as_str(),
-                "partition" | "isolate" | "delay" | "drop_connections"
-            );
-            if !servers.is_empty()
-                && (spec.kind.starts_with("clock_") || spec.kind == "power_loss" || network)
+            if !servers.is_empty() && (spec.kind.starts_with("clock_") || spec.kind == "power_loss")
             {
                 notes.push(format!(
-                    "nemesis {} on {}: not applied to the processes' own clocks, machines or server↔server links",
+                    "nemesis {} on {}: not applied to the processes' own clocks or machines",
                     spec.kind,
                     servers
                         .iter()
@@ -417,7 +406,9 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
 
 /// The task of a Redis or Sentinel node: at a restart (after `restart_delay_ms`, as the
 /// simulated server waits) its process is started again; then every simulated connection
-/// accepted on the node's address is relayed to the real process.
+/// accepted on the node's address is relayed to the real process, and every one accepted on
+/// its adoption port continues a real connection to it that existed before the run
+/// (`links`).
 pub async fn server_node(world: Arc<World>, name: String, servers: Arc<Servers>) {
     let start = world.procs.started(&name);
     if start > 1 {
@@ -433,24 +424,46 @@ pub async fn server_node(world: Arc<World>, name: String, servers: Arc<Servers>)
     let listener = TcpListener::bind(("0.0.0.0", node_port(&name)))
         .await
         .expect("the node's port is free in the simulated network");
+    let adoptions = TcpListener::bind(("0.0.0.0", ADOPTION_PORT))
+        .await
+        .expect("the node's adoption port is free in the simulated network");
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
+        let (accepted, adopt) = tokio::select! {
+            accepted = listener.accept() => (accepted, false),
+            accepted = adoptions.accept() => (accepted, true),
+        };
+        let Ok((stream, peer)) = accepted else {
             continue;
         };
         let client = world.procs.name_of(peer.ip());
         let conn = NetConn::new(&world, &name, &client, stream);
-        madsim::task::spawn_local(forward(servers.clone(), conn, real));
+        let servers = servers.clone();
+        let world = world.clone();
+        if adopt {
+            madsim::task::spawn_local(adopted(world, servers, conn));
+        } else {
+            madsim::task::spawn_local(forward(world, servers, conn, real, name.clone(), client));
+        }
     }
 }
 
 /// One accepted connection relayed to the process at `real`: a real connection is opened (its
 /// bytes reach the simulation through the pacer, as a bridge's do); either side's close ends
 /// both.
-async fn forward(servers: Arc<Servers>, conn: NetConn, real: SocketAddr) {
+/// With a trigger on `lock_written` or `lock_granted`, a client's commands are followed
+/// (`lock_writes`).
+async fn forward(
+    world: Arc<World>,
+    servers: Arc<Servers>,
+    conn: NetConn,
+    real: SocketAddr,
+    node: String,
+    client: String,
+) {
     // Far above the bridges' numbering (from 1): one inbox, one space of connection ids.
     static NEXT: AtomicU64 = AtomicU64::new(1 << 62);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let (to_sim, mut from_real) = unbounded_channel();
+    let (to_sim, from_real) = unbounded_channel();
     // Queued before the real connection exists, so its bytes always find their way.
     servers.inbox.push(Inbound::Dialed { conn: id, to_sim });
     let (to_real, from_sim) = unbounded_channel();
@@ -464,29 +477,41 @@ async fn forward(servers: Arc<Servers>, conn: NetConn, real: SocketAddr) {
             Err(_) => inbox.push(Inbound::Closed { conn: id }),
         }
     });
-    let (mut reader, writer) = conn.split();
-    let mut buf = BytesMut::with_capacity(4096);
-    loop {
-        tokio::select! {
-            bytes = from_real.recv() => match bytes {
-                Some(bytes) => {
-                    if writer.send(bytes).is_err() {
-                        return;
-                    }
-                }
-                None => return,
-            },
-            read = reader.read_buf(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {
-                    if to_real.send(buf.split().to_vec()).is_err() {
-                        return;
-                    }
-                }
-            },
-        }
+    if world.tracks_lock_writes()
+        && world.scenario.client_names().contains(&client)
+        && !node.starts_with("sentinel-")
+    {
+        let mut tap = LockWrites::new(&node, &client, &world.scheme.key());
+        pump(&world, conn, from_real, to_real, &mut tap).await;
+    } else {
+        pump(&world, conn, from_real, to_real, &mut Plain).await;
     }
 }
+
+/// A connection on the adoption port: its first 8 bytes name the real connection it continues
+/// (`links::Links::hand_over`); the rest is relayed as `forward` does.
+async fn adopted(world: Arc<World>, servers: Arc<Servers>, mut conn: NetConn) {
+    let mut buf = BytesMut::with_capacity(64);
+    while buf.len() < 8 {
+        match conn.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+    let id = u64::from_le_bytes(buf.split_to(8)[..].try_into().expect("8 bytes"));
+    let Some((from_real, to_real)) = servers.links.adopt(id) else {
+        return;
+    };
+    if !buf.is_empty() && to_real.send(buf.to_vec()).is_err() {
+        return;
+    }
+    pump(&world, conn, from_real, to_real, &mut Plain).await;
+}
+
+/// A relay that only carries bytes.
+struct Plain;
+
+impl Tap for Plain {}
 
 #[cfg(test)]
 mod tests {
@@ -514,12 +539,7 @@ mod tests {
         )
         .expect("a valid scenario");
         let notes = not_applied(&scenario);
-        assert_eq!(notes.len(), 3, "{notes:#?}");
-        assert!(notes[0].starts_with("faults[2] isolate's server↔server links ("));
-        assert!(notes[0].contains("redis-1→redis-1-replica-1"));
-        assert!(notes[0].contains("sentinel-1→redis-1"));
-        assert!(!notes[0].contains("client-"));
-        assert!(notes[1].starts_with("faults[3] clock_jump of redis-1:"));
-        assert!(notes[2].starts_with("faults[5] (pause on lock_granted) never fires"));
+        assert_eq!(notes.len(), 1, "{notes:#?}");
+        assert!(notes[0].starts_with("faults[3] clock_jump of redis-1:"));
     }
 }

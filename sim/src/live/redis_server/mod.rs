@@ -23,6 +23,8 @@
 //! (with the last lines of its log).
 
 pub mod backend;
+pub mod links;
+pub mod lock_writes;
 pub mod resp;
 
 use std::collections::BTreeMap;
