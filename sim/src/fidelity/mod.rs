@@ -15,7 +15,7 @@ use std::path::Path;
 
 use crate::live::process::Supervisor;
 use crate::live::redis_server::Binaries;
-use probes::{Real, Samples, crash_aof, failover, min_replicas};
+use probes::{Real, Samples, clock_expiry, crash_aof, failover, min_replicas, tilt};
 
 /// Every probe's figures.
 pub struct Figures {
@@ -25,6 +25,11 @@ pub struct Figures {
     pub crash_aof: Samples,
     /// The same probe with a `power_loss`: simulated only (not producible on loopback).
     pub power_loss_aof: Samples,
+    /// Per (node jumped, node read): the share of runs whose read answers nil after the jump.
+    pub clock_expiry: Samples,
+    /// `tilt` (ms from a Sentinel's clock jump to TILT) and `failover` (share of runs that
+    /// failed over during TILT).
+    pub tilt: Samples,
     /// The redis-server the real side ran (`redis-server --version`), if it ran.
     pub redis_version: Option<String>,
 }
@@ -44,6 +49,8 @@ pub fn measure(
         failover: Samples::default(),
         crash_aof: Samples::default(),
         power_loss_aof: Samples::default(),
+        clock_expiry: Samples::default(),
+        tilt: Samples::default(),
         redis_version: None,
     };
     progress("min-replicas refusal (simulated)");
@@ -65,6 +72,10 @@ pub fn measure(
             crash_aof::simulated("power_loss", policy, repeats)?,
         );
     }
+    progress("key expiry after a clock jump (simulated)");
+    figures.clock_expiry.simulated = clock_expiry::simulated(repeats)?;
+    progress("Sentinel TILT after a clock jump (simulated)");
+    figures.tilt.simulated = tilt::simulated(repeats)?;
     if simulated_only {
         return Ok(figures);
     }
@@ -89,6 +100,10 @@ pub fn measure(
             .real
             .insert(policy.into(), crash_aof::real(&real, policy, repeats)?);
     }
+    progress("key expiry after a clock jump (redis-server)");
+    figures.clock_expiry.real = clock_expiry::real(&real, repeats)?;
+    progress("Sentinel TILT after a clock jump (redis-sentinel)");
+    figures.tilt.real = tilt::real(&real, repeats)?;
     Ok(figures)
 }
 

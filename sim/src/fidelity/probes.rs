@@ -276,3 +276,239 @@ pub mod crash_aof {
         Ok(out)
     }
 }
+
+/// The instant of the first injected fault of `kind` in a trace (µs), if any.
+fn injected_us(events: &[Event], kind: &str) -> Option<u64> {
+    events.iter().find_map(|e| match &e.kind {
+        EventKind::Fault { fault, phase, .. }
+            if fault == kind && *phase == model::history::FaultPhase::Injected =>
+        {
+            Some(e.t_us)
+        }
+        _ => None,
+    })
+}
+
+/// Key expiry after a forward clock jump of one node: one master, one replica, the lock key set
+/// with a 10 s TTL, then the master's or the replica's clock jumps 20 s ahead. Per series (the
+/// node jumped → the node read): whether a read of the key on that node answers nil within
+/// 1 s (a share of the runs). Redis decides expiry on each node's own `mstime()`
+/// (`keyIsExpired`, 7.0.15 `src/db.c` 1616-1650): the jumped master expires the key and sends
+/// its DEL to the replica; a jumped replica answers nil itself but deletes nothing and sends
+/// nothing (`expireIfNeeded`, `src/db.c` 1698-1701), so the master keeps the key.
+pub mod clock_expiry {
+    use super::*;
+
+    /// The nodes whose clock jumps.
+    pub const JUMPED: [&str; 2] = ["redis-1", "redis-1-replica-1"];
+    const JUMP_MS: i64 = 20_000;
+    const WINDOW: Duration = Duration::from_secs(1);
+
+    fn scenario(jumped: &str, after_ms: u64) -> String {
+        format!(
+            r#"{{ "name": "probe-clock-expiry", "duration_ms": 6000,
+                 "topology": {{ "replicas": 1 }},
+                 "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 10000 }},
+                 "clients": {{ "count": 1, "acquisitions": 1, "hold_ms": [5000, 5000] }},
+                 "faults": [ {{ "kind": "clock_jump", "node": "{jumped}", "delta_ms": {JUMP_MS},
+                               "on": {{ "event": "acquired", "node": "client-1", "nth": 1 }}, "after_ms": {after_ms} }} ] }}"#
+        )
+    }
+
+    /// The series' name: the node jumped, the node read.
+    fn series(jumped: &str, read: &str) -> String {
+        let role = |n: &str| {
+            if n.contains("-replica-") {
+                "replica"
+            } else {
+                "master"
+            }
+        };
+        format!("{} jumped, read on the {}", role(jumped), role(read))
+    }
+
+    /// The lock key's owner on the read node becomes none (logically expired, or deleted by
+    /// the master's DEL) within the window after the jump.
+    pub fn simulated(repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for jumped in JUMPED {
+            for i in 0..repeats {
+                let events = simulate(&scenario(jumped, 500 + phase_ms(i)), u64::from(i))?;
+                let at_us = injected_us(&events, "clock_jump").ok_or_else(|| {
+                    format!("probe-clock-expiry (seed {i}): the jump never fired")
+                })?;
+                let window_us = WINDOW.as_micros() as u64;
+                for read in JUMPED {
+                    let gone = events.iter().any(|e| {
+                        e.node == read
+                            && (at_us..=at_us + window_us).contains(&e.t_us)
+                            && matches!(&e.kind, EventKind::KeyOwner { owner: None, .. })
+                    });
+                    out.entry(series(jumped, read))
+                        .or_default()
+                        .push(if gone { 1.0 } else { 0.0 });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn real(real: &Real, repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let json = scenario("redis-1", 0);
+        let topology = topology(&json)?;
+        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for jumped in JUMPED {
+            let mut cluster = start(real, &json, &format!("clock-expiry-{jumped}"))?;
+            cluster.wait_settled(&topology, Duration::from_secs(30))?;
+            for i in 0..repeats {
+                stopped()?;
+                let key = format!("lock-{i}");
+                let master = cluster.addr("redis-1");
+                let replica = cluster.addr("redis-1-replica-1");
+                call(
+                    master,
+                    &["SET", &key, "tok", "PX", "10000"],
+                    Duration::from_secs(1),
+                )?;
+                let replicated = (0..200).any(|_| {
+                    let got = call(replica, &["GET", &key], Duration::from_secs(1));
+                    let there = matches!(&got, Ok(Reply::Bulk(v)) if v == b"tok");
+                    if !there {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    there
+                });
+                if !replicated {
+                    return Err(format!("{key} never reached the replica"));
+                }
+                std::thread::sleep(Duration::from_millis(phase_ms(i)));
+                cluster.set_clock(jumped, JUMP_MS, 1.0)?;
+                let start = Instant::now();
+                let mut gone = BTreeMap::new();
+                while start.elapsed() < WINDOW {
+                    for read in JUMPED {
+                        let reply =
+                            call(cluster.addr(read), &["GET", &key], Duration::from_secs(1))?;
+                        if matches!(reply, Reply::Nil) {
+                            gone.insert(read, ());
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                for read in JUMPED {
+                    out.entry(series(jumped, read))
+                        .or_default()
+                        .push(if gone.contains_key(read) { 1.0 } else { 0.0 });
+                }
+                cluster.set_clock(jumped, 0, 1.0)?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Sentinel TILT after a clock jump: one master, one replica, one Sentinel (quorum 1,
+/// down-after 1000 ms); the Sentinel's clock jumps 10 s ahead, and 500 ms later the master is
+/// killed. `sentinelCheckTiltCondition` (7.0.15 `src/sentinel.c` 5344-5354) sees two timer
+/// ticks more than 2 s apart on `mstime()` and enters TILT; for 30 s it monitors but does not
+/// act (`sentinelHandleRedisInstance`, `src/sentinel.c` 5271-5279): no SDOWN, no failover.
+/// Figures: the time from the jump to TILT, and whether a failover happened within 4 s of the
+/// kill (without the jump one takes about 2 s: see the failover table).
+pub mod tilt {
+    use super::*;
+
+    const JUMP_MS: i64 = 10_000;
+    const KILL_AFTER_MS: u64 = 500;
+    const WINDOW: Duration = Duration::from_secs(4);
+
+    fn scenario(at_ms: u64) -> String {
+        format!(
+            r#"{{ "name": "probe-tilt", "duration_ms": {end},
+                 "topology": {{ "replicas": 1, "sentinels": 1, "sentinel_down_after_ms": 1000 }},
+                 "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 1000 }},
+                 "clients": {{ "count": 1, "acquisitions": 1000000, "hold_ms": [100, 100], "think_ms": [200, 200],
+                              "acquire_timeout_ms": 100000 }},
+                 "faults": [ {{ "kind": "clock_jump", "node": "sentinel-1", "delta_ms": {JUMP_MS}, "at_ms": {at_ms} }},
+                             {{ "kind": "crash", "node": "redis-1", "at_ms": {kill} }} ] }}"#,
+            kill = at_ms + KILL_AFTER_MS,
+            end = at_ms + KILL_AFTER_MS + WINDOW.as_millis() as u64
+        )
+    }
+
+    /// The series: `tilt` (ms from the jump to `+tilt`), `failover` (1 when the Sentinel
+    /// promoted the replica within the window after the kill, else 0).
+    pub fn simulated(repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for i in 0..repeats {
+            let at_ms = 3000 + phase_ms(i);
+            let events = simulate(&scenario(at_ms), u64::from(i))?;
+            let sentinel = |what: &'static str| {
+                events.iter().find(move |e| {
+                    e.t_us >= at_ms * 1000
+                        && matches!(&e.kind, EventKind::Sentinel { what: w, .. } if w == what)
+                })
+            };
+            if let Some(e) = sentinel("+tilt") {
+                out.entry("tilt".into())
+                    .or_default()
+                    .push((e.t_us - at_ms * 1000) as f64 / 1000.0);
+            }
+            let failed_over = sentinel("+promoted-slave").is_some();
+            out.entry("failover".into())
+                .or_default()
+                .push(if failed_over { 1.0 } else { 0.0 });
+        }
+        Ok(out)
+    }
+
+    pub fn real(real: &Real, repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let json = scenario(0);
+        let topology = topology(&json)?;
+        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for i in 0..repeats {
+            stopped()?;
+            let mut cluster = start(real, &json, &format!("tilt-{i}"))?;
+            cluster.wait_settled(&topology, Duration::from_secs(30))?;
+            std::thread::sleep(Duration::from_millis(1000 + phase_ms(i)));
+            let sentinel = cluster.addr("sentinel-1");
+            let replica = cluster.addr("redis-1-replica-1");
+            cluster.set_clock("sentinel-1", JUMP_MS, 1.0)?;
+            let start = Instant::now();
+            let mut tilt = None;
+            while start.elapsed() < Duration::from_millis(KILL_AFTER_MS) {
+                if tilt.is_none()
+                    && crate::live::redis_server::info(
+                        sentinel,
+                        "sentinel",
+                        Duration::from_secs(1),
+                    )?
+                    .contains("sentinel_tilt:1")
+                {
+                    tilt = Some(start.elapsed().as_secs_f64() * 1000.0);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if let Some(ms) = tilt {
+                out.entry("tilt".into()).or_default().push(ms);
+            }
+            cluster.crash("redis-1")?;
+            let killed = Instant::now();
+            let mut failed_over = false;
+            while !failed_over && killed.elapsed() < WINDOW {
+                stopped()?;
+                let reply = call(
+                    sentinel,
+                    &["SENTINEL", "get-master-addr-by-name", "redis-1"],
+                    Duration::from_millis(500),
+                );
+                failed_over = matches!(&reply, Ok(Reply::Array(a))
+                    if a.first().and_then(Reply::as_bulk) == Some(replica.ip().to_string().as_bytes()));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            out.entry("failover".into())
+                .or_default()
+                .push(if failed_over { 1.0 } else { 0.0 });
+        }
+        Ok(out)
+    }
+}

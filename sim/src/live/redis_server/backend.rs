@@ -20,7 +20,7 @@
 //! | `crash` | `killpg(SIGKILL)` (the forwarder's connections die with the node); at the node's restart (+ `restart_delay_ms`) the process starts again from its own config and AOF |
 //! | `power_loss` | realised as `crash` only: a machine crash cannot be produced on loopback (the kernel keeps the un-fsynced AOF tail) — reported *not applied* |
 //! | `failover` | `SENTINEL FAILOVER` through the Sentinel's forwarder |
-//! | `clock_jump`, `clock_drift` | *not applied*: Debian's jemalloc redis-server 7.0.15 fails at start under libfaketime ("Unexpected recursive calls to clock_gettime()") |
+//! | `clock_jump`, `clock_drift` | the process's own clock (`super::clock`: an LD_PRELOAD shim reading the node's clock file, rewritten at every change of the node's simulated clock; a jump steps the wall clock only, a drift makes both clocks run at its rate; timers still fire on the kernel's clock) |
 //! | network faults between two servers, `replica_lag_ms` | *not applied*: replication and Sentinel traffic go directly between the processes |
 //! | a fault triggered `on` `lock_written`, `lock_granted`, `replicated`, `command_sent` | *never fires*: the simulation observes those moments inside its own servers and clients |
 //!
@@ -62,6 +62,8 @@ enum Command {
     Resume(String),
     Crash(String),
     Restart(String),
+    /// The node's wall-clock offset (ms) and rate, as the simulation's `Time` tells them.
+    Clock(String, i64, f64),
 }
 
 /// The real server processes of one live run, driven from the simulation.
@@ -177,15 +179,10 @@ impl Servers {
         self.listen.contains_key(node)
     }
 
-    /// The clock listener for server nodes: their clocks cannot be changed (see the module).
+    /// The clock listener for server nodes: the process's clock file is rewritten.
     pub fn clock(&self, node: &str, offset_ms: i64, rate: f64) {
         if self.owns(node) {
-            note(
-                &self.applied,
-                node,
-                format!("clock {:+} ms x{rate}", offset_ms),
-                Some(CLOCK_NOT_APPLIED.into()),
-            );
+            self.send(Command::Clock(node.to_string(), offset_ms, rate));
         }
     }
 }
@@ -243,8 +240,6 @@ impl ExternalProcesses for Processes {
     }
 }
 
-const CLOCK_NOT_APPLIED: &str = "a Redis or Sentinel process's clock cannot be changed: Debian's jemalloc-built redis-server 7.0.15 fails at start under libfaketime (\"Unexpected recursive calls to clock_gettime()\")";
-
 fn note(applied: &Mutex<Vec<Applied>>, node: &str, action: String, why: Option<String>) {
     applied.lock().expect("never poisoned").push(Applied {
         wall_us: real_unix_us(),
@@ -291,6 +286,12 @@ fn serve_commands(
     };
     for command in requests {
         let (node, action, done) = match command {
+            Command::Clock(node, offset_ms, rate) => {
+                let done = cluster.set_clock(&node, offset_ms, rate);
+                let action = format!("clock shim {offset_ms:+} ms x{rate}");
+                note(&applied, &node, action, done.err());
+                continue;
+            }
             Command::Pause(node) => {
                 let done = cluster.pause(&node);
                 (node, "killpg(SIGSTOP)", done)
@@ -348,11 +349,6 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
             FaultKind::PowerLoss { node, .. } if is_server(node) => Some(format!(
                 "power_loss of {node} is realised as a process crash (SIGKILL): a machine crash cannot be produced on loopback, the kernel keeps the un-fsynced AOF tail and peers see FIN/RST, not silence"
             )),
-            FaultKind::ClockJump { node, .. } | FaultKind::ClockDrift { node, .. }
-                if is_server(node) =>
-            {
-                Some(format!("{} of {node}: {CLOCK_NOT_APPLIED}", kind.name()))
-            }
             FaultKind::DropConnections { node } if is_server(node) => Some(format!(
                 "drop_connections of {node}: only its connections with clients are reset, not replication or Sentinel links"
             )),
@@ -397,11 +393,9 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
                 spec.kind.as_str(),
                 "partition" | "isolate" | "delay" | "drop_connections"
             );
-            if !servers.is_empty()
-                && (spec.kind.starts_with("clock_") || spec.kind == "power_loss" || network)
-            {
+            if !servers.is_empty() && (spec.kind == "power_loss" || network) {
                 notes.push(format!(
-                    "nemesis {} on {}: not applied to the processes' own clocks, machines or server↔server links",
+                    "nemesis {} on {}: not applied to the processes' machines or server↔server links",
                     spec.kind,
                     servers
                         .iter()
@@ -514,12 +508,11 @@ mod tests {
         )
         .expect("a valid scenario");
         let notes = not_applied(&scenario);
-        assert_eq!(notes.len(), 3, "{notes:#?}");
+        assert_eq!(notes.len(), 2, "{notes:#?}");
         assert!(notes[0].starts_with("faults[2] isolate's server↔server links ("));
         assert!(notes[0].contains("redis-1→redis-1-replica-1"));
         assert!(notes[0].contains("sentinel-1→redis-1"));
         assert!(!notes[0].contains("client-"));
-        assert!(notes[1].starts_with("faults[3] clock_jump of redis-1:"));
-        assert!(notes[2].starts_with("faults[5] (pause on lock_granted) never fires"));
+        assert!(notes[1].starts_with("faults[5] (pause on lock_granted) never fires"));
     }
 }
