@@ -345,3 +345,63 @@ fn the_probes_agree_with_redis() {
     assert_eq!(none_left(&dir), Vec::<i32>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The clock and rejoin probes (2 repeats, the rejoin 1), simulated and on real processes with
+/// the clock shim: each side's majority verdict is Redis's own. A forward jump of the master
+/// expires the key on it and (by its DEL) on the replica; a jumped replica answers nil but the
+/// master keeps the key (`src/db.c` 1698-1701). A jumped Sentinel enters TILT and does not fail
+/// over a master killed during it. A resumed old master is demoted and the write it acknowledged
+/// meanwhile is dropped.
+#[test]
+fn the_clock_and_rejoin_probes_agree_with_redis() {
+    use locksim::fidelity::probes::{Real, clock_expiry, rejoin, tilt};
+    let dir = common::temp_dir("redis-processes-clock-probes");
+    let supervisor = Supervisor::new().unwrap();
+    let real = Real {
+        supervisor: &supervisor,
+        binaries: Binaries::default(),
+        dir: &dir,
+    };
+    let majority = |samples: &[f64]| samples.iter().sum::<f64>() * 2.0 >= samples.len() as f64;
+    let expected = [
+        ("master jumped, read on the master", true),
+        ("master jumped, read on the replica", true),
+        ("replica jumped, read on the master", false),
+        ("replica jumped, read on the replica", true),
+    ];
+    let simulated = clock_expiry::simulated(2).unwrap();
+    let measured = clock_expiry::real(&real, 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-server", &measured)] {
+        for (name, nil) in expected {
+            let samples = &series[name];
+            assert_eq!(samples.len(), 2, "{side} {name}: {samples:?}");
+            assert_eq!(majority(samples), nil, "{side} {name}: {samples:?}");
+        }
+    }
+    let simulated = tilt::simulated(2).unwrap();
+    let measured = tilt::real(&real, 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-sentinel", &measured)] {
+        assert_eq!(
+            series["tilt"].len(),
+            2,
+            "{side}: TILT in every run: {series:?}"
+        );
+        assert_eq!(series["failover"], [0.0, 0.0], "{side}: {series:?}");
+    }
+    let simulated = rejoin::simulated(1).unwrap();
+    let measured = rejoin::real(&real, 1).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis 7.0", &measured)] {
+        assert_eq!(
+            series.get("demoted").map(Vec::len),
+            Some(1),
+            "{side}: {series:?}"
+        );
+        assert_eq!(
+            series.get("write dropped").map(Vec::as_slice),
+            Some(&[1.0][..]),
+            "{side}: {series:?}"
+        );
+    }
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}

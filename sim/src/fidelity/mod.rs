@@ -15,7 +15,7 @@ use std::path::Path;
 
 use crate::live::process::Supervisor;
 use crate::live::redis_server::Binaries;
-use probes::{Real, Samples, clock_expiry, crash_aof, failover, min_replicas, tilt};
+use probes::{Real, Samples, clock_expiry, crash_aof, failover, min_replicas, rejoin, tilt, wait};
 
 /// Every probe's figures.
 pub struct Figures {
@@ -30,6 +30,11 @@ pub struct Figures {
     /// `tilt` (ms from a Sentinel's clock jump to TILT) and `failover` (share of runs that
     /// failed over during TILT).
     pub tilt: Samples,
+    /// `demoted` (ms from an old master's resume to its REPLICAOF) and `write dropped` (share
+    /// of runs whose write acknowledged by it meanwhile is gone).
+    pub rejoin: Samples,
+    /// Per `WAIT` command, with one of two replicas stopped: its answer and its duration.
+    pub wait: Samples,
     /// The redis-server the real side ran (`redis-server --version`), if it ran.
     pub redis_version: Option<String>,
 }
@@ -51,6 +56,8 @@ pub fn measure(
         power_loss_aof: Samples::default(),
         clock_expiry: Samples::default(),
         tilt: Samples::default(),
+        rejoin: Samples::default(),
+        wait: Samples::default(),
         redis_version: None,
     };
     progress("min-replicas refusal (simulated)");
@@ -76,6 +83,10 @@ pub fn measure(
     figures.clock_expiry.simulated = clock_expiry::simulated(repeats)?;
     progress("Sentinel TILT after a clock jump (simulated)");
     figures.tilt.simulated = tilt::simulated(repeats)?;
+    progress("an old master rejoining (simulated)");
+    figures.rejoin.simulated = rejoin::simulated(repeats)?;
+    progress("WAIT with a stopped replica (simulated)");
+    figures.wait.simulated = wait::simulated(repeats)?;
     if simulated_only {
         return Ok(figures);
     }
@@ -104,6 +115,10 @@ pub fn measure(
     figures.clock_expiry.real = clock_expiry::real(&real, repeats)?;
     progress("Sentinel TILT after a clock jump (redis-sentinel)");
     figures.tilt.real = tilt::real(&real, repeats)?;
+    progress("an old master rejoining (redis-server, redis-sentinel)");
+    figures.rejoin.real = rejoin::real(&real, repeats)?;
+    progress("WAIT with a stopped replica (redis-server)");
+    figures.wait.real = wait::real(&real, repeats)?;
     Ok(figures)
 }
 

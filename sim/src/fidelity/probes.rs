@@ -512,3 +512,313 @@ pub mod tilt {
         Ok(out)
     }
 }
+
+/// An old master rejoining after a failover: one master, one replica, three Sentinels
+/// (down-after 1000 ms); the lock key is written (and replicated), the master is paused
+/// (SIGSTOP) 4 s, long enough for the replica to be promoted, then resumed, and 200 ms later the
+/// lock's release (a DEL) is acknowledged by it, on the connection the client already had. The
+/// Sentinels leave a resumed old master alone for four publish periods after it first reports
+/// itself a master, then send it `REPLICAOF` (`+convert-to-slave`, 7.0.15 `src/sentinel.c`
+/// 2704-2718, checked at each `INFO` reply); its resync from the new master replaces its data
+/// set, so the release it acknowledged meanwhile is undone: the key is back on both nodes.
+/// Series: `demoted` (ms from the resume until the old master is a replica) and `write
+/// dropped` (1 when the key is on both nodes once the old master replicates).
+pub mod rejoin {
+    use super::*;
+
+    const PAUSE_MS: u64 = 4000;
+    const RELEASE_AFTER_MS: u64 = 200;
+    /// How long the old master may stay a master after its resume (about 8 s + an INFO period).
+    const DEMOTION_WINDOW: Duration = Duration::from_secs(25);
+
+    /// The client's second acquisition only keeps the run going (a run ends when its clients
+    /// are done): it comes after the end.
+    fn scenario(at_ms: u64) -> String {
+        format!(
+            r#"{{ "name": "probe-rejoin", "duration_ms": {end},
+                 "topology": {{ "replicas": 1, "sentinels": 3, "sentinel_down_after_ms": 1000 }},
+                 "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 60000 }},
+                 "clients": {{ "count": 1, "acquisitions": 2, "hold_ms": [{hold}, {hold}],
+                              "think_ms": [60000, 60000], "acquire_timeout_ms": 100000 }},
+                 "faults": [ {{ "kind": "pause", "node": "redis-1", "at_ms": {at_ms}, "duration_ms": {PAUSE_MS} }} ] }}"#,
+            hold = at_ms + PAUSE_MS + RELEASE_AFTER_MS,
+            end = at_ms + PAUSE_MS + DEMOTION_WINDOW.as_millis() as u64
+        )
+    }
+
+    pub fn simulated(repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for i in 0..repeats {
+            let at_ms = 3000 + phase_ms(i);
+            let events = simulate(&scenario(at_ms), u64::from(i))?;
+            let resumed_us = (at_ms + PAUSE_MS) * 1000;
+            let demoted = events.iter().find(|e| {
+                e.node == "redis-1"
+                    && e.t_us >= resumed_us
+                    && matches!(&e.kind, EventKind::Replication { what, detail }
+                        if what == "role" && detail.starts_with("replica of"))
+            });
+            let Some(demoted) = demoted else {
+                continue;
+            };
+            out.entry("demoted".into())
+                .or_default()
+                .push((demoted.t_us - resumed_us) as f64 / 1000.0);
+            let released_on_old_master = events.iter().any(|e| {
+                e.node == "redis-1"
+                    && (resumed_us..demoted.t_us).contains(&e.t_us)
+                    && matches!(&e.kind, EventKind::KeyOwner { owner: None, by, .. } if by.starts_with("client-"))
+            });
+            // The key's owner on each node by the end of the run.
+            let held_at_end = |node: &str| {
+                events
+                    .iter()
+                    .rev()
+                    .find_map(|e| match &e.kind {
+                        EventKind::KeyOwner { owner, .. } if e.node == node => {
+                            Some(owner.is_some())
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or(false)
+            };
+            if released_on_old_master {
+                let dropped = held_at_end("redis-1") && held_at_end("redis-1-replica-1");
+                out.entry("write dropped".into())
+                    .or_default()
+                    .push(if dropped { 1.0 } else { 0.0 });
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn real(real: &Real, repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let json = scenario(0);
+        let topology = topology(&json)?;
+        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let replication = |addr| {
+            crate::live::redis_server::info(addr, "replication", Duration::from_secs(1))
+                .unwrap_or_default()
+        };
+        for i in 0..repeats {
+            stopped()?;
+            let cluster = start(real, &json, &format!("rejoin-{i}"))?;
+            cluster.wait_settled(&topology, Duration::from_secs(30))?;
+            let old = cluster.addr("redis-1");
+            let promoted = cluster.addr("redis-1-replica-1");
+            let mut conn =
+                crate::live::redis_server::resp::Conn::open(old, Duration::from_secs(1))?;
+            conn.call(&["SET", "lock", "tok", "PX", "60000"])?;
+            conn.call(&["WAIT", "1", "1000"])?;
+            std::thread::sleep(Duration::from_millis(phase_ms(i)));
+            cluster.pause("redis-1")?;
+            std::thread::sleep(Duration::from_millis(PAUSE_MS));
+            cluster.resume("redis-1")?;
+            let resumed = Instant::now();
+            std::thread::sleep(Duration::from_millis(RELEASE_AFTER_MS));
+            let released = conn.call(&["DEL", "lock"])?.as_integer() == Some(1);
+            drop(conn);
+            let mut demoted = None;
+            while demoted.is_none() && resumed.elapsed() < DEMOTION_WINDOW {
+                stopped()?;
+                if replication(old).contains("role:slave") {
+                    demoted = Some(resumed.elapsed().as_secs_f64() * 1000.0);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let Some(ms) = demoted else {
+                continue;
+            };
+            out.entry("demoted".into()).or_default().push(ms);
+            let synced = (0..500).any(|_| {
+                let up = replication(old).contains("master_link_status:up");
+                if !up {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                up
+            });
+            if released && synced {
+                let present = |addr| {
+                    call(addr, &["EXISTS", "lock"], Duration::from_secs(1))
+                        .map(|r| r.as_integer() == Some(1))
+                };
+                let dropped = present(old)? && present(promoted)?;
+                out.entry("write dropped".into())
+                    .or_default()
+                    .push(if dropped { 1.0 } else { 0.0 });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `WAIT` with one replica stopped: one master, two replicas, the second paused (SIGSTOP); a
+/// client writes a key and sends `WAIT 1 1000`, then `WAIT 2 1000`. `waitCommand` (7.0.15
+/// `src/replication.c` 3461-3495) answers at once when enough replicas acknowledged the
+/// offset, else blocks until the timeout and answers how many did: `WAIT 1` gets 1 at once
+/// (the running replica acknowledges after `REPLCONF GETACK`), `WAIT 2` gets 1 after 1000 ms.
+/// Series per command: the replicas it answered and how long it took. The simulation's side
+/// sends the same commands to its Redis nodes from a client of its own (the lock schemes send
+/// no `WAIT 1`).
+pub mod wait {
+    use super::*;
+
+    use madsim::runtime::{Handle, Runtime};
+    use std::sync::Mutex;
+
+    use crate::nodes::REDIS_PORT;
+    use crate::nodes::redis::redis_node;
+    use crate::nodes::resp::RespConn;
+    use crate::runner::add_node;
+    use crate::world::World;
+    use crate::world::history::Budget;
+    use crate::world::procs::node_ip;
+
+    pub const COMMANDS: [&str; 2] = ["WAIT 1 1000", "WAIT 2 1000"];
+    const TOPOLOGY: &str =
+        r#"{ "name": "probe-wait", "topology": { "replicas": 2 }, "scheme": "set-nx-px-lua" }"#;
+    const STOPPED: &str = "redis-1-replica-2";
+
+    /// Each command's reply (replicas) and duration (ms), in order.
+    type Answers = Vec<(i64, f64)>;
+
+    fn record(out: &mut BTreeMap<String, Vec<f64>>, answers: &Answers) {
+        for (command, (replicas, ms)) in COMMANDS.iter().zip(answers) {
+            out.entry(format!("{command}: replicas"))
+                .or_default()
+                .push(*replicas as f64);
+            out.entry(format!("{command}: ms")).or_default().push(*ms);
+        }
+    }
+
+    fn words(line: &str) -> Vec<Vec<u8>> {
+        line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    /// One run in the simulation: the Redis nodes of the topology and a client of ours.
+    fn simulate_once(seed: u64, pause_after_ms: u64) -> Result<Answers, String> {
+        let scenario = Arc::new(Scenario::parse(TOPOLOGY, "probe-wait.json")?);
+        let answers: Arc<Mutex<Result<Answers, String>>> =
+            Arc::new(Mutex::new(Err("the probe's client never ran".into())));
+        let out = answers.clone();
+        std::thread::spawn(move || {
+            let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+            runtime.block_on(async move {
+                let handle = Handle::current();
+                let world = World::new(
+                    scenario.clone(),
+                    scenario.schemes[0].clone(),
+                    seed,
+                    Budget::DEFAULT,
+                );
+                let network = handle
+                    .create_node()
+                    .name("network")
+                    .ip(node_ip("network"))
+                    .build();
+                world.net.set_node(network);
+                for replica in scenario.replica_names("redis-1") {
+                    world
+                        .disks
+                        .with(&replica, |d| d.replicaof = Some("redis-1".into()));
+                }
+                for name in scenario.redis_names() {
+                    add_node(&handle, &world, &name, redis_node);
+                }
+                madsim::time::sleep(Duration::from_millis(pause_after_ms)).await;
+                world.procs.pause(STOPPED);
+                let w = world.clone();
+                let client = handle
+                    .create_node()
+                    .name("client-1")
+                    .ip(node_ip("client-1"))
+                    .init(move || {
+                        let (w, out) = (w.clone(), out.clone());
+                        async move {
+                            let addr = std::net::SocketAddr::new(node_ip("redis-1"), REDIS_PORT);
+                            let result = async {
+                                let mut conn = RespConn::connect(&w, "client-1", "redis-1", addr)
+                                    .await
+                                    .map_err(|e| format!("probe-wait: {e:?}"))?;
+                                conn.call(&words("SET k v"))
+                                    .await
+                                    .map_err(|e| format!("probe-wait: {e:?}"))?;
+                                let mut answers = Vec::new();
+                                for command in COMMANDS {
+                                    let start = w.time.now_us();
+                                    let reply = conn
+                                        .call(&words(command))
+                                        .await
+                                        .map_err(|e| format!("probe-wait: {e:?}"))?;
+                                    let ms = (w.time.now_us() - start) as f64 / 1000.0;
+                                    let replicas = reply.as_integer().ok_or_else(|| {
+                                        format!("probe-wait: {command} answered {reply:?}")
+                                    })?;
+                                    answers.push((replicas, ms));
+                                }
+                                Ok(answers)
+                            }
+                            .await;
+                            *out.lock().expect("never poisoned") = result;
+                        }
+                    })
+                    .build();
+                world
+                    .procs
+                    .register("client-1", client.id(), node_ip("client-1"));
+                madsim::time::sleep(Duration::from_secs(5)).await;
+                for id in world.procs.ids() {
+                    handle.kill(id);
+                }
+            });
+        })
+        .join()
+        .map_err(|_| "probe-wait: the simulation panicked".to_string())?;
+        let answers = answers.lock().expect("never poisoned").clone();
+        answers
+    }
+
+    pub fn simulated(repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let mut out = BTreeMap::new();
+        for i in 0..repeats {
+            record(&mut out, &simulate_once(u64::from(i), 500 + phase_ms(i))?);
+        }
+        Ok(out)
+    }
+
+    pub fn real(real: &Real, repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let topology = topology(TOPOLOGY)?;
+        let mut out = BTreeMap::new();
+        let cluster = start(real, TOPOLOGY, "wait")?;
+        cluster.wait_settled(&topology, Duration::from_secs(30))?;
+        for i in 0..repeats {
+            stopped()?;
+            std::thread::sleep(Duration::from_millis(phase_ms(i)));
+            cluster.pause(STOPPED)?;
+            let result = (|| {
+                let mut conn = crate::live::redis_server::resp::Conn::open(
+                    cluster.addr("redis-1"),
+                    Duration::from_secs(3),
+                )?;
+                conn.call(&["SET", "k", &format!("v{i}")])?;
+                let mut answers = Vec::new();
+                for command in COMMANDS {
+                    let start = Instant::now();
+                    let args: Vec<&str> = command.split(' ').collect();
+                    let reply = conn.call(&args)?;
+                    let ms = start.elapsed().as_secs_f64() * 1000.0;
+                    let replicas = reply
+                        .as_integer()
+                        .ok_or_else(|| format!("{command} answered {reply:?}"))?;
+                    answers.push((replicas, ms));
+                }
+                Ok::<_, String>(answers)
+            })();
+            cluster.resume(STOPPED)?;
+            record(&mut out, &result?);
+            // The resumed replica catches up before the next round.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Ok(out)
+    }
+}

@@ -261,6 +261,40 @@ pub fn markdown(figures: &Figures) -> String {
             .partition(|(name, _)| name == "tilt");
     series_table(&mut out, "Sentinel", "ms", &tilt_ms);
     share_table(&mut out, "during TILT", &failover);
+    out.push_str(
+        "## An old master rejoining after a failover\n\n\
+         One master, one replica, three Sentinels (`down-after-milliseconds 1000`); the lock key \
+         is written and replicated, the master is paused (SIGSTOP) 4 s, the replica is promoted \
+         meanwhile, the old master resumes and 200 ms later acknowledges the lock's release (a \
+         `DEL` on the client's existing connection; simulation: a `set-nx-px-lua` client's \
+         release). A Sentinel converts a resumed old master to a replica only at an `INFO` reply \
+         more than four publish periods (8 s) after it first reported itself a master (7.0.15 \
+         `src/sentinel.c` 2704-2718); its resync from the new master then replaces its data \
+         set. First the time from the resume to `REPLICAOF` (real: `INFO replication` \
+         `role:slave`; simulation: its role event), then the share of runs where the release it \
+         acknowledged is undone (the key is back on both nodes once it replicates).\n\n",
+    );
+    let (dropped, demoted): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        pair(&figures.rejoin.simulated, &figures.rejoin.real)
+            .into_iter()
+            .partition(|(name, _)| name == "write dropped");
+    series_table(&mut out, "old master", "ms", &demoted);
+    share_table(&mut out, "acknowledged by the old master", &dropped);
+    out.push_str(
+        "## WAIT with one replica stopped\n\n\
+         One master, two replicas, the second paused (SIGSTOP); a client writes a key, then sends \
+         `WAIT 1 1000` and `WAIT 2 1000` (the simulation: the same commands from a client of the \
+         probe's own to the simulated nodes). `waitCommand` (7.0.15 `src/replication.c` \
+         3461-3495) answers at once when enough replicas acknowledged the write's offset; else \
+         it asks them for an ACK (`REPLCONF GETACK`) and blocks until enough did or the \
+         timeout passed, answering how many did.\n\n",
+    );
+    let (replicas, ms): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        pair(&figures.wait.simulated, &figures.wait.real)
+            .into_iter()
+            .partition(|(name, _)| name.ends_with("replicas"));
+    series_table(&mut out, "answer", "replicas", &replicas);
+    series_table(&mut out, "duration", "ms", &ms);
     out.push_str(KNOWN_DIFFERENCES);
     out.push('\n');
     out.push_str(LIVE_MATRIX);
@@ -274,5 +308,7 @@ const KNOWN_DIFFERENCES: &str = "## Known differences\n\n\
 | phase of the wall-clock second | every node starts at a whole second of the epoch, its 1 Hz crons on whole seconds | processes start at any phase | with scripted faults at whole seconds, min-replicas refuses 1.0 s after the cut; faults at other phases give 1-2 s, as real processes started together |\n\
 | hello messages | sent directly to each Sentinel | also relayed through the monitored instances' Pub/Sub | a Sentinel that misses the direct hello learns the switch up to 2 s later in Redis; measured spread between Sentinels: see the failover table |\n\
 | kill -9 with `everysec` | every acknowledged write is in the page cache | some runs lose some (see the AOF table) | `flushAppendOnlyFile` (7.0.15 `src/aof.c`) postpones the `write(2)` for up to 2 s while a background fsync is still running (`aof_flush_postponed_start`), and the replies go out meanwhile: on a busy disk an acknowledged write can still be in Redis's own buffer when the process dies. Not modelled (the simulation's fsync takes no time) |\n\
+| `WAIT`'s timeout | `WAIT 2 1000` answers at its deadline (1000 ms + the reply's way) | it answers when the event loop next wakes after the deadline: 1024-1095 ms | Redis unblocks timed-out clients in `beforeSleep` (`handleBlockedClientsTimeout`, 7.0.15 `src/server.c` 1585, `src/timeout.c` 138-157), and with nothing else to do the loop wakes for `serverCron` (hz 10: up to 100 ms late). Not changed in the model: it would move the timing of every scheme that sends `WAIT` (the Redisson rows) |\n\
+| network latency | every message takes 1-5 ms (`network.latency_ms`, default) | loopback: tens of µs | `WAIT 1` with a running replica needs a `REPLCONF GETACK` round trip: about 20 ms in the simulation, under 1 ms on loopback; the mechanism (block, GETACK, answer on the ACK) is the same |\n\
 | clock drift of a server | a drifting node's timers (cron, active expiry, Sentinel's timer) fire at its rate | the clock shim changes what the process reads, not when the kernel wakes it: `epoll_wait` timeouts keep real time | an LD_PRELOAD shim cannot slow the kernel's timers; a jump (the probes above) is exact |\n\
 | power loss | `power_loss`: un-fsynced AOF and bytes in flight lost, peers hear nothing until their timeouts | not produced on loopback | a machine crash needs a VM or a second host; the simulation follows `aof.c` (see the AOF table) |\n";
