@@ -346,15 +346,16 @@ fn the_probes_agree_with_redis() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The clock and rejoin probes (2 repeats, the rejoin 1), simulated and on real processes with
-/// the clock shim: each side's majority verdict is Redis's own. A forward jump of the master
+/// The clock, WAIT and rejoin probes (2 repeats, the rejoin 1), simulated and on real processes
+/// with the clock shim: each side's majority verdict is Redis's own. A forward jump of the master
 /// expires the key on it and (by its DEL) on the replica; a jumped replica answers nil but the
 /// master keeps the key (`src/db.c` 1698-1701). A jumped Sentinel enters TILT and does not fail
-/// over a master killed during it. A resumed old master is demoted and the write it acknowledged
-/// meanwhile is dropped.
+/// over a master killed during it. With one of two replicas stopped, `WAIT 1` and `WAIT 2` both
+/// answer 1, `WAIT 2` only once its timeout passed. A resumed old master is demoted and the
+/// release it acknowledged meanwhile is undone.
 #[test]
-fn the_clock_and_rejoin_probes_agree_with_redis() {
-    use locksim::fidelity::probes::{Real, clock_expiry, rejoin, tilt};
+fn the_clock_wait_and_rejoin_probes_agree_with_redis() {
+    use locksim::fidelity::probes::{Real, clock_expiry, rejoin, tilt, wait};
     let dir = common::temp_dir("redis-processes-clock-probes");
     let supervisor = Supervisor::new().unwrap();
     let real = Real {
@@ -387,6 +388,26 @@ fn the_clock_and_rejoin_probes_agree_with_redis() {
             "{side}: TILT in every run: {series:?}"
         );
         assert_eq!(series["failover"], [0.0, 0.0], "{side}: {series:?}");
+    }
+    let simulated = wait::simulated(2).unwrap();
+    let measured = wait::real(&real, 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-server", &measured)] {
+        assert_eq!(
+            series["WAIT 1 1000: replicas"],
+            [1.0, 1.0],
+            "{side}: {series:?}"
+        );
+        assert_eq!(
+            series["WAIT 2 1000: replicas"],
+            [1.0, 1.0],
+            "{side}: {series:?}"
+        );
+        for ms in &series["WAIT 2 1000: ms"] {
+            assert!(
+                *ms >= 1000.0,
+                "{side}: WAIT 2 1000 answered before its timeout: {ms} ms"
+            );
+        }
     }
     let simulated = rejoin::simulated(1).unwrap();
     let measured = rejoin::real(&real, 1).unwrap();
