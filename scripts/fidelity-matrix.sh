@@ -86,7 +86,6 @@ WHY = {
     "12b-bare-majority-power-loss-everysec": "as 11b: live, `power_loss` is a `kill -9`",
     "16-failover-lagging-replica": "`replica_lag_ms` cannot be applied to real replication (it goes directly between the processes): live, the replica is not behind and the promoted replica has the key",
     "17-split-brain": "the partition cuts Sentinels and replicas from the old master; live, server-to-server links are not cut, so the Sentinels see no failure and no second master appears",
-    "19-server-clock-jump": "a server's clock cannot be changed (Debian's jemalloc redis-server fails under libfaketime): live, the jump is not applied",
 }
 def wilson(k, n):
     if n == 0:

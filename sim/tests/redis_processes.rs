@@ -286,6 +286,48 @@ fn live_backend_a_master_kill_9_with_everysec_keeps_the_lock() {
     );
 }
 
+/// Matrix 19 live, the set-nx-px-lua cell: the holder's master's clock jumps 4 s forward (past
+/// the 2 s lease) through the clock shim, the real redis-server expires the key at once and the
+/// other client takes the lock — the violation the simulation finds on every seed — and nothing
+/// of the scenario is reported not applied.
+#[test]
+fn live_backend_a_server_clock_jump_expires_the_lock_on_real_redis() {
+    let out = common::temp_dir("live-backend-server-clock-jump");
+    let output = Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .arg("live")
+        .arg(common::repo().join("scenarios/matrix/19-server-clock-jump.json"))
+        .args([
+            "--scheme",
+            "set-nx-px-lua",
+            "--backend",
+            "redis-server",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(none_left(&out.join("servers")), Vec::<i32>::new());
+    let result: serde_json::Value = std::fs::read_to_string(out.join("result.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        result["faults_not_applied"],
+        serde_json::json!([]),
+        "{result:#}"
+    );
+    assert_eq!(
+        result["verdicts"]["mutual_exclusion"], "violated",
+        "{result:#}"
+    );
+}
+
 /// A missing redis-server is a clear error naming the node and the program, before any client.
 #[test]
 fn live_backend_a_missing_binary_is_a_clear_error() {

@@ -667,11 +667,8 @@ pub mod wait {
     use std::sync::Mutex;
 
     use crate::nodes::REDIS_PORT;
-    use crate::nodes::redis::redis_node;
     use crate::nodes::resp::RespConn;
-    use crate::runner::add_node;
-    use crate::world::World;
-    use crate::world::history::Budget;
+    use crate::runner::redis_world;
     use crate::world::procs::node_ip;
 
     pub const COMMANDS: [&str; 2] = ["WAIT 1 1000", "WAIT 2 1000"];
@@ -705,26 +702,7 @@ pub mod wait {
             let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
             runtime.block_on(async move {
                 let handle = Handle::current();
-                let world = World::new(
-                    scenario.clone(),
-                    scenario.schemes[0].clone(),
-                    seed,
-                    Budget::DEFAULT,
-                );
-                let network = handle
-                    .create_node()
-                    .name("network")
-                    .ip(node_ip("network"))
-                    .build();
-                world.net.set_node(network);
-                for replica in scenario.replica_names("redis-1") {
-                    world
-                        .disks
-                        .with(&replica, |d| d.replicaof = Some("redis-1".into()));
-                }
-                for name in scenario.redis_names() {
-                    add_node(&handle, &world, &name, redis_node);
-                }
+                let world = redis_world(&handle, &scenario, seed);
                 madsim::time::sleep(Duration::from_millis(pause_after_ms)).await;
                 world.procs.pause(STOPPED);
                 let w = world.clone();
