@@ -752,8 +752,7 @@ pub mod wait {
         })
         .join()
         .map_err(|_| "probe-wait: the simulation panicked".to_string())?;
-        let answers = answers.lock().expect("never poisoned").clone();
-        answers
+        answers.lock().expect("never poisoned").clone()
     }
 
     pub fn simulated(repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
