@@ -82,7 +82,6 @@ repeat = ", ".join(sorted({str(r["repeat"]) for r in rows}))
 WHY = {
     "11b-master-power-loss-everysec": "a machine crash cannot be produced on loopback: live, `power_loss` is a `kill -9`, whose un-fsynced AOF tail the kernel keeps (the key survives); the simulation loses it as a power loss does",
     "12b-bare-majority-power-loss-everysec": "as 11b: live, `power_loss` is a `kill -9`",
-    "19-server-clock-jump": "a server's clock cannot be changed (Debian's jemalloc redis-server fails under libfaketime): live, the jump is not applied",
 }
 def wilson(k, n):
     if n == 0:

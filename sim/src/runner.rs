@@ -268,6 +268,35 @@ pub fn judge(
     }
 }
 
+/// A world of Redis nodes only (no clients, Sentinels or faults), for probes and tests that
+/// drive the nodes with a client of their own: the network's node, every replica's `replicaof`
+/// and the Redis nodes, started on the current runtime.
+pub(crate) fn redis_world(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) -> Arc<World> {
+    let world = World::new(
+        scenario.clone(),
+        scenario.schemes[0].clone(),
+        seed,
+        Budget::DEFAULT,
+    );
+    let network = handle
+        .create_node()
+        .name("network")
+        .ip(node_ip("network"))
+        .build();
+    world.net.set_node(network);
+    for master in scenario.master_names() {
+        for replica in scenario.replica_names(&master) {
+            world
+                .disks
+                .with(&replica, |disk| disk.replicaof = Some(master.clone()));
+        }
+    }
+    for name in scenario.redis_names() {
+        add_node(handle, &world, &name, redis_node);
+    }
+    world
+}
+
 pub(crate) fn add_node<F, Fut>(handle: &Handle, world: &Arc<World>, name: &str, init: F)
 where
     F: Fn(Arc<World>, String) -> Fut + Send + Sync + 'static,

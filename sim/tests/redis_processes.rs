@@ -373,6 +373,49 @@ fn live_backend_a_master_kill_9_with_everysec_keeps_the_lock() {
     );
 }
 
+/// Matrix 19 live, the set-nx-px-lua cell: the holder's master's clock jumps 4 s forward (past
+/// the 2 s lease) through the clock shim, the real redis-server expires the key at once and the
+/// other client takes the lock — the violation the simulation finds on every seed — and nothing
+/// of the scenario is reported not applied.
+#[test]
+fn live_backend_a_server_clock_jump_expires_the_lock_on_real_redis() {
+    let out = common::temp_dir("live-backend-server-clock-jump");
+    let output = Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .arg("live")
+        .arg(common::repo().join("scenarios/matrix/19-server-clock-jump.json"))
+        .args([
+            "--scheme",
+            "set-nx-px-lua",
+            "--backend",
+            "redis-server",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(none_left(&out.join("servers")), Vec::<i32>::new());
+    let result: serde_json::Value = std::fs::read_to_string(out.join("result.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Written only when something was not applied.
+    assert_eq!(
+        result["faults_not_applied"],
+        serde_json::Value::Null,
+        "{result:#}"
+    );
+    assert_eq!(
+        result["verdicts"]["mutual_exclusion"], "violated",
+        "{result:#}"
+    );
+}
+
 /// A missing redis-server is a clear error naming the node and the program, before any client.
 #[test]
 fn live_backend_a_missing_binary_is_a_clear_error() {
@@ -428,6 +471,87 @@ fn the_probes_agree_with_redis() {
                 );
             }
         }
+    }
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The clock, WAIT and rejoin probes (2 repeats, the rejoin 1), simulated and on real processes
+/// with the clock shim: each side's majority verdict is Redis's own. A forward jump of the master
+/// expires the key on it and (by its DEL) on the replica; a jumped replica answers nil but the
+/// master keeps the key (`src/db.c` 1698-1701). A jumped Sentinel enters TILT and does not fail
+/// over a master killed during it. With one of two replicas stopped, `WAIT 1` and `WAIT 2` both
+/// answer 1, `WAIT 2` only once its timeout passed. A resumed old master is demoted and the
+/// release it acknowledged meanwhile is undone.
+#[test]
+fn the_clock_wait_and_rejoin_probes_agree_with_redis() {
+    use locksim::fidelity::probes::{Real, clock_expiry, rejoin, tilt, wait};
+    let dir = common::temp_dir("redis-processes-clock-probes");
+    let supervisor = Supervisor::new().unwrap();
+    let real = Real {
+        supervisor: &supervisor,
+        binaries: Binaries::default(),
+        dir: &dir,
+    };
+    let majority = |samples: &[f64]| samples.iter().sum::<f64>() * 2.0 >= samples.len() as f64;
+    let expected = [
+        ("master jumped, read on the master", true),
+        ("master jumped, read on the replica", true),
+        ("replica jumped, read on the master", false),
+        ("replica jumped, read on the replica", true),
+    ];
+    let simulated = clock_expiry::simulated(2).unwrap();
+    let measured = clock_expiry::real(&real, 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-server", &measured)] {
+        for (name, nil) in expected {
+            let samples = &series[name];
+            assert_eq!(samples.len(), 2, "{side} {name}: {samples:?}");
+            assert_eq!(majority(samples), nil, "{side} {name}: {samples:?}");
+        }
+    }
+    let simulated = tilt::simulated(2).unwrap();
+    let measured = tilt::real(&real, 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-sentinel", &measured)] {
+        assert_eq!(
+            series["tilt"].len(),
+            2,
+            "{side}: TILT in every run: {series:?}"
+        );
+        assert_eq!(series["failover"], [0.0, 0.0], "{side}: {series:?}");
+    }
+    let simulated = wait::simulated(2).unwrap();
+    let measured = wait::real(&real, 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-server", &measured)] {
+        assert_eq!(
+            series["WAIT 1 1000: replicas"],
+            [1.0, 1.0],
+            "{side}: {series:?}"
+        );
+        assert_eq!(
+            series["WAIT 2 1000: replicas"],
+            [1.0, 1.0],
+            "{side}: {series:?}"
+        );
+        for ms in &series["WAIT 2 1000: ms"] {
+            assert!(
+                *ms >= 1000.0,
+                "{side}: WAIT 2 1000 answered before its timeout: {ms} ms"
+            );
+        }
+    }
+    let simulated = rejoin::simulated(1).unwrap();
+    let measured = rejoin::real(&real, 1).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis 7.0", &measured)] {
+        assert_eq!(
+            series.get("demoted").map(Vec::len),
+            Some(1),
+            "{side}: {series:?}"
+        );
+        assert_eq!(
+            series.get("write dropped").map(Vec::as_slice),
+            Some(&[1.0][..]),
+            "{side}: {series:?}"
+        );
     }
     assert_eq!(none_left(&dir), Vec::<i32>::new());
     let _ = std::fs::remove_dir_all(&dir);

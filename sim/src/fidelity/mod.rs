@@ -15,7 +15,7 @@ use std::path::Path;
 
 use crate::live::process::Supervisor;
 use crate::live::redis_server::Binaries;
-use probes::{Real, Samples, crash_aof, failover, min_replicas};
+use probes::{Real, Samples, clock_expiry, crash_aof, failover, min_replicas, rejoin, tilt, wait};
 
 /// Every probe's figures.
 pub struct Figures {
@@ -25,6 +25,16 @@ pub struct Figures {
     pub crash_aof: Samples,
     /// The same probe with a `power_loss`: simulated only (not producible on loopback).
     pub power_loss_aof: Samples,
+    /// Per (node jumped, node read): the share of runs whose read answers nil after the jump.
+    pub clock_expiry: Samples,
+    /// `tilt` (ms from a Sentinel's clock jump to TILT) and `failover` (share of runs that
+    /// failed over during TILT).
+    pub tilt: Samples,
+    /// `demoted` (ms from an old master's resume to its REPLICAOF) and `write dropped` (share
+    /// of runs whose write acknowledged by it meanwhile is gone).
+    pub rejoin: Samples,
+    /// Per `WAIT` command, with one of two replicas stopped: its answer and its duration.
+    pub wait: Samples,
     /// The redis-server the real side ran (`redis-server --version`), if it ran.
     pub redis_version: Option<String>,
 }
@@ -44,6 +54,10 @@ pub fn measure(
         failover: Samples::default(),
         crash_aof: Samples::default(),
         power_loss_aof: Samples::default(),
+        clock_expiry: Samples::default(),
+        tilt: Samples::default(),
+        rejoin: Samples::default(),
+        wait: Samples::default(),
         redis_version: None,
     };
     progress("min-replicas refusal (simulated)");
@@ -65,6 +79,14 @@ pub fn measure(
             crash_aof::simulated("power_loss", policy, repeats)?,
         );
     }
+    progress("key expiry after a clock jump (simulated)");
+    figures.clock_expiry.simulated = clock_expiry::simulated(repeats)?;
+    progress("Sentinel TILT after a clock jump (simulated)");
+    figures.tilt.simulated = tilt::simulated(repeats)?;
+    progress("an old master rejoining (simulated)");
+    figures.rejoin.simulated = rejoin::simulated(repeats)?;
+    progress("WAIT with a stopped replica (simulated)");
+    figures.wait.simulated = wait::simulated(repeats)?;
     if simulated_only {
         return Ok(figures);
     }
@@ -89,6 +111,14 @@ pub fn measure(
             .real
             .insert(policy.into(), crash_aof::real(&real, policy, repeats)?);
     }
+    progress("key expiry after a clock jump (redis-server)");
+    figures.clock_expiry.real = clock_expiry::real(&real, repeats)?;
+    progress("Sentinel TILT after a clock jump (redis-sentinel)");
+    figures.tilt.real = tilt::real(&real, repeats)?;
+    progress("an old master rejoining (redis-server, redis-sentinel)");
+    figures.rejoin.real = rejoin::real(&real, repeats)?;
+    progress("WAIT with a stopped replica (redis-server)");
+    figures.wait.real = wait::real(&real, repeats)?;
     Ok(figures)
 }
 

@@ -16,7 +16,7 @@ simulation's seeds in [fidelity-matrix.md](fidelity-matrix.md), written by \
 `bash scripts/fidelity-matrix.sh` (a cell takes its run's real time per repeat: minutes per \
 file). Replication and Sentinel links cross the simulated network there as the clients' do \
 (docs/live.md), so server-to-server faults and `replica_lag_ms` apply; what the real processes \
-cannot get (a server's clock, a machine crash) is listed there from each run's \
+cannot get (a machine crash) is listed there from each run's \
 `faults_not_applied`.\n";
 
 /// Count, min, median and max of `samples`, as a table cell (`–` when empty).
@@ -63,6 +63,33 @@ fn overlap(a: &[f64], b: &[f64]) -> Option<bool> {
     let ((alo, ahi), (blo, bhi)) = (range(a), range(b));
     let (am, bm) = (median(a), median(b));
     Some((blo..=bhi).contains(&am) || (alo..=ahi).contains(&bm))
+}
+
+fn mean(samples: &[f64]) -> f64 {
+    samples.iter().sum::<f64>() / samples.len().max(1) as f64
+}
+
+/// Whether two series of shares (0 or 1 per run) give the same majority verdict.
+fn same_majority(a: &[f64], b: &[f64]) -> Option<bool> {
+    (!a.is_empty() && !b.is_empty()).then(|| (mean(a) >= 0.5) == (mean(b) >= 0.5))
+}
+
+/// A table of shares per series, each side's share and whether their majorities agree.
+fn share_table(out: &mut String, what: &str, series: &BTreeMap<String, (Vec<f64>, Vec<f64>)>) {
+    let _ = writeln!(
+        out,
+        "| {what} | simulation | redis 7.0 | |\n|---|---|---|---|"
+    );
+    for (name, (simulated, real)) in series {
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} |",
+            share(simulated),
+            share(real),
+            verdict(same_majority(simulated, real))
+        );
+    }
+    out.push('\n');
 }
 
 fn verdict(agree: Option<bool>) -> &'static str {
@@ -179,9 +206,7 @@ pub fn markdown(figures: &Figures) -> String {
             .get(&policy)
             .cloned()
             .unwrap_or_default();
-        let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len().max(1) as f64;
-        let agree = (!simulated.is_empty() && !real.is_empty())
-            .then(|| (mean(&simulated) - mean(&real)).abs() < 0.5);
+        let agree = same_majority(&simulated, &real);
         let _ = writeln!(
             out,
             "| {policy} | {} | {} | {} | {} |",
@@ -202,6 +227,77 @@ pub fn markdown(figures: &Figures) -> String {
          a write acknowledged less than a second before the power went is lost with `everysec` \
          and `no`, kept with `always`.\n\n",
     );
+    out.push_str(
+        "## Key expiry after a forward clock jump, on a master and on a replica\n\n\
+         One master, one replica; the lock key is written with a 10 s TTL (simulation: one \
+         `set-nx-px-lua` acquisition), then one node's clock jumps 20 s ahead (real: our clock \
+         shim, `sim/src/live/redis_server/clock.rs`). Per node jumped and node read: the share \
+         of runs where a read of the key on that node answers nil within 1 s (real: `GET` every \
+         5 ms; simulation: the node's `key_owner` becomes none). Each node decides expiry on its \
+         own wall clock (`keyIsExpired`, 7.0.15 `src/db.c` 1616-1650, `mstime()` = \
+         `gettimeofday`, `src/server.c` 189-202): a jumped master expires the key and \
+         propagates a DEL, so the replica loses it too; a jumped replica answers nil but deletes \
+         nothing and propagates nothing (`expireIfNeeded`, `src/db.c` 1698-1701), so the master \
+         keeps the key until its own TTL.\n\n",
+    );
+    share_table(
+        &mut out,
+        "jumped, read",
+        &pair(&figures.clock_expiry.simulated, &figures.clock_expiry.real),
+    );
+    out.push_str(
+        "## Sentinel TILT after a clock jump\n\n\
+         One master, one replica, one Sentinel (quorum 1, `down-after-milliseconds 1000`); the \
+         Sentinel's clock jumps 10 s ahead, and 500 ms later the master is killed. \
+         `sentinelCheckTiltCondition` (7.0.15 `src/sentinel.c` 5344-5354) compares `mstime()` \
+         between two timer ticks: more than 2 s (or negative) enters TILT for 30 s, during which \
+         the Sentinel monitors but neither marks SDOWN nor fails over \
+         (`sentinelHandleRedisInstance`, `src/sentinel.c` 5271-5279). First the time from the \
+         jump to TILT (real: `INFO sentinel` `sentinel_tilt:1`, polled every 5 ms; simulation: \
+         `+tilt`), then the share of runs that failed over within 4 s of the kill (real: \
+         `get-master-addr-by-name` answers the replica; simulation: `+promoted-slave`); without \
+         the jump a failover takes about 2 s.\n\n",
+    );
+    let (tilt_ms, failover): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        pair(&figures.tilt.simulated, &figures.tilt.real)
+            .into_iter()
+            .partition(|(name, _)| name == "tilt");
+    series_table(&mut out, "Sentinel", "ms", &tilt_ms);
+    share_table(&mut out, "during TILT", &failover);
+    out.push_str(
+        "## An old master rejoining after a failover\n\n\
+         One master, one replica, three Sentinels (`down-after-milliseconds 1000`); the lock key \
+         is written and replicated, the master is paused (SIGSTOP) 4 s, the replica is promoted \
+         meanwhile, the old master resumes and 200 ms later acknowledges the lock's release (a \
+         `DEL` on the client's existing connection; simulation: a `set-nx-px-lua` client's \
+         release). A Sentinel converts a resumed old master to a replica only at an `INFO` reply \
+         more than four publish periods (8 s) after it first reported itself a master (7.0.15 \
+         `src/sentinel.c` 2704-2718); its resync from the new master then replaces its data \
+         set. First the time from the resume to `REPLICAOF` (real: `INFO replication` \
+         `role:slave`; simulation: its role event), then the share of runs where the release it \
+         acknowledged is undone (the key is back on both nodes once it replicates).\n\n",
+    );
+    let (dropped, demoted): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        pair(&figures.rejoin.simulated, &figures.rejoin.real)
+            .into_iter()
+            .partition(|(name, _)| name == "write dropped");
+    series_table(&mut out, "old master", "ms", &demoted);
+    share_table(&mut out, "acknowledged by the old master", &dropped);
+    out.push_str(
+        "## WAIT with one replica stopped\n\n\
+         One master, two replicas, the second paused (SIGSTOP); a client writes a key, then sends \
+         `WAIT 1 1000` and `WAIT 2 1000` (the simulation: the same commands from a client of the \
+         probe's own to the simulated nodes). `waitCommand` (7.0.15 `src/replication.c` \
+         3461-3495) answers at once when enough replicas acknowledged the write's offset; else \
+         it asks them for an ACK (`REPLCONF GETACK`) and blocks until enough did or the \
+         timeout passed, answering how many did.\n\n",
+    );
+    let (replicas, ms): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        pair(&figures.wait.simulated, &figures.wait.real)
+            .into_iter()
+            .partition(|(name, _)| name.ends_with("replicas"));
+    series_table(&mut out, "answer", "replicas", &replicas);
+    series_table(&mut out, "duration", "ms", &ms);
     out.push_str(KNOWN_DIFFERENCES);
     out.push('\n');
     out.push_str(LIVE_MATRIX);
@@ -215,4 +311,7 @@ const KNOWN_DIFFERENCES: &str = "## Known differences\n\n\
 | phase of the wall-clock second | every node starts at a whole second of the epoch, its 1 Hz crons on whole seconds | processes start at any phase | with scripted faults at whole seconds, min-replicas refuses 1.0 s after the cut; faults at other phases give 1-2 s, as real processes started together |\n\
 | hello messages | sent directly to each Sentinel | also relayed through the monitored instances' Pub/Sub | a Sentinel that misses the direct hello learns the switch up to 2 s later in Redis; measured spread between Sentinels: see the failover table |\n\
 | kill -9 with `everysec` | every acknowledged write is in the page cache | some runs lose some (see the AOF table) | `flushAppendOnlyFile` (7.0.15 `src/aof.c`) postpones the `write(2)` for up to 2 s while a background fsync is still running (`aof_flush_postponed_start`), and the replies go out meanwhile: on a busy disk an acknowledged write can still be in Redis's own buffer when the process dies. Not modelled (the simulation's fsync takes no time) |\n\
+| `WAIT`'s timeout | `WAIT 2 1000` answers at its deadline (1000 ms + the reply's way) | it answers when the event loop next wakes after the deadline: up to about 100 ms later (see the WAIT table) | Redis unblocks timed-out clients in `beforeSleep` (`handleBlockedClientsTimeout`, 7.0.15 `src/server.c` 1585, `src/timeout.c` 138-157), and with nothing else to do the loop wakes for `serverCron` (hz 10: up to 100 ms late). Not changed in the model: it would move the timing of every scheme that sends `WAIT` (the Redisson rows) |\n\
+| network latency | every message takes 1-5 ms (`network.latency_ms`, default) | loopback: tens of µs | `WAIT 1` with a running replica needs a `REPLCONF GETACK` round trip: about 20 ms in the simulation, under 1 ms on loopback; the mechanism (block, GETACK, answer on the ACK) is the same |\n\
+| clock drift of a server | a drifting node's timers (cron, active expiry, Sentinel's timer) fire at its rate | the clock shim changes what the process reads, not when the kernel wakes it: `epoll_wait` timeouts keep real time | an LD_PRELOAD shim cannot slow the kernel's timers; a jump (the probes above) is exact |\n\
 | power loss | `power_loss`: un-fsynced AOF and bytes in flight lost, peers hear nothing until their timeouts | not produced on loopback | a machine crash needs a VM or a second host; the simulation follows `aof.c` (see the AOF table) |\n";

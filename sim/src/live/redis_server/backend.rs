@@ -22,7 +22,7 @@
 //! | `crash` | `killpg(SIGKILL)` (the forwarder's connections die with the node); at the node's restart (+ `restart_delay_ms`) the process starts again from its own config and AOF |
 //! | `power_loss` | realised as `crash` only: a machine crash cannot be produced on loopback (the kernel keeps the un-fsynced AOF tail) — reported *not applied* |
 //! | `failover` | `SENTINEL FAILOVER` through the Sentinel's forwarder |
-//! | `clock_jump`, `clock_drift` | *not applied*: Debian's jemalloc redis-server 7.0.15 fails at start under libfaketime ("Unexpected recursive calls to clock_gettime()") |
+//! | `clock_jump`, `clock_drift` | the process's own clock (`super::clock`: an LD_PRELOAD shim reading the node's clock file, rewritten at every change of the node's simulated clock; a jump steps the wall clock only, a drift makes both clocks run at its rate; timers still fire on the kernel's clock) |
 //! | network faults between two servers, `replica_lag_ms` | on the simulated connections that carry the processes' own links (`links`) |
 //! | a fault triggered `on` `lock_written`, `lock_granted`, `replicated`, `command_sent` | fires from what the relays see (`lock_writes`, `links::PeerTap`, `bridge::ClientTap`; docs/live.md) |
 //!
@@ -66,6 +66,8 @@ enum Command {
     Resume(String),
     Crash(String),
     Restart(String),
+    /// The node's wall-clock offset (ms) and rate, as the simulation's `Time` tells them.
+    Clock(String, i64, f64),
 }
 
 /// The real server processes of one live run, driven from the simulation.
@@ -213,15 +215,10 @@ impl Servers {
         self.listen.contains_key(node)
     }
 
-    /// The clock listener for server nodes: their clocks cannot be changed (see the module).
+    /// The clock listener for server nodes: the process's clock file is rewritten.
     pub fn clock(&self, node: &str, offset_ms: i64, rate: f64) {
         if self.owns(node) {
-            note(
-                &self.applied,
-                node,
-                format!("clock {:+} ms x{rate}", offset_ms),
-                Some(CLOCK_NOT_APPLIED.into()),
-            );
+            self.send(Command::Clock(node.to_string(), offset_ms, rate));
         }
     }
 }
@@ -279,8 +276,6 @@ impl ExternalProcesses for Processes {
     }
 }
 
-const CLOCK_NOT_APPLIED: &str = "a Redis or Sentinel process's clock cannot be changed: Debian's jemalloc-built redis-server 7.0.15 fails at start under libfaketime (\"Unexpected recursive calls to clock_gettime()\")";
-
 fn note(applied: &Mutex<Vec<Applied>>, node: &str, action: String, why: Option<String>) {
     applied.lock().expect("never poisoned").push(Applied {
         wall_us: real_unix_us(),
@@ -328,6 +323,12 @@ fn serve_commands(
     };
     for command in requests {
         let (node, action, done) = match command {
+            Command::Clock(node, offset_ms, rate) => {
+                let done = cluster.set_clock(&node, offset_ms, rate);
+                let action = format!("clock shim {offset_ms:+} ms x{rate}");
+                note(&applied, &node, action, done.err());
+                continue;
+            }
             Command::Pause(node) => {
                 let done = cluster.pause(&node);
                 (node, "killpg(SIGSTOP)", done)
@@ -373,11 +374,6 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
             FaultKind::PowerLoss { node, .. } if is_server(node) => Some(format!(
                 "power_loss of {node} is realised as a process crash (SIGKILL): a machine crash cannot be produced on loopback, the kernel keeps the un-fsynced AOF tail and peers see FIN/RST, not silence"
             )),
-            FaultKind::ClockJump { node, .. } | FaultKind::ClockDrift { node, .. }
-                if is_server(node) =>
-            {
-                Some(format!("{} of {node}: {CLOCK_NOT_APPLIED}", kind.name()))
-            }
             _ => None,
         };
         if let Some(why) = why {
@@ -387,10 +383,9 @@ fn not_applied(scenario: &Scenario) -> Vec<String> {
     if let Some(nemesis) = &scenario.nemesis {
         for spec in &nemesis.kinds {
             let servers: Vec<&String> = spec.nodes.iter().filter(|n| is_server(n)).collect();
-            if !servers.is_empty() && (spec.kind.starts_with("clock_") || spec.kind == "power_loss")
-            {
+            if !servers.is_empty() && spec.kind == "power_loss" {
                 notes.push(format!(
-                    "nemesis {} on {}: not applied to the processes' own clocks or machines",
+                    "nemesis {} on {}: not applied to the processes' machines (run as kill -9)",
                     spec.kind,
                     servers
                         .iter()
@@ -533,13 +528,14 @@ mod tests {
                   {"kind": "clock_jump", "node": "redis-1", "delta_ms": 5000, "at_ms": 10},
                   {"kind": "clock_jump", "node": "client-1", "delta_ms": 5000, "at_ms": 10},
                   {"kind": "pause", "node": "{holder}", "duration_ms": 10, "on": {"event": "lock_granted"}},
-                  {"kind": "pause", "node": "{holder}", "duration_ms": 10, "on": {"event": "acquired"}}
+                  {"kind": "pause", "node": "{holder}", "duration_ms": 10, "on": {"event": "acquired"}},
+                  {"kind": "power_loss", "node": "{holder_master}", "restart_after_ms": 1, "on": {"event": "acquired"}}
                 ]}"#,
             "t.json",
         )
         .expect("a valid scenario");
         let notes = not_applied(&scenario);
         assert_eq!(notes.len(), 1, "{notes:#?}");
-        assert!(notes[0].starts_with("faults[3] clock_jump of redis-1:"));
+        assert!(notes[0].starts_with("faults[7] power_loss of {holder_master} is realised as a process crash"));
     }
 }

@@ -15,7 +15,9 @@
 //! Faults: `pause` = SIGSTOP/SIGCONT of the process group; `crash` = SIGKILL, then `restart`
 //! starts it again from its own config and AOF (what a `kill -9` leaves: the kernel keeps the
 //! page cache, so an `everysec`/`no` AOF keeps what was written — the machine crash,
-//! `power_loss`, cannot be produced on loopback); `failover` = `SENTINEL FAILOVER`.
+//! `power_loss`, cannot be produced on loopback); `failover` = `SENTINEL FAILOVER`;
+//! `clock_jump`/`clock_drift` = the process's own clock (`clock`: an LD_PRELOAD shim every
+//! process runs with, reading a clock file per node that `set_clock` rewrites).
 //!
 //! Every process is started by `live::process::Supervisor` (own process group, death signal,
 //! guardian): nothing outlives the cluster or locksim. Start-up errors name the node and what
@@ -23,6 +25,7 @@
 //! (with the last lines of its log).
 
 pub mod backend;
+pub mod clock;
 pub mod links;
 pub mod lock_writes;
 pub mod resp;
@@ -38,6 +41,7 @@ use model::redis::Reply;
 
 use super::process::{Process, Spec, Supervisor, stop_requested};
 use crate::scenario::Topology;
+use clock::ClockFile;
 pub use resp::call;
 
 /// Redis's and Sentinel's ports on each process's own address.
@@ -144,6 +148,8 @@ struct Instance {
     kind: Kind,
     dir: PathBuf,
     process: Option<Process>,
+    /// Its clock (kept across restarts, as a machine's clock outlives a process).
+    clock: ClockFile,
 }
 
 /// The real processes of one topology. Dropping it stops every one of them.
@@ -152,6 +158,8 @@ pub struct Cluster<'s> {
     binaries: Binaries,
     addresses: Addresses,
     nodes: BTreeMap<String, Instance>,
+    /// The clock shim every process is started with (`clock`).
+    clock_shim: PathBuf,
 }
 
 impl<'s> Cluster<'s> {
@@ -164,11 +172,14 @@ impl<'s> Cluster<'s> {
         addresses: Addresses,
         dir: &Path,
     ) -> Result<Cluster<'s>, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let mut cluster = Cluster {
             supervisor,
             binaries,
             addresses,
             nodes: BTreeMap::new(),
+            clock_shim: clock::install_library(dir)?,
         };
         for (name, kind) in node_names(topology) {
             let node_dir = dir.join(&name);
@@ -181,12 +192,15 @@ impl<'s> Cluster<'s> {
             let path = node_dir.join(conf_file(kind));
             std::fs::write(&path, conf)
                 .map_err(|e| format!("{name}: cannot write {}: {e}", path.display()))?;
+            let clock =
+                ClockFile::create(node_dir.join("clock")).map_err(|e| format!("{name}: {e}"))?;
             cluster.nodes.insert(
                 name.clone(),
                 Instance {
                     kind,
                     dir: node_dir,
                     process: None,
+                    clock,
                 },
             );
             cluster.launch(&name)?;
@@ -268,7 +282,16 @@ impl<'s> Cluster<'s> {
             label: node.to_string(),
             program: program.clone(),
             args: vec![conf.into_os_string()],
-            env: Vec::new(),
+            env: vec![
+                (
+                    "LD_PRELOAD".into(),
+                    self.clock_shim.clone().into_os_string(),
+                ),
+                (
+                    clock::FILE_ENV.into(),
+                    instance.clock.path().as_os_str().to_owned(),
+                ),
+            ],
             piped: false,
             stderr: Some(log.clone()),
             cwd: Some(instance.dir.clone()),
@@ -424,6 +447,25 @@ impl<'s> Cluster<'s> {
             Some(i) if i.process.is_some() => Err(format!("{node} is running already")),
             Some(_) => self.launch(node),
         }
+    }
+
+    /// `clock_jump`/`clock_drift`: from now on `node`'s wall clock reads true time +
+    /// `offset_ms`, and its clocks run at `rate` (see `clock`). A node that is down gets it too:
+    /// its restart reads the same clock.
+    pub fn set_clock(&mut self, node: &str, offset_ms: i64, rate: f64) -> Result<(), String> {
+        let instance = self
+            .nodes
+            .get_mut(node)
+            .ok_or_else(|| format!("no node {node} in this cluster"))?;
+        if let Some(process) = &instance.process
+            && !clock::loaded_in(process.pid)
+        {
+            return Err(format!(
+                "{node}: the clock shim is not loaded in process {} (a static binary ignores LD_PRELOAD)",
+                process.pid
+            ));
+        }
+        instance.clock.set(offset_ms, rate)
     }
 
     /// `failover`: `SENTINEL FAILOVER <master>` to the first Sentinel that accepts it; its reply.

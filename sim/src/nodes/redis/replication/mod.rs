@@ -359,11 +359,9 @@ mod tests {
     use model::redis::Reply;
 
     use crate::nodes::REDIS_PORT;
-    use crate::nodes::redis::redis_node;
     use crate::nodes::resp::RespConn;
-    use crate::runner::add_node;
+    use crate::runner::redis_world;
     use crate::scenario::Scenario;
-    use crate::world::World;
     use crate::world::procs::node_ip;
 
     fn words(line: &str) -> Vec<Vec<u8>> {
@@ -390,26 +388,7 @@ mod tests {
             let runtime = Runtime::with_seed_and_config(1, madsim::Config::default());
             runtime.block_on(async move {
                 let handle = Handle::current();
-                let world = World::new(
-                    scenario.clone(),
-                    scenario.schemes[0].clone(),
-                    1,
-                    crate::world::history::Budget::DEFAULT,
-                );
-                let network = handle
-                    .create_node()
-                    .name("network")
-                    .ip(node_ip("network"))
-                    .build();
-                world.net.set_node(network);
-                for replica in scenario.replica_names("redis-1") {
-                    world
-                        .disks
-                        .with(&replica, |d| d.replicaof = Some("redis-1".into()));
-                }
-                for name in scenario.redis_names() {
-                    add_node(&handle, &world, &name, redis_node);
-                }
+                let world = redis_world(&handle, &scenario, 1);
                 madsim::time::sleep(Duration::from_millis(500)).await;
                 world
                     .net
