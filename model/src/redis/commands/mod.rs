@@ -479,6 +479,7 @@ static COMMANDS: &[CommandSpec] = &[
     // sets (t_set.c)
     cmd("sadd", -3, WRITE, sets::sadd),
     cmd("srem", -3, WRITE, sets::srem),
+    cmd("spop", -2, WRITE, sets::spop),
     cmd("smembers", 2, 0, sets::smembers),
     cmd("sismember", 3, 0, sets::sismember),
     cmd("smismember", -3, 0, sets::smismember),
