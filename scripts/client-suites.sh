@@ -255,6 +255,9 @@ setup_conformance() {
 setup_conformance_py() {
   conformance_venv venv-pottery-3.0.1 python3 "pottery==3.0.1" "redis==$REDIS_PY"
   conformance_venv venv-python-redis-lock-4.0.1 python3 "python-redis-lock==4.0.1" "redis==$REDIS_PY"
+  # aioredlock/redis.py:5 imports distutils, which setuptools provides from Python 3.12 on.
+  conformance_venv venv-aioredlock-0.7.3 python3 "aioredlock==0.7.3" "aioredis==1.3.1" \
+    "setuptools==65.5.0"
 }
 
 run_node() {

@@ -206,11 +206,65 @@ class PythonRedisLock(LockObject):
 
 
 
+class AioRedlock:
+    """aioredlock's `Aioredlock` (aioredlock/algorithm.py): one lock manager per `lock` (its own
+    aioredis pools, so its own `SCRIPT LOAD`s), `lock(key, lock_timeout=)`, `extend(lock)`,
+    `unlock(lock)`, each awaited on one event loop that runs on between operations (the
+    watchdog, the background clean-up). `LockError` and `LockAcquiringError` are its no; a
+    `LockRuntimeError` (the connection failed) and any other exception are errors."""
+
+    REFUSALS = {"LockError", "LockAcquiringError"}
+
+    def __init__(self, setup):
+        import asyncio
+
+        import aioredlock  # imported before the first operation, which it would slow down
+
+        self.asyncio = asyncio
+        self.aioredlock = aioredlock
+        self.cfg = setup["config"]
+        self.key = setup["key"]
+        self.ports = setup["ports"]
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.managers = {}
+        self.locks = {}
+
+    def run(self, coroutine):
+        return self.asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def manager(self, n):
+        if n not in self.managers:
+            names = ("retry_count", "retry_delay_min", "retry_delay_max", "internal_lock_timeout")
+            kwargs = {name: self.cfg[name] for name in names if self.cfg.get(name) is not None}
+            connections = [{"host": "127.0.0.1", "port": port} for port in self.ports]
+
+            async def make():
+                return self.aioredlock.Aioredlock(redis_connections=connections, **kwargs)
+
+            self.managers[n] = self.run(make())
+        return self.managers[n]
+
+    def acquire(self, n):
+        manager = self.manager(n)
+        self.locks[n] = self.run(manager.lock(self.key, lock_timeout=self.cfg.get("lock_timeout")))
+        return outcome("granted", f"lock {self.locks[n].id}")
+
+    def release(self, n):
+        self.run(self.manager(n).unlock(self.locks[n]))
+        return outcome("granted", "unlocked")
+
+    def extend(self, n):
+        self.run(self.manager(n).extend(self.locks[n]))
+        return outcome("granted", "extended")
+
+
 LIBRARIES = {
     "redis-py": RedisPy,
     "redbeat": RedBeat,
     "pottery": Pottery,
     "python-redis-lock": PythonRedisLock,
+    "aioredlock": AioRedlock,
 }
 
 

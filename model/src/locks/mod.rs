@@ -8,6 +8,7 @@
 //! Every scheme cites its source; where a seed article gets something wrong, the scheme does it
 //! wrong the same way, so the testbed can show the consequence.
 
+pub mod aioredlock;
 pub mod fair;
 pub mod fencing;
 pub mod incr_semaphore;
@@ -367,6 +368,12 @@ pub fn random_token(env: &dyn LockEnv) -> String {
     }
     out.truncate(40);
     out
+}
+
+/// A draw in [0, 1) from the client's stream, as Python's `random.random()` makes one: 53
+/// random bits.
+pub fn unit_random(env: &dyn LockEnv) -> f64 {
+    (env.random_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Java's `UUID.randomUUID().toString()`: a version-4 UUID, lower-case hex with dashes.

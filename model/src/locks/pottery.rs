@@ -331,18 +331,13 @@ impl LockScheme for Pottery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::testing::{DirectEnv, Shared, block_on, scheme};
-
-    fn masters(n: usize) -> Vec<Rc<Shared>> {
-        (0..n).map(|_| Shared::new()).collect()
-    }
+    use crate::locks::testing::{DirectEnv, Shared, block_on, masters, scheme_with};
 
     fn pottery(extra: serde_json::Value) -> Box<dyn LockScheme> {
-        let mut json = serde_json::json!({"name": "redlock", "preset": "pottery@3.0.1"});
-        if let (Some(map), Some(extra)) = (json.as_object_mut(), extra.as_object()) {
-            map.extend(extra.clone());
-        }
-        scheme(json)
+        scheme_with(
+            serde_json::json!({"name": "redlock", "preset": "pottery@3.0.1"}),
+            extra,
+        )
     }
 
     fn holders(masters: &[Rc<Shared>], key: &str) -> usize {

@@ -256,15 +256,14 @@ impl LockScheme for PythonRedisLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::testing::{DirectEnv, Shared, block_on, pass, scheme};
+    use crate::locks::testing::{DirectEnv, Shared, block_on, pass, scheme_with};
 
     fn lock(extra: serde_json::Value) -> Box<dyn LockScheme> {
-        let mut json = serde_json::json!({"name": "set-nx-px-lua",
-                                          "preset": "python-redis-lock@4.0.1", "key": "lock:x"});
-        if let (Some(map), Some(extra)) = (json.as_object_mut(), extra.as_object()) {
-            map.extend(extra.clone());
-        }
-        scheme(json)
+        scheme_with(
+            serde_json::json!({"name": "set-nx-px-lua",
+                               "preset": "python-redis-lock@4.0.1", "key": "lock:x"}),
+            extra,
+        )
     }
 
     #[test]

@@ -60,6 +60,10 @@
 //!   in `pottery.rs` (a `SET NX PX` per master at once, a quorum with validity > 0 returns at
 //!   once, uniform(0, 200 ms) between tries for the caller's whole timeout).
 //!
+//! - `aioredlock@0.7.3`, joanvila/aioredlock@v0.7.3: a library of its own, modelled in
+//!   `aioredlock.rs` (its three scripts loaded first, every reply awaited, 3 tries with one
+//!   value 100–300 ms apart, a watchdog without `lock_timeout`).
+//!
 //! `redlock-no-validity` is Redlock without the validity check: by default node-redlock, or any
 //! preset with its check removed (`validity_check: false` on `redlock` does the same).
 
@@ -142,6 +146,7 @@ const PRESET_ROWS: &[PresetInfo] = &[
         same_as: None,
     },
     super::pottery::PRESET,
+    super::aioredlock::PRESET,
     PresetInfo {
         name: "redsync@4.0.3",
         summary: "redsync v4.0.3: 500 ms between tries, no per-call timeout, Unlock() and Extend() report success whatever the masters answered (PR 61)",
@@ -311,6 +316,7 @@ const PRESETS: &[&str] = &[
     "node-redlock",
     "node-redlock@4.2.0",
     "pottery@3.0.1",
+    "aioredlock@0.7.3",
 ];
 
 fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, String> {
@@ -322,6 +328,9 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
     let preset = params.choice("preset", PRESETS, default_preset)?;
     if preset == super::pottery::PRESET.name {
         return super::pottery::build(params, no_validity);
+    }
+    if preset == super::aioredlock::PRESET.name {
+        return super::aioredlock::build(params);
     }
     let key = params.key()?;
     let mut s = match preset.as_str() {
@@ -1078,17 +1087,13 @@ impl LockScheme for Redlock {
 mod tests {
     use super::*;
     use crate::locks::SchemeSpec;
-    use crate::locks::testing::{DirectEnv, Shared, block_on};
+    use crate::locks::testing::{DirectEnv, Shared, block_on, masters};
 
     fn scheme(json: serde_json::Value) -> Box<dyn LockScheme> {
         SchemeSpec::from_json(&json, "scheme")
             .unwrap()
             .build("scheme")
             .unwrap()
-    }
-
-    fn masters(n: usize) -> Vec<Rc<Shared>> {
-        (0..n).map(|_| Shared::new()).collect()
     }
 
     fn holder(masters: &[Rc<Shared>]) -> usize {

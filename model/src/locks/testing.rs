@@ -361,6 +361,23 @@ pub fn scheme(json: serde_json::Value) -> Box<dyn super::LockScheme> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `n` independent masters.
+pub fn masters(n: usize) -> Vec<Rc<Shared>> {
+    (0..n).map(|_| Shared::new()).collect()
+}
+
+/// The scheme `base` names with the parameters of `extra` merged over it.
+pub fn scheme_with(
+    base: serde_json::Value,
+    extra: serde_json::Value,
+) -> Box<dyn super::LockScheme> {
+    let mut json = base;
+    if let (Some(map), Some(extra)) = (json.as_object_mut(), extra.as_object()) {
+        map.extend(extra.clone());
+    }
+    scheme(json)
+}
+
 /// One server and two clients, `a` and `b`, each with its own instance of the scheme: the
 /// setting of most scheme tests.
 #[allow(clippy::type_complexity)]

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::artifacts::{path_component, write_file};
 use super::catalog::select_one_scheme;
 use super::shrink::{DEFAULT_MAX_RUNS, ordered_json, read_object, rebase, row_file, shrink};
+use crate::hunt::bench::{Bench, Settings, table};
 use crate::hunt::{Campaign, Limits, Target};
 use crate::scenario::Scenario;
 use crate::scenario::faults::{Fault, FaultSpec};
@@ -44,11 +45,32 @@ pub struct Args {
     /// At most this many runs for shrinking the failing schedule.
     #[arg(long, default_value_t = DEFAULT_MAX_RUNS)]
     shrink_max_runs: u64,
+    /// Runs in parallel: the inputs of a round (hunt), or whole campaigns (`--bench`); the
+    /// results are the same for every value.
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    /// Benchmark instead of searching: `--campaigns` campaigns each of the random nemesis, swarm
+    /// draws and hunt, each with `--max-runs` runs, and print runs to the first violation,
+    /// successes and features reached (`crate::hunt::bench`).
+    #[arg(long)]
+    bench: bool,
+    /// `--bench`: campaigns per search.
+    #[arg(long, default_value_t = 20)]
+    campaigns: u64,
+    /// `--bench`: runs of each feature-counting campaign (N in "features reached in N runs").
+    #[arg(long, default_value_t = 50)]
+    feature_runs: u64,
+    /// `--bench`: feature-counting campaigns per search.
+    #[arg(long, default_value_t = 5)]
+    feature_campaigns: u64,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
     let scenario = super::load(&args.file)?;
     let scheme = select_one_scheme(&scenario, &args.file, args.scheme.as_deref(), "hunt on")?;
+    if args.bench {
+        return bench(&args, &scenario, scheme);
+    }
     let target = Target::new(&scenario, scheme)?;
     let out = args
         .out
@@ -67,7 +89,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         from: PathBuf::from(&scenario.path),
     };
     let corpus_dir = out.join("corpus");
-    let mut campaign = Campaign::new(&target, args.campaign_seed);
+    let mut campaign = Campaign::new(&target, args.campaign_seed).jobs(args.jobs);
     let mut resumed = 0;
     if args.resume {
         for (faults, seed) in read_corpus(&corpus_dir)? {
@@ -127,6 +149,42 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         args.shrink_max_runs,
     )?;
     print!("{}", shrunk.render());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--bench`: the table of `crate::hunt::bench` for the row; exit 0.
+fn bench(args: &Args, scenario: &Scenario, scheme: usize) -> Result<ExitCode, String> {
+    if args.budget_s.is_some() || args.resume || args.out.is_some() {
+        return Err(
+            "--bench counts runs, not seconds, and writes nothing: drop --budget-s, --resume and --out"
+                .into(),
+        );
+    }
+    let settings = Settings {
+        campaigns: args.campaigns,
+        max_runs: args.max_runs,
+        feature_runs: args.feature_runs,
+        feature_campaigns: args.feature_campaigns,
+        jobs: args.jobs,
+    };
+    let bench = Bench::new(scenario, scheme)?;
+    let figures = bench.run(&settings, |method, c, result| {
+        eprintln!(
+            "{} campaign {c}: {}",
+            method.name(),
+            result
+                .runs_to_violation
+                .map_or(format!("nothing in {} runs", settings.max_runs), |n| {
+                    format!("{} after {n} runs", result.broken.join(", "))
+                })
+        );
+    })?;
+    let name = format!(
+        "{} ({})",
+        args.file.display(),
+        scenario.schemes[scheme].label()
+    );
+    print!("{}", table(&name, &settings, &figures));
     Ok(ExitCode::SUCCESS)
 }
 

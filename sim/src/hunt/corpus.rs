@@ -17,6 +17,8 @@ pub struct Entry {
     pub faults: Vec<Fault>,
     pub seed: u64,
     pub features: BTreeSet<String>,
+    /// Its run's least write margin (`features::Reached::least_write_margin_ms`).
+    pub least_write_margin_ms: Option<i64>,
 }
 
 #[derive(Default)]
@@ -72,6 +74,16 @@ impl Corpus {
         self.entries.last()
     }
 
+    /// The entry whose run came closest to a write after its lease ended (least write margin;
+    /// the earliest of equals); `None` when no entry's holder wrote.
+    pub fn closest_to_a_stale_write(&self) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .filter_map(|e| e.least_write_margin_ms.map(|m| (m, e)))
+            .min_by_key(|(m, _)| *m)
+            .map(|(_, e)| e)
+    }
+
     /// Any entry, uniformly (a splice partner).
     pub fn any(&self, rng: &mut ChaCha8Rng) -> Option<&Entry> {
         (!self.entries.is_empty()).then(|| &self.entries[rng.gen_range(0..self.entries.len())])
@@ -88,6 +100,7 @@ mod tests {
             faults: Vec::new(),
             seed,
             features: features.iter().map(|f| f.to_string()).collect(),
+            least_write_margin_ms: None,
         }
     }
 

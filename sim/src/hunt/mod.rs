@@ -3,8 +3,9 @@
 //! Each run is one scenario row (one scheme) with a scripted fault schedule and no random
 //! nemesis: the schedule is the whole input, and a corpus entry or a failing schedule is a
 //! scenario file `locksim run` replays. Inputs come from three places:
-//! - fresh swarm draws (`swarm`): each kind of the scenario's `nemesis` on with p = ½, its
-//!   rates and durations log-uniform;
+//! - fresh draws (`swarm`): half of them swarm draws, each kind of the scenario's `nemesis` on
+//!   with p = ½, its rates and durations log-uniform; half as the random nemesis draws (every
+//!   kind, uniform), so hunt is no worse than the nemesis where one fault of its shape does;
 //! - children of corpus entries (`corpus`, `mutate`): a parent drawn by the rarity of its
 //!   rarest feature, mutated AFL-style, run on the parent's seed;
 //! - prefix branches (moonpool-explorer: branch where a rare mark first fires): when a run
@@ -18,6 +19,7 @@
 //! feature no earlier run had, or a better watermark. The campaign stops at the first run
 //! that breaks a verdict (the caller shrinks it), or when its budget is spent.
 
+pub mod bench;
 pub mod corpus;
 pub mod features;
 pub mod mutate;
@@ -45,8 +47,21 @@ use swarm::KindDraw;
 /// Share of runs that are fresh swarm draws once the corpus has entries.
 pub const FRESH_SHARE: f64 = 0.2;
 
+/// Share of hunt's fresh inputs drawn as the random nemesis draws (every kind, uniform gaps
+/// and durations); the others are swarm draws.
+pub const NEMESIS_SHARE: f64 = 0.5;
+
+/// Share of mutated runs whose parent is the entry closest to a stale write (the watermark
+/// steers before the first violation); the others are drawn by rarity.
+pub const WATERMARK_SHARE: f64 = 0.25;
+
 /// Prefix children queued for each mark a run reaches first.
 pub const PREFIX_CHILDREN: usize = 2;
+
+/// Inputs drawn per round: a round's inputs are all drawn before any of them runs, so that
+/// `--jobs N` runs them in parallel and learns from them in order, and a campaign is the same
+/// whatever N is.
+pub const ROUND: usize = 4;
 
 /// One run with marks on: the run (on a fresh thread, as every run) and its hits in order.
 /// Marks change nothing of the run: its trace hash is the one `runner::run` gives.
@@ -128,6 +143,7 @@ impl Target {
                 kind: kind.clone(),
                 mean_every_ms: swarm::log_uniform(rng, kind.every_ms),
                 mean_duration_ms: kind.duration_ms.map(|r| swarm::log_uniform(rng, r)),
+                uniform: false,
             })
             .collect()
     }
@@ -145,6 +161,15 @@ pub struct Trial {
 pub struct Limits {
     pub max_runs: u64,
     pub budget: Option<Duration>,
+}
+
+/// How a campaign chooses its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// Swarm draws, the corpus, mutations and prefix branches: `locksim hunt`.
+    Guided,
+    /// Fresh swarm draws only, nothing learnt (the benchmark's "swarm").
+    SwarmOnly,
 }
 
 /// Where a campaign stands (printed as progress).
@@ -193,6 +218,12 @@ pub struct Campaign<'a> {
     progress: Progress,
     /// Seed of the next fresh swarm draw.
     next_seed: u64,
+    search: Search,
+    /// Whether the campaign ends at the first violating run (otherwise that run is learnt
+    /// from as any other: the benchmark's feature count over a fixed number of runs).
+    stop_at_violation: bool,
+    /// Parallel runs per round.
+    jobs: usize,
 }
 
 impl<'a> Campaign<'a> {
@@ -206,7 +237,33 @@ impl<'a> Campaign<'a> {
             queue: Vec::new(),
             progress: Progress::default(),
             next_seed: target.row.seed,
+            search: Search::Guided,
+            stop_at_violation: true,
+            jobs: 1,
         }
+    }
+
+    /// Fresh runs on seeds from `seed` on (the benchmark gives each campaign its own seeds).
+    pub fn first_seed(mut self, seed: u64) -> Self {
+        self.next_seed = seed;
+        self
+    }
+
+    pub fn search(mut self, search: Search) -> Self {
+        self.search = search;
+        self
+    }
+
+    /// Keep searching after a violating run (it is learnt from as any other).
+    pub fn past_violations(mut self) -> Self {
+        self.stop_at_violation = false;
+        self
+    }
+
+    /// Runs up to `jobs` inputs of a round at once; the campaign is the same for every value.
+    pub fn jobs(mut self, jobs: usize) -> Self {
+        self.jobs = jobs.max(1);
+        self
     }
 
     /// Counts an entry that an earlier campaign kept (`--resume`): it is run again, as it
@@ -222,19 +279,29 @@ impl<'a> Campaign<'a> {
             return input;
         }
         let heal_at_ms = self.target.heal_at_ms;
-        if self.corpus.entries.is_empty() || self.rng.gen_bool(FRESH_SHARE) {
+        if self.search == Search::SwarmOnly
+            || self.corpus.entries.is_empty()
+            || self.rng.gen_bool(FRESH_SHARE)
+        {
             let seed = self.next_seed;
             self.next_seed += 1;
-            let kinds = swarm::draw_kinds(&self.target.nemesis, &mut self.rng);
+            let as_the_nemesis = self.search == Search::Guided && self.rng.gen_bool(NEMESIS_SHARE);
+            let kinds = if as_the_nemesis {
+                swarm::nemesis_kinds(&self.target.nemesis)
+            } else {
+                swarm::draw_kinds(&self.target.nemesis, &mut self.rng)
+            };
             return (
                 swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
                 seed,
             );
         }
         let kinds = self.target.all_kinds(&mut self.rng);
-        let parent = self
-            .corpus
-            .choose(&mut self.rng)
+        let by_watermark = self.rng.gen_bool(WATERMARK_SHARE);
+        let parent = by_watermark
+            .then(|| self.corpus.closest_to_a_stale_write())
+            .flatten()
+            .or_else(|| self.corpus.choose(&mut self.rng))
             .cloned()
             .expect("not empty");
         let other = self
@@ -249,13 +316,20 @@ impl<'a> Campaign<'a> {
     /// Runs one input and learns from it; `keep`: keep it in the corpus whatever it reached.
     fn step(&mut self, faults: Vec<Fault>, seed: u64, keep: bool) -> Result<Option<Found>, String> {
         let trial = self.target.try_schedule(&faults, seed)?;
+        Ok(self.learn(faults, seed, trial, keep))
+    }
+
+    /// Learns from one run: counts its features, keeps it when it reached something new, queues
+    /// its prefix children; the violation when it broke a verdict.
+    fn learn(&mut self, faults: Vec<Fault>, seed: u64, trial: Trial, keep: bool) -> Option<Found> {
         self.progress.runs += 1;
-        if !trial.broken.is_empty() {
-            return Ok(Some(Found {
-                faults,
-                seed,
-                broken: trial.broken,
-            }));
+        let found = (!trial.broken.is_empty()).then(|| Found {
+            faults: faults.clone(),
+            seed,
+            broken: trial.broken.clone(),
+        });
+        if found.is_some() && self.stop_at_violation {
+            return found;
         }
         let new = self.corpus.count(&trial.reached.features);
         let better_margin = match (
@@ -269,17 +343,19 @@ impl<'a> Campaign<'a> {
         if better_margin {
             self.progress.least_write_margin_ms = trial.reached.least_write_margin_ms;
         }
-        if keep || !new.is_empty() || better_margin {
+        let learns = self.search == Search::Guided;
+        if learns && (keep || !new.is_empty() || better_margin) {
             self.branch_prefixes(&faults, seed, &new, &trial.reached);
             self.corpus.entries.push(Entry {
                 faults,
                 seed,
                 features: trial.reached.features,
+                least_write_margin_ms: trial.reached.least_write_margin_ms,
             });
         }
         self.progress.features = self.corpus.hits.len();
         self.progress.corpus = self.corpus.entries.len();
-        Ok(None)
+        found
     }
 
     /// Queues children that keep the faults before each newly reached mark's first time and
@@ -319,14 +395,23 @@ impl<'a> Campaign<'a> {
     ) -> Result<Outcome, String> {
         let start = Instant::now();
         let mut found = None;
-        while self.progress.runs < limits.max_runs
+        'rounds: while self.progress.runs < limits.max_runs
             && limits.budget.is_none_or(|b| start.elapsed() < b)
         {
-            let (faults, seed) = self.next_input();
-            found = self.step(faults, seed, false)?;
-            report(&self.progress);
-            if found.is_some() {
-                break;
+            let left = limits.max_runs - self.progress.runs;
+            let inputs: Vec<(Vec<Fault>, u64)> = (0..left.min(ROUND as u64))
+                .map(|_| self.next_input())
+                .collect();
+            let trials = run_all(self.target, &inputs, self.jobs)?;
+            for ((faults, seed), trial) in inputs.into_iter().zip(trials) {
+                let this = self.learn(faults, seed, trial, false);
+                report(&self.progress);
+                if this.is_some() && found.is_none() {
+                    found = this;
+                    if self.stop_at_violation {
+                        break 'rounds;
+                    }
+                }
             }
         }
         Ok(Outcome {
@@ -337,10 +422,45 @@ impl<'a> Campaign<'a> {
     }
 }
 
+/// Runs `inputs` on `target`, up to `jobs` at once; the trials in the inputs' order.
+fn run_all(
+    target: &Target,
+    inputs: &[(Vec<Fault>, u64)],
+    jobs: usize,
+) -> Result<Vec<Trial>, String> {
+    if jobs <= 1 || inputs.len() <= 1 {
+        return inputs
+            .iter()
+            .map(|(faults, seed)| target.try_schedule(faults, *seed))
+            .collect();
+    }
+    let mut trials = Vec::with_capacity(inputs.len());
+    for chunk in inputs.chunks(jobs) {
+        let chunk_trials: Vec<Result<Trial, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|(faults, seed)| scope.spawn(move || target.try_schedule(faults, *seed)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("a hunt run's thread panicked".to_string()))
+                })
+                .collect()
+        });
+        for trial in chunk_trials {
+            trials.push(trial?);
+        }
+    }
+    Ok(trials)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runner::run;
+    use crate::scenario::faults::FaultKind;
 
     /// A small row: two clients, set-nx-px-lua with a long TTL, short pauses and a Redis
     /// crash drawn by hunt.
@@ -393,8 +513,9 @@ mod tests {
             max_runs: 6,
             budget: None,
         };
-        let campaign = |seed| {
+        let campaign = |seed, jobs| {
             let outcome = Campaign::new(&target, seed)
+                .jobs(jobs)
                 .run(limits, |_| {})
                 .expect("runs");
             let entries: Vec<(Vec<Fault>, u64, BTreeSet<String>)> = outcome
@@ -409,8 +530,10 @@ mod tests {
                 entries,
             )
         };
-        let first = campaign(11);
-        assert_eq!(first, campaign(11));
+        let first = campaign(11, 1);
+        assert_eq!(first, campaign(11, 1));
+        // Parallel runs learn in the same order: the same campaign.
+        assert_eq!(first, campaign(11, 3));
         assert!(first.0 >= 1);
     }
 
@@ -430,5 +553,30 @@ mod tests {
             broken_verdicts(&alone.result, target.judges_fairness),
             found.broken
         );
+    }
+
+    #[test]
+    fn a_fault_triggered_on_a_grant_names_the_holders_master() {
+        let target = target();
+        let crash_after_grant = Fault {
+            kind: FaultKind::Crash {
+                node: crate::scenario::faults::placeholder::HOLDER_MASTER.into(),
+                restart_after_ms: Some(300),
+            },
+            when: crate::scenario::faults::When::On {
+                event: "acquired".into(),
+                node: None,
+                nth: 2,
+                command: None,
+                after_ms: 1,
+            },
+            duration_ms: None,
+        };
+        let output = run(&target.with_faults(&[crash_after_grant]), 0, 3).expect("runs");
+        let crashed = output.events.iter().any(|e| {
+            e.node == "redis-1"
+                && matches!(&e.kind, model::history::EventKind::Fault { fault, .. } if fault == "crash")
+        });
+        assert!(crashed, "the crash after the second grant never fired");
     }
 }

@@ -37,6 +37,25 @@ pub struct KindDraw {
     pub kind: KindSpec,
     pub mean_every_ms: u64,
     pub mean_duration_ms: Option<u64>,
+    /// Drawn as the random nemesis draws (each gap and duration uniform over the kind's
+    /// ranges) instead of around the means.
+    pub uniform: bool,
+}
+
+/// Every kind, drawn as the random nemesis draws them: half of hunt's fresh inputs, so that
+/// where one fault of the scenario's own shape is enough (a pause longer than the lease is
+/// likelier under a uniform draw than a log-uniform one) hunt does as well as the nemesis.
+pub fn nemesis_kinds(nemesis: &NemesisSpec) -> Vec<KindDraw> {
+    nemesis
+        .kinds
+        .iter()
+        .map(|kind| KindDraw {
+            kind: kind.clone(),
+            mean_every_ms: kind.every_ms.min,
+            mean_duration_ms: kind.duration_ms.map(|r| r.min),
+            uniform: true,
+        })
+        .collect()
 }
 
 /// The kinds a swarm draw switches on (never none), with their drawn means.
@@ -52,6 +71,7 @@ pub fn draw_kinds(nemesis: &NemesisSpec, rng: &mut ChaCha8Rng) -> Vec<KindDraw> 
             kind: kind.clone(),
             mean_every_ms: log_uniform(rng, kind.every_ms),
             mean_duration_ms: kind.duration_ms.map(|r| log_uniform(rng, r)),
+            uniform: false,
         })
         .collect()
 }
@@ -61,6 +81,7 @@ pub fn draw_kinds(nemesis: &NemesisSpec, rng: &mut ChaCha8Rng) -> Vec<KindDraw> 
 pub fn draw_fault(draw: &KindDraw, at_ms: u64, rng: &mut ChaCha8Rng) -> (Fault, String) {
     let (kind, target) = pick(&draw.kind, rng);
     let duration_ms = match (draw.mean_duration_ms, draw.kind.duration_ms) {
+        (_, Some(range)) if draw.uniform => Some(rng.gen_range(range.min..=range.max)),
         (Some(mean), Some(range)) => {
             let around = MsRange {
                 min: (mean / 2).max(range.min),
@@ -87,8 +108,13 @@ pub fn draw_schedule(
         let mut busy_until: BTreeMap<String, u64> = BTreeMap::new();
         let mut at_ms = from_ms;
         loop {
-            let gap = -(draw.mean_every_ms.max(1) as f64) * (1.0 - rng.r#gen::<f64>()).ln();
-            at_ms = at_ms.saturating_add((gap.round() as u64).max(1));
+            let gap = if draw.uniform {
+                rng.gen_range(draw.kind.every_ms.min..=draw.kind.every_ms.max)
+            } else {
+                let gap = -(draw.mean_every_ms.max(1) as f64) * (1.0 - rng.r#gen::<f64>()).ln();
+                gap.round() as u64
+            };
+            at_ms = at_ms.saturating_add(gap.max(1));
             if at_ms >= heal_at_ms || faults.len() >= MAX_FAULTS {
                 break;
             }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The benchmark of issue 33: on each target class, CAMPAIGNS campaigns each of the random
+# nemesis, swarm draws and `locksim hunt` (each campaign on its own seeds), the runs each needs
+# to its first violation within a budget of runs, and the distinct features reached in N runs
+# (`locksim hunt --bench`, sim/src/hunt/bench.rs). Prints one Markdown table per class (the
+# README's "Hunt" section shows them); progress goes to stderr.
+# Usage: bash scripts/hunt-bench.sh [CAMPAIGNS] [JOBS]   (defaults 20 and 2)
+# Classes:
+#  - two faults: a WAIT acknowledged by one replica, then a failover to the other (Redisson
+#    4.7 through Sentinel, 1 master + 2 replicas); an acquire re-sent after a response timeout,
+#    then a failover (Redisson 3.12.5, 1 master + 1 replica);
+#  - single faults (matrix columns): random pauses and random failovers, set-nx-px-lua.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+campaigns=${1:-20}
+jobs=${2:-2}
+cargo build --release --quiet
+bench() {
+  local file=$1 max_runs=$2
+  shift 2
+  ./target/release/locksim hunt "$file" "$@" --bench --campaigns "$campaigns" \
+    --max-runs "$max_runs" --feature-runs 30 --feature-campaigns 5 --jobs "$jobs"
+  echo
+}
+bench scenarios/hunt/wait-one-replica-then-failover.json 150
+bench scenarios/hunt/resent-acquire-release-failover.json 150
+bench scenarios/matrix/05-random-pauses.json 50 --scheme set-nx-px-lua
+bench scenarios/matrix/18-random-failover.json 50 --scheme set-nx-px-lua

@@ -1,0 +1,384 @@
+//! The benchmark of issue 33 ("Measure it"): on one scenario row, campaigns of three searches,
+//! each on its own seeds, each counting the runs to its first violation within a fixed budget
+//! of runs:
+//! - `random`: the scenario's own random nemesis with every listed kind on (`swarm` off), one
+//!   run per seed, seeds `c × budget ..` for campaign `c` — what `locksim sweep` does;
+//! - `swarm`: hunt's fresh inputs only (each kind on with p = ½, rates and durations
+//!   log-uniform), nothing learnt;
+//! - `hunt`: the guided search (`Search::Guided`), fresh runs on the same seeds as `swarm`.
+//!
+//! It also counts the distinct features (`features`) a campaign reaches in its first N runs,
+//! over campaigns that do not stop at a violation. Every figure is a function of the scenario,
+//! the settings and the campaign numbers: campaigns run in parallel, each alone on its thread.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::hunt::features;
+use crate::hunt::{Campaign, Limits, Search, Target, run_marked};
+use crate::scenario::Scenario;
+use crate::scenario::expect::broken_verdicts;
+
+/// A campaign's result and the features it reached, or why it could not run.
+type Ran = Result<(CampaignResult, usize), String>;
+
+/// The three searches compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Random,
+    Swarm,
+    Hunt,
+}
+
+impl Method {
+    pub const ALL: [Method; 3] = [Method::Random, Method::Swarm, Method::Hunt];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Random => "random",
+            Method::Swarm => "swarm",
+            Method::Hunt => "hunt",
+        }
+    }
+}
+
+/// What the benchmark runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub campaigns: u64,
+    /// Runs each campaign may spend to find a violation.
+    pub max_runs: u64,
+    /// Runs of each feature-counting campaign.
+    pub feature_runs: u64,
+    /// How many feature-counting campaigns per search.
+    pub feature_campaigns: u64,
+    /// Campaigns run at once.
+    pub jobs: usize,
+}
+
+/// One campaign's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CampaignResult {
+    /// Runs up to and including the first violating one; `None` when the budget ran out.
+    pub runs_to_violation: Option<u64>,
+    /// The verdicts that run broke.
+    pub broken: Vec<&'static str>,
+}
+
+/// One search's figures on one row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MethodFigures {
+    pub method: Method,
+    pub campaigns: Vec<CampaignResult>,
+    /// Distinct features of each feature-counting campaign.
+    pub features: Vec<usize>,
+}
+
+impl MethodFigures {
+    pub fn found(&self) -> usize {
+        self.campaigns
+            .iter()
+            .filter(|c| c.runs_to_violation.is_some())
+            .count()
+    }
+
+    /// Median runs to the first violation, a campaign that found none counting as more than
+    /// the budget; `None` when that median is past the budget.
+    pub fn median_runs(&self) -> Option<f64> {
+        let mut runs: Vec<u64> = self
+            .campaigns
+            .iter()
+            .map(|c| c.runs_to_violation.unwrap_or(u64::MAX))
+            .collect();
+        runs.sort_unstable();
+        median(&runs)
+    }
+
+    pub fn median_features(&self) -> Option<f64> {
+        let mut f: Vec<u64> = self.features.iter().map(|&n| n as u64).collect();
+        f.sort_unstable();
+        median(&f)
+    }
+}
+
+/// The median of sorted values; `None` if it involves a `u64::MAX` (not found).
+fn median(sorted: &[u64]) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let n = sorted.len();
+    let (a, b) = (sorted[(n - 1) / 2], sorted[n / 2]);
+    if a == u64::MAX || b == u64::MAX {
+        return None;
+    }
+    Some((a as f64 + b as f64) / 2.0)
+}
+
+/// The bench's view of a scenario row: hunt's target and the random nemesis's row.
+pub struct Bench {
+    target: Target,
+    random_row: Arc<Scenario>,
+    judges_fairness: bool,
+}
+
+impl Bench {
+    pub fn new(scenario: &Scenario, scheme: usize) -> Result<Bench, String> {
+        let target = Target::new(scenario, scheme)?;
+        let mut row = scenario.for_scheme(scheme);
+        row.schemes = vec![scenario.schemes[scheme].clone()];
+        if let Some(nemesis) = row.nemesis.as_mut() {
+            nemesis.swarm = false;
+        }
+        let judges_fairness = row.judges_fairness();
+        Ok(Bench {
+            target,
+            random_row: Arc::new(row),
+            judges_fairness,
+        })
+    }
+
+    /// The first seed of campaign `c`: campaigns never share a fresh seed.
+    fn first_seed(&self, c: u64, settings: &Settings) -> u64 {
+        self.target.row.seed + c * settings.max_runs.max(settings.feature_runs)
+    }
+
+    /// The random nemesis on `runs` consecutive seeds from `first`: the runs to the first
+    /// violation (when `stop`), and the features reached.
+    fn random_campaign(&self, first: u64, runs: u64, stop: bool) -> Ran {
+        let mut reached = BTreeSet::new();
+        for i in 0..runs {
+            let (output, hits) = run_marked(&self.random_row, first + i)?;
+            reached.extend(features::reached(&hits, &output.events).features);
+            let broken = broken_verdicts(&output.result, self.judges_fairness);
+            if stop && !broken.is_empty() {
+                let result = CampaignResult {
+                    runs_to_violation: Some(i + 1),
+                    broken,
+                };
+                return Ok((result, reached.len()));
+            }
+        }
+        let result = CampaignResult {
+            runs_to_violation: None,
+            broken: Vec::new(),
+        };
+        Ok((result, reached.len()))
+    }
+
+    /// A swarm or hunt campaign of `runs` runs (`stop`: until its first violation).
+    fn search_campaign(&self, method: Method, c: u64, first: u64, runs: u64, stop: bool) -> Ran {
+        let search = if method == Method::Hunt {
+            Search::Guided
+        } else {
+            Search::SwarmOnly
+        };
+        let mut campaign = Campaign::new(&self.target, c)
+            .first_seed(first)
+            .search(search);
+        if !stop {
+            campaign = campaign.past_violations();
+        }
+        let limits = Limits {
+            max_runs: runs,
+            budget: None,
+        };
+        let outcome = campaign.run(limits, |_| {})?;
+        let result = match (&outcome.found, stop) {
+            (Some(found), true) => CampaignResult {
+                runs_to_violation: Some(outcome.progress.runs),
+                broken: found.broken.clone(),
+            },
+            _ => CampaignResult {
+                runs_to_violation: None,
+                broken: Vec::new(),
+            },
+        };
+        Ok((result, outcome.corpus.hits.len()))
+    }
+
+    fn campaign(&self, method: Method, c: u64, runs: u64, stop: bool, settings: &Settings) -> Ran {
+        let first = self.first_seed(c, settings);
+        match method {
+            Method::Random => self.random_campaign(first, runs, stop),
+            Method::Swarm | Method::Hunt => self.search_campaign(method, c, first, runs, stop),
+        }
+    }
+
+    /// Every campaign of every search; `progress` is told of each finished campaign.
+    pub fn run(
+        &self,
+        settings: &Settings,
+        progress: impl Fn(Method, u64, &CampaignResult) + Sync,
+    ) -> Result<Vec<MethodFigures>, String> {
+        // Jobs: (method, campaign, stops at its first violation).
+        let mut jobs: Vec<(Method, u64, bool)> = Vec::new();
+        for method in Method::ALL {
+            jobs.extend((0..settings.campaigns).map(|c| (method, c, true)));
+            jobs.extend((0..settings.feature_campaigns).map(|c| (method, c, false)));
+        }
+        let results: Mutex<Vec<Option<Ran>>> = Mutex::new(vec![None; jobs.len()]);
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..settings.jobs.max(1) {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(&(method, c, stop)) = jobs.get(i) else {
+                            break;
+                        };
+                        let runs = if stop {
+                            settings.max_runs
+                        } else {
+                            settings.feature_runs
+                        };
+                        let result = self.campaign(method, c, runs, stop, settings);
+                        if let Ok((r, _)) = &result
+                            && stop
+                        {
+                            progress(method, c, r);
+                        }
+                        results.lock().expect("not poisoned")[i] = Some(result);
+                    }
+                });
+            }
+        });
+        let results = results.into_inner().expect("not poisoned");
+        let mut figures: Vec<MethodFigures> = Method::ALL
+            .iter()
+            .map(|&method| MethodFigures {
+                method,
+                campaigns: Vec::new(),
+                features: Vec::new(),
+            })
+            .collect();
+        for ((method, _, stop), result) in jobs.iter().zip(results) {
+            let (result, features) = result.expect("every job ran")?;
+            let f = figures
+                .iter_mut()
+                .find(|f| f.method == *method)
+                .expect("every method");
+            if *stop {
+                f.campaigns.push(result);
+            } else {
+                f.features.push(features);
+            }
+        }
+        Ok(figures)
+    }
+}
+
+/// The table of one row's figures (Markdown, as the README shows it).
+pub fn table(name: &str, settings: &Settings, figures: &[MethodFigures]) -> String {
+    let mut out = format!(
+        "{name}: {} campaigns of at most {} runs each; features over {} campaigns of {} runs\n\n",
+        settings.campaigns, settings.max_runs, settings.feature_campaigns, settings.feature_runs
+    );
+    out.push_str("| search | median runs to a violation | found within budget | median features in N runs | verdicts broken |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    for f in figures {
+        let median = f
+            .median_runs()
+            .map_or(format!("> {}", settings.max_runs), |m| format!("{m}"));
+        let features = f
+            .median_features()
+            .map_or("-".to_string(), |m| format!("{m}"));
+        let mut broken: Vec<&str> = f
+            .campaigns
+            .iter()
+            .flat_map(|c| c.broken.iter().copied())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if broken.is_empty() {
+            broken.push("-");
+        }
+        out.push_str(&format!(
+            "| {} | {median} | {}/{} | {features} | {} |\n",
+            f.method.name(),
+            f.found(),
+            f.campaigns.len(),
+            broken.join(", ")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(runs: Option<u64>) -> CampaignResult {
+        CampaignResult {
+            runs_to_violation: runs,
+            broken: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_median_counts_a_campaign_that_found_nothing_as_past_the_budget() {
+        let figures = |runs: &[Option<u64>]| MethodFigures {
+            method: Method::Random,
+            campaigns: runs.iter().map(|&r| result(r)).collect(),
+            features: vec![3, 1, 2],
+        };
+        assert_eq!(figures(&[Some(4), Some(2), None]).median_runs(), Some(4.0));
+        assert_eq!(figures(&[Some(4), None, None]).median_runs(), None);
+        assert_eq!(
+            figures(&[Some(4), Some(2), None, Some(1)]).median_runs(),
+            Some(3.0)
+        );
+        assert_eq!(figures(&[]).median_features(), Some(2.0));
+        assert_eq!(figures(&[Some(1), None]).found(), 1);
+    }
+
+    #[test]
+    fn the_figures_are_a_function_of_the_settings_whatever_the_jobs() {
+        let text = r#"{
+          "name": "hunt-bench-unit",
+          "description": "the benchmark's unit test: a Redis crash without persistence loses the lock key",
+          "source": "sim/src/hunt/bench.rs",
+          "seed": 5,
+          "duration_ms": 3000,
+          "topology": { "masters": 1 },
+          "network": { "latency_ms": [1, 5] },
+          "scheme": { "name": "set-nx-px-lua", "ttl_ms": 5000 },
+          "clients": { "count": 2, "acquisitions": 20, "hold_ms": [10, 40], "think_ms": [0, 20],
+                       "acquire_timeout_ms": 1000, "command_timeout_ms": 300 },
+          "liveness_window_ms": 800,
+          "nemesis": {
+            "crash": { "every_ms": [200, 1500], "duration_ms": [10, 300], "nodes": ["redis-1"] }
+          }
+        }"#;
+        let scenario = Scenario::parse(text, "hunt-bench-unit.json").expect("a valid scenario");
+        let bench = Bench::new(&scenario, 0).expect("a nemesis");
+        let settings = |jobs| Settings {
+            campaigns: 2,
+            max_runs: 8,
+            feature_runs: 2,
+            feature_campaigns: 1,
+            jobs,
+        };
+        let one = bench.run(&settings(1), |_, _, _| {}).expect("runs");
+        assert_eq!(one, bench.run(&settings(3), |_, _, _| {}).expect("runs"));
+        let methods: Vec<Method> = one.iter().map(|f| f.method).collect();
+        assert_eq!(methods, Method::ALL);
+        for f in &one {
+            assert_eq!(f.campaigns.len(), 2);
+            assert_eq!(f.features.len(), 1);
+            assert!(f.features[0] > 0, "{f:?}");
+            for c in &f.campaigns {
+                assert!(c.runs_to_violation.is_none_or(|n| (1..=8).contains(&n)));
+                assert_eq!(c.runs_to_violation.is_some(), !c.broken.is_empty());
+            }
+        }
+        // A crash of the only Redis every few hundred ms loses the lock key: found.
+        assert!(one.iter().any(|f| f.found() > 0), "{one:?}");
+        let table = table("unit", &settings(1), &one);
+        assert!(
+            table.contains("| random |") && table.contains("| hunt |"),
+            "{table}"
+        );
+    }
+}
