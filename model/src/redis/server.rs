@@ -207,6 +207,9 @@ pub(crate) struct Core {
     pub now_us: i64,
     /// EXEC is running its queue (`server.in_exec`; the caller is `CLIENT_DENY_BLOCKING`).
     pub in_exec: bool,
+    /// The state behind SPOP's picks (Redis: libc `random()`, for `dictGetFairRandomKey` and
+    /// `intsetRandom`), seeded from `config.seed` so a run is reproducible.
+    random_state: u64,
 }
 
 /// One CLIENT PAUSE (`pause_event` of `PAUSE_BY_CLIENT_COMMAND`).
@@ -339,6 +342,7 @@ impl RedisServer {
         let budget = ScriptBudget {
             work: config.script_work_limit,
         };
+        let config_seed = config.seed;
         RedisServer {
             core: Core {
                 dbs: (0..databases).map(|_| Db::new(config.seed)).collect(),
@@ -369,6 +373,7 @@ impl RedisServer {
                 resumed: Vec::new(),
                 now_us: 0,
                 in_exec: false,
+                random_state: config_seed,
             },
             lua: None,
             rand48: Rc::new(Cell::new(super::lua::RAND48_INITIAL)),
@@ -902,6 +907,16 @@ pub(crate) fn one_line_errors(reply: Reply) -> Reply {
 }
 
 impl Core {
+    /// A uniform index below `n` (> 0) for a random pick (splitmix64 over `random_state`).
+    pub(crate) fn random_below(&mut self, n: usize) -> usize {
+        self.random_state = self.random_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.random_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        ((u128::from(z) * n as u128) >> 64) as usize
+    }
+
     /// `pauseClients` (networking.c:3941-3961): a pause on top of one keeps the later end and
     /// the stricter mode.
     pub(crate) fn pause_clients(&mut self, pause: ClientPause, now_ms: i64) {

@@ -313,6 +313,15 @@ impl SetValue {
         }
     }
 
+    /// The member at `index` of the iteration order (`setTypeRandomElement` with a random
+    /// index; O(n) here where Redis picks a bucket in O(1)).
+    pub fn nth(&self, index: usize) -> Option<Vec<u8>> {
+        match self {
+            SetValue::Ints(s) => s.iter().nth(index).map(|v| v.to_string().into_bytes()),
+            SetValue::Table(s) => s.iter().nth(index).cloned(),
+        }
+    }
+
     /// `setTypeConvert` to a hash table.
     fn convert(&mut self) {
         if let SetValue::Ints(s) = self {

@@ -28,16 +28,28 @@ pub struct Floor {
 }
 
 /// What the floor measured over all its seeds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct FloorReport {
     pub runs: u64,
     pub messages: u64,
     pub wall_s: f64,
+    pub cpu_s: f64,
 }
 
 impl FloorReport {
     pub fn us_per_message(&self) -> f64 {
         self.wall_s * 1e6 / self.messages as f64
+    }
+
+    pub fn cpu_us_per_message(&self) -> f64 {
+        self.cpu_s * 1e6 / self.messages as f64
+    }
+
+    pub fn add(&mut self, other: &FloorReport) {
+        self.runs += other.runs;
+        self.messages += other.messages;
+        self.wall_s += other.wall_s;
+        self.cpu_s += other.cpu_s;
     }
 }
 
@@ -46,11 +58,8 @@ impl Floor {
     /// (so thread start-up and runtime creation are counted on both sides).
     pub fn run(&self, seeds: impl Iterator<Item = u64>) -> Result<FloorReport, String> {
         let start = Instant::now();
-        let mut report = FloorReport {
-            runs: 0,
-            messages: 0,
-            wall_s: 0.0,
-        };
+        let cpu_start = cpu_seconds();
+        let mut report = FloorReport::default();
         for seed in seeds {
             let floor = *self;
             report.messages += std::thread::spawn(move || floor.run_seed(seed))
@@ -59,6 +68,7 @@ impl Floor {
             report.runs += 1;
         }
         report.wall_s = start.elapsed().as_secs_f64();
+        report.cpu_s = cpu_seconds() - cpu_start;
         Ok(report)
     }
 
@@ -132,4 +142,16 @@ async fn ping(round_trips: u64) -> u64 {
         stream.read_exact(&mut reply).await.expect("read");
     }
     2 * round_trips
+}
+
+/// CPU seconds this process has used so far (user and system, every thread).
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes the struct it is given and reads nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, BytesMut};
 use model::redis::resp::PROTO_MBULK_BIG_ARG;
 use model::redis::{ClientAddr, RedisServer, ServerConfig};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 mod host;
@@ -327,6 +327,15 @@ const IOBUF_LEN: usize = 16 * 1024;
 trait ReadHalf {
     async fn readable(&self) -> io::Result<()>;
     fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize>;
+    /// Forgets the readiness of the socket for reading, until the runtime sees it again.
+    fn clear_read_readiness(&self);
+}
+
+/// What `try_io` is told when the caller knows the socket has nothing more to read: tokio
+/// clears the readiness it had seen (not one reported since), as after a read that failed
+/// with `EAGAIN`.
+fn drained() -> io::Result<()> {
+    Err(io::ErrorKind::WouldBlock.into())
 }
 
 impl ReadHalf for tokio::net::tcp::OwnedReadHalf {
@@ -337,6 +346,10 @@ impl ReadHalf for tokio::net::tcp::OwnedReadHalf {
     fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize> {
         tokio::net::tcp::OwnedReadHalf::try_read_buf(self, buf)
     }
+
+    fn clear_read_readiness(&self) {
+        let _ = self.as_ref().try_io(Interest::READABLE, drained);
+    }
 }
 
 impl ReadHalf for tokio::net::unix::OwnedReadHalf {
@@ -346,6 +359,10 @@ impl ReadHalf for tokio::net::unix::OwnedReadHalf {
 
     fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize> {
         tokio::net::unix::OwnedReadHalf::try_read_buf(self, buf)
+    }
+
+    fn clear_read_readiness(&self) {
+        let _ = self.as_ref().try_io(Interest::READABLE, drained);
     }
 }
 
@@ -370,6 +387,12 @@ fn read_input(conn: &Conn, reader: &impl ReadHalf) -> io::Result<usize> {
     };
     input.reserve(readlen);
     let read = reader.try_read_buf(&mut input.limit(readlen));
+    if matches!(read, Ok(n) if n > 0 && n < readlen) {
+        // A short read emptied the socket's receive queue: without this, the next wait for
+        // input found the socket still marked readable and paid a `recv` that failed with
+        // `EAGAIN` after every request (Redis reads once per readable event too).
+        reader.clear_read_readiness();
+    }
     if input.is_empty() {
         // Nothing came (a readiness that was stale, or the end): no buffer is kept for it.
         *input = BytesMut::new();

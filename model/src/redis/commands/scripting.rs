@@ -1,5 +1,6 @@
 //! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT (`eval.c`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::{CommandSpec, flags, is_opt, parse_i64};
@@ -37,7 +38,7 @@ impl RedisServer {
             .create_function(&sha, body)
             .map_err(Reply::error)?;
         // Every EVAL comes here: the body is copied only the first time (same sha1, same body).
-        if !self.core.scripts.contains_key(&sha) {
+        if !self.core.scripts.contains_key(&*sha) {
             self.core.scripts.insert(sha.clone(), body.to_vec());
         }
         Ok(sha)
@@ -137,6 +138,16 @@ pub(crate) fn shebang(body: &[u8]) -> Result<Option<ShebangFlags>, String> {
     Ok(Some(flags))
 }
 
+/// The script cache's key for a sha1 argument: its lower-case text, borrowed when it is lower
+/// case already (what SCRIPT LOAD answers, so what clients send); EVALSHA looked it up through
+/// a lossy copy and a lower-cased copy on every call.
+fn sha_key(arg: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(arg) {
+        Ok(text) if !text.bytes().any(|b| b.is_ascii_uppercase()) => Cow::Borrowed(text),
+        _ => Cow::Owned(String::from_utf8_lossy(arg).to_ascii_lowercase()),
+    }
+}
+
 /// `evalGetCommandFlags`: a script with a shebang is a write command unless `no-writes`
 /// (`scriptFlagsToCmdFlags`); without one (or unknown to EVALSHA) the command's own flags.
 pub(crate) fn script_command_flags(
@@ -149,8 +160,8 @@ pub(crate) fn script_command_flags(
         if argv[1].len() != 40 {
             return spec.flags;
         }
-        let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-        match scripts.get(&sha) {
+        let sha = sha_key(&argv[1]);
+        match scripts.get(&*sha) {
             Some(body) => shebang(body),
             None => return spec.flags,
         }
@@ -226,8 +237,8 @@ fn evalsha_generic(
         Ok(n) => n,
         Err(e) => return reply(e),
     };
-    let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-    if !server.core.scripts.contains_key(&sha) {
+    let sha = sha_key(&argv[1]);
+    if !server.core.scripts.contains_key(&*sha) {
         return noscript();
     }
     let compiled = match server.engine() {
@@ -236,7 +247,7 @@ fn evalsha_generic(
     };
     // The body is copied only to compile it (after SCRIPT LOAD on a fresh Lua state).
     if !compiled {
-        let body = server.core.scripts.get(&sha).cloned().unwrap_or_default();
+        let body = server.core.scripts.get(&*sha).cloned().unwrap_or_default();
         if let Err(e) = server.create_script(&body) {
             return reply(e);
         }
@@ -286,8 +297,8 @@ pub fn script_exists(
     let found = argv[2..]
         .iter()
         .map(|sha| {
-            let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-            Reply::Integer(i64::from(server.core.scripts.contains_key(&sha)))
+            let sha = sha_key(sha);
+            Reply::Integer(i64::from(server.core.scripts.contains_key(&*sha)))
         })
         .collect();
     reply(Reply::Array(found))

@@ -124,6 +124,111 @@ pub fn scard(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
     }
 }
 
+/// SPOP key [count] (`spopCommand`, t_set.c:598-641): one random member, removed, and
+/// propagated as `SREM key member`; the key goes once its set is empty.
+pub fn spop(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    match argv.len() {
+        2 => {}
+        3 => return spop_with_count(ctx, argv),
+        _ => return syntax_error(),
+    }
+    let key = &argv[1];
+    let len = match read_set(ctx, key) {
+        Ok(None) => return Reply::Nil,
+        Ok(Some(set)) => set.len(),
+        Err(e) => return e,
+    };
+    let index = ctx.core.random_below(len);
+    let Some(Value::Set(set)) = ctx.db().get_mut(key).map(|e| &mut e.value) else {
+        return Reply::Nil;
+    };
+    let Some(member) = set.nth(index) else {
+        return Reply::Nil;
+    };
+    set.remove(&member);
+    ctx.db().remove_if_empty(key);
+    ctx.propagate(vec![b"SREM".to_vec(), key.clone(), member.clone()]);
+    Reply::Bulk(member)
+}
+
+/// `SPOP_MOVE_STRATEGY_MUL` (t_set.c:455).
+const SPOP_MOVE_STRATEGY_MUL: usize = 5;
+
+/// `spopWithCountCommand` (t_set.c:457-596): the count is checked before the key; a count of
+/// at least the set's size answers the whole set as SUNION does and propagates `DEL key`; a
+/// small count pops members one at a time (answered in the order picked); a count close to the
+/// size picks the members that stay instead, into a new set (encoded after its first member,
+/// so a hash table of integers becomes an intset again), and answers the rest in the old set's
+/// order. Either way each popped member propagates as `SREM key member`.
+fn spop_with_count(ctx: &mut Ctx<'_>, argv: &[Vec<u8>]) -> Reply {
+    let count = match string2ll(&argv[2]) {
+        Some(c) if c >= 0 => c as usize,
+        _ => return Reply::error("ERR value is out of range, must be positive"),
+    };
+    let key = &argv[1];
+    let size = match read_set(ctx, key) {
+        Ok(None) => return Reply::Set(Vec::new()),
+        Ok(Some(set)) => set.len(),
+        Err(e) => return e,
+    };
+    if count == 0 {
+        return Reply::Set(Vec::new());
+    }
+    if count >= size {
+        let Some(Value::Set(set)) = ctx.db().remove(key).map(|e| e.value) else {
+            return Reply::Set(Vec::new());
+        };
+        let mut whole = SetValue::default();
+        for m in set.iter() {
+            whole.add(&m);
+        }
+        ctx.propagate(vec![b"DEL".to_vec(), key.clone()]);
+        return members_reply(&whole);
+    }
+    let remaining = size - count;
+    let picks: Vec<usize> = if remaining * SPOP_MOVE_STRATEGY_MUL > count {
+        (0..count)
+            .map(|i| ctx.core.random_below(size - i))
+            .collect()
+    } else {
+        (0..remaining)
+            .map(|i| ctx.core.random_below(size - i))
+            .collect()
+    };
+    let Some(Value::Set(set)) = ctx.db().get_mut(key).map(|e| &mut e.value) else {
+        return Reply::Set(Vec::new());
+    };
+    let popped: Vec<Vec<u8>> = if remaining * SPOP_MOVE_STRATEGY_MUL > count {
+        picks
+            .into_iter()
+            .filter_map(|index| {
+                let member = set.nth(index)?;
+                set.remove(&member);
+                Some(member)
+            })
+            .collect()
+    } else {
+        let mut kept: Option<SetValue> = None;
+        for index in picks {
+            let Some(member) = set.nth(index) else {
+                continue;
+            };
+            set.remove(&member);
+            kept.get_or_insert_with(|| SetValue::for_member(&member))
+                .add(&member);
+        }
+        let popped = set.iter().map(|m| m.into_owned()).collect();
+        if let Some(kept) = kept {
+            *set = kept;
+        }
+        popped
+    };
+    for member in &popped {
+        ctx.propagate(vec![b"SREM".to_vec(), key.clone(), member.clone()]);
+    }
+    Reply::Set(popped.into_iter().map(Reply::Bulk).collect())
+}
+
 /// The sets at `keys` (`None` for a missing key), or WRONGTYPE at the first key of another type.
 fn lookup_sets(ctx: &mut Ctx<'_>, keys: &[Vec<u8>]) -> Result<Vec<Option<SetValue>>, Reply> {
     keys.iter()
