@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Pipelined throughput of `locksim serve` next to redis-server, measured in the same run:
-#   redis-benchmark -q -n 100000 -t ping,set,get,incr -P 16
-# against both (each on a free loopback port), then the ratio serve / redis-server per test.
-# With farm-bench on PATH it also times RUNS paired runs (serve, redis, serve, redis, ...) of the
-# whole benchmark and prints its min/median/max and the paired ratio.
+# Throughput of `locksim serve` next to redis-server 7.0 (each on a free loopback port), in
+# paired runs: every test runs RUNS times on each server in turn (serve, redis, serve, redis,
+# ...), so a machine whose speed drifts moves both alike, and the ratio serve / redis-server is
+# taken pair by pair; printed: each server's median requests per second and the median ratio
+# with its smallest and largest.
+#
+# Tests: redis-benchmark's default PING/SET/GET/INCR at -P 16, and the lock commands on 100k
+# random keys (issue 32) at -P 16 and -P 1: `SET key val NX PX`, and EVAL / EVALSHA of the
+# compare-and-delete release script.
 # Usage: bash scripts/bench-serve.sh [RUNS]      (RUNS default 5; not part of CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUSTFLAGS
 runs=${1:-5}
-args=(-q -n 100000 -t ping,set,get,incr -P 16)
 
 cargo build --release --quiet
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -33,22 +36,55 @@ trap 'kill "$redis_pid" "$serve_pid" 2>/dev/null; wait 2>/dev/null || true' EXIT
 wait_port "$redis_port"
 wait_port "$serve_port"
 
-bench() { redis-benchmark -p "$1" "${args[@]}" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | grep -v 'rps='; }
-echo "redis-benchmark ${args[*]}   ($(nproc) cores, $(date -u +%Y-%m-%d))"
-redis_out=$(bench "$redis_port")
-serve_out=$(bench "$serve_port")
-printf '%-12s %16s %16s %8s\n' test redis-server "locksim serve" ratio
-paste <(echo "$redis_out") <(echo "$serve_out") | while IFS=$'\t' read -r r s; do
-  name=${r%%:*}
-  rr=$(echo "$r" | awk '{print $2}')
-  sr=$(echo "$s" | awk '{print $2}')
-  printf '%-12s %16s %16s %8.2f\n' "$name" "$rr" "$sr" "$(echo "$sr / $rr" | bc -l)"
-done
+release='if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end'
+sha=$(redis-cli -p "$redis_port" script load "$release")
+redis-cli -p "$serve_port" script load "$release" >/dev/null
 
-if command -v farm-bench >/dev/null 2>&1; then
-  echo
-  echo "farm-bench: $runs paired runs of the whole benchmark, A = locksim serve, B = redis-server"
-  echo "(wall-time ratio A/B: the throughput ratio is its inverse)"
-  farm-bench -n "$runs" --timeout 600 --vs "redis-benchmark -p $redis_port ${args[*]}" \
-    -- redis-benchmark -p "$serve_port" "${args[@]}"
-fi
+# One redis-benchmark run: its CSV rows (test, requests per second, latencies), header dropped.
+bench() {
+  local port=$1
+  shift
+  redis-benchmark -p "$port" --csv "$@" 2>/dev/null | tail -n +2
+}
+
+# A test: a label and redis-benchmark's arguments after the port (`@release`: the script text).
+tests=(
+  "default -P 16|-n 100000 -t ping,set,get,incr -P 16"
+  "SET NX PX -P 16|-r 100000 -n 100000 -P 16 SET key:__rand_int__ val NX PX 10000"
+  "SET NX PX -P 1|-r 100000 -n 30000 -P 1 SET key:__rand_int__ val NX PX 10000"
+  "EVAL release -P 16|-r 100000 -n 100000 -P 16 EVAL @release 1 key:__rand_int__ val"
+  "EVAL release -P 1|-r 100000 -n 30000 -P 1 EVAL @release 1 key:__rand_int__ val"
+  "EVALSHA release -P 16|-r 100000 -n 100000 -P 16 EVALSHA $sha 1 key:__rand_int__ val"
+  "EVALSHA release -P 1|-r 100000 -n 30000 -P 1 EVALSHA $sha 1 key:__rand_int__ val"
+)
+
+rows=$(mktemp)
+trap 'kill "$redis_pid" "$serve_pid" 2>/dev/null; wait 2>/dev/null || true; rm -f "$rows"' EXIT
+echo "locksim serve vs redis-server: $runs paired runs per test ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ))"
+for test in "${tests[@]}"; do
+  label=${test%%|*}
+  read -r -a args <<< "${test#*|}"
+  for i in "${!args[@]}"; do [ "${args[$i]}" = @release ] && args[$i]=$release; done
+  for run in $(seq 1 "$runs"); do
+    bench "$serve_port" "${args[@]}" | sed "s/^/$label\t$run\tserve\t/" >> "$rows"
+    bench "$redis_port" "${args[@]}" | sed "s/^/$label\t$run\tredis\t/" >> "$rows"
+  done
+done
+python3 - "$rows" <<'PY'
+import collections, statistics, sys
+rps = collections.defaultdict(dict)  # test -> {(run, server): rps}
+for line in open(sys.argv[1]):
+    label, run, server, row = line.rstrip("\n").split("\t", 3)
+    # The test's name may hold unescaped quotes and commas (a script): the 7 figures end the row.
+    fields = row.rsplit(",", 7)
+    test, value = fields[0].strip('"'), fields[1].strip('"')
+    name = test if label.startswith("default") else label
+    rps[name][(run, server)] = float(value)
+print(f"{'test':<22} {'redis-server':>14} {'locksim serve':>14} {'ratio (min-max)':>22}")
+for name, runs in rps.items():
+    pairs = sorted({r for r, _ in runs})
+    ratios = [runs[(r, "serve")] / runs[(r, "redis")] for r in pairs if (r, "serve") in runs and (r, "redis") in runs]
+    redis = statistics.median(runs[(r, "redis")] for r in pairs if (r, "redis") in runs)
+    serve = statistics.median(runs[(r, "serve")] for r in pairs if (r, "serve") in runs)
+    print(f"{name:<22} {redis:>14,.0f} {serve:>14,.0f} {statistics.median(ratios):>8.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+PY
