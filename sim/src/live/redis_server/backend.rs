@@ -536,6 +536,10 @@ mod tests {
         .expect("a valid scenario");
         let notes = not_applied(&scenario);
         assert_eq!(notes.len(), 1, "{notes:#?}");
-        assert!(notes[0].starts_with("faults[7] power_loss of {holder_master} is realised as a process crash"));
+        assert!(
+            notes[0].starts_with(
+                "faults[7] power_loss of {holder_master} is realised as a process crash"
+            )
+        );
     }
 }
