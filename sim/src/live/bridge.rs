@@ -27,7 +27,6 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use super::Inbound;
 use super::observe::register_tokens;
 use super::pacer::Inbox;
-use super::redis_server::links::PeerTap;
 use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
 use crate::world::World;
@@ -157,26 +156,24 @@ pub fn node_port(node: &str) -> u16 {
 }
 
 /// The simulated side of one bridged connection, run on the `client`'s node: a connection from
-/// `client` to `node` in the simulated network, relaying bytes both ways (`pump`). It ends
-/// (closing the real socket) when either side closes, or with the client node (a crash).
+/// `client` to `node` in the simulated network, relaying bytes both ways (`pump`) through `tap`.
+/// It ends (closing the real socket) when either side closes, or with the client node (a crash).
 ///
-/// `client` is a client node (a client process's connection: the commands it sends are
-/// recorded as `command_sent`, with `observe` they register the client's tokens
+/// `client` is a client node (a client process's connection, `ClientTap`: the commands it sends
+/// are recorded as `command_sent`, with `observe` they register the client's tokens
 /// (`observe::register_tokens`), and Sentinel replies are rewritten to the client's ports) or a
-/// server node (a real process's own connection to another: `redis_server::links`, relayed
-/// as it is, the replication stream to a replica reported as `replicated`). `adopt` names a
-/// real connection to `node`'s process that already exists (`links::Links::hand_over`): the
-/// simulated connection goes to the node's adoption port and names it first.
-#[allow(clippy::too_many_arguments)]
+/// server node (a real process's own connection to another, `redis_server::links::PeerTap`:
+/// relayed as it is, the replication stream to a replica reported as `replicated`). `adopt`
+/// names a real connection to `node`'s process that already exists (`links::Links::hand_over`):
+/// the simulated connection goes to the node's adoption port and names it first.
 pub async fn relay(
     world: Arc<World>,
-    ports: Arc<Ports>,
     client: String,
     node: String,
-    observe: bool,
     adopt: Option<u64>,
     from_real: UnboundedReceiver<Vec<u8>>,
     to_real: UnboundedSender<Vec<u8>>,
+    mut tap: impl Tap,
 ) {
     let port = match adopt {
         Some(_) => ADOPTION_PORT,
@@ -191,13 +188,7 @@ pub async fn relay(
     {
         return;
     }
-    if world.scenario.client_names().contains(&client) {
-        let mut tap = ClientTap::new(world.clone(), ports, client, node, observe);
-        pump(&world, conn, from_real, to_real, &mut tap).await;
-    } else {
-        let mut tap = PeerTap::new(&world, &client, &node, adopt.is_some());
-        pump(&world, conn, from_real, to_real, &mut tap).await;
-    }
+    pump(&world, conn, from_real, to_real, &mut tap).await;
 }
 
 /// The simulated port where a server node adopts real connections that existed before the
@@ -283,7 +274,7 @@ pub async fn pump(
 }
 
 /// A client process's connection to a Redis node or a Sentinel (see `relay`).
-struct ClientTap {
+pub struct ClientTap {
     world: Arc<World>,
     ports: Arc<Ports>,
     client: String,
@@ -297,7 +288,7 @@ struct ClientTap {
 }
 
 impl ClientTap {
-    fn new(
+    pub fn new(
         world: Arc<World>,
         ports: Arc<Ports>,
         client: String,

@@ -451,9 +451,30 @@ fn start(
             } else {
                 let observe = live.observe;
                 client_node.spawn(async move {
-                    madsim::task::spawn_local(bridge::relay(
-                        world, ports, client, node, observe, adopt, rx, to_real,
-                    ));
+                    // A client process's connection, or a real server's own (replication,
+                    // Sentinel): each has its tap.
+                    if world.scenario.client_names().contains(&client) {
+                        let tap = bridge::ClientTap::new(
+                            world.clone(),
+                            ports,
+                            client.clone(),
+                            node.clone(),
+                            observe,
+                        );
+                        madsim::task::spawn_local(bridge::relay(
+                            world, client, node, adopt, rx, to_real, tap,
+                        ));
+                    } else {
+                        let tap = redis_server::links::PeerTap::new(
+                            &world,
+                            &client,
+                            &node,
+                            adopt.is_some(),
+                        );
+                        madsim::task::spawn_local(bridge::relay(
+                            world, client, node, adopt, rx, to_real, tap,
+                        ));
+                    }
                 });
             }
         }
