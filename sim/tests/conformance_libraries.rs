@@ -78,9 +78,10 @@ fn run_suite(what: &str, runs: impl Fn(&Runtime) -> bool) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// One suite at a time: the real libraries' timings (pottery's acquire returns at its quorum and
-/// cancels the calls to masters it has not started, `BailOutExecutor`) must not depend on
-/// another suite's load on a small machine.
+/// One suite at a time: the real libraries' timings must not depend on another suite's load on
+/// a small machine (pottery 3.0.1's acquire returns at its quorum and leaves the other masters'
+/// calls to background threads, `pottery/executor.py` `BailOutExecutor`: under load one had not
+/// reached its master when the situation ended).
 static ONE_SUITE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
