@@ -165,15 +165,8 @@ fn retarget(fault: &mut Fault, rng: &mut ChaCha8Rng) {
     if !fault.when.fires_on_a_client() {
         return;
     }
-    let node = match &mut fault.kind {
-        FaultKind::Pause { node }
-        | FaultKind::Crash { node, .. }
-        | FaultKind::PowerLoss { node, .. }
-        | FaultKind::ClockJump { node, .. }
-        | FaultKind::ClockDrift { node, .. }
-        | FaultKind::Isolate { node }
-        | FaultKind::DropConnections { node } => node,
-        _ => return,
+    let Some(node) = fault.kind.single_node_mut() else {
+        return;
     };
     if is_master_name(node) {
         *node = HOLDER_MASTER.to_string();

@@ -72,6 +72,23 @@ pub const FAULT_KINDS: &[&str] = &[
 ];
 
 impl FaultKind {
+    /// The node of a fault on one node (pause, crash, power loss, clock, isolate, dropped
+    /// connections); `None` for the faults on links or a failover.
+    pub fn single_node_mut(&mut self) -> Option<&mut String> {
+        match self {
+            FaultKind::Pause { node }
+            | FaultKind::Crash { node, .. }
+            | FaultKind::PowerLoss { node, .. }
+            | FaultKind::ClockJump { node, .. }
+            | FaultKind::ClockDrift { node, .. }
+            | FaultKind::Isolate { node }
+            | FaultKind::DropConnections { node } => Some(node),
+            FaultKind::Delay { .. } | FaultKind::Failover { .. } | FaultKind::Partition { .. } => {
+                None
+            }
+        }
+    }
+
     /// Every node name the fault gives (placeholders included).
     pub fn node_names(&self) -> Vec<&str> {
         match self {
