@@ -616,8 +616,7 @@ mod tests {
             let Some(t_us) = hits
                 .iter()
                 .map(|h| h.t_us)
-                .filter(|&t| t < target.heal_at_ms * 500)
-                .last()
+                .rfind(|&t| t < target.heal_at_ms * 500)
             else {
                 continue;
             };
