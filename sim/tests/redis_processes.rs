@@ -556,3 +556,31 @@ fn the_clock_wait_and_rejoin_probes_agree_with_redis() {
     assert_eq!(none_left(&dir), Vec::<i32>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The promotion probe (2 runs each side, one per replica held behind): Sentinel promotes the
+/// replica with the greater offset (`compareSlavesForPromotion`, 7.0.15 `src/sentinel.c`
+/// 4920-4946) whichever one is behind, in the simulation and on real processes.
+#[test]
+fn the_promotion_probe_agrees_with_redis() {
+    use locksim::fidelity::probes::{Real, promotion};
+    let dir = common::temp_dir("redis-processes-promotion");
+    let supervisor = Supervisor::new().unwrap();
+    let real = Real {
+        supervisor: &supervisor,
+        binaries: Binaries::default(),
+        dir: &dir,
+    };
+    let simulated = promotion::simulated(2).unwrap();
+    let measured = promotion::real(&real, env!("CARGO_BIN_EXE_locksim").as_ref(), 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-sentinel", &measured)] {
+        for held in ["redis-1-replica-1", "redis-1-replica-2"] {
+            assert_eq!(
+                series.get(&format!("{held} held, the other promoted")),
+                Some(&vec![1.0]),
+                "{side}: {series:?}"
+            );
+        }
+    }
+    assert_eq!(none_left(&dir), Vec::<i32>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
