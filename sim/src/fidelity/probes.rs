@@ -819,7 +819,7 @@ pub mod promotion {
 
     /// The replica whose link is cut in run `i`.
     fn held(i: u32) -> &'static str {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             "redis-1-replica-1"
         } else {
             "redis-1-replica-2"

@@ -17,7 +17,9 @@ simulation's seeds in [fidelity-matrix.md](fidelity-matrix.md), written by \
 file). Replication and Sentinel links cross the simulated network there as the clients' do \
 (docs/live.md), so server-to-server faults and `replica_lag_ms` apply; what the real processes \
 cannot get (a machine crash) is listed there from each run's \
-`faults_not_applied`.\n";
+`faults_not_applied`. The same page compares the catalog's (non-matrix) scenarios, each with \
+its own scheme (`bash scripts/fidelity-matrix.sh --catalog`), and lists those that are not \
+compared with the reason the script found.\n";
 
 /// Count, min, median and max of `samples`, as a table cell (`–` when empty).
 fn summary(samples: &[f64], unit: &str) -> String {
