@@ -204,12 +204,14 @@ pub fn markdown(figures: &Figures) -> String {
          replica read from the Sentinels' `+promoted-slave` log lines; simulation: the trace's \
          `+promoted-slave`). Sentinel ranks the candidates by `replica-priority`, then the \
          greater replication offset, then the smaller run id (`compareSlavesForPromotion`, \
-         7.0.15 `src/sentinel.c` 4920-4946, called from `sentinelSelectSlave` 4986; the model's \
+         7.0.15 `src/sentinel.c` 4920-4946, called from `sentinelSelectSlave` (4948, its `qsort` at 4985); the model's \
          `select_slave`, `sim/src/nodes/sentinel/failover.rs`, the same with the node's name as \
          run id). The replica held behind alternates between runs: with equal offsets the \
          tie-break does not depend on which one is behind (Redis: random run ids; the model: \
          always `replica-1`), so only the offset promotes the up-to-date replica in every run. Per replica held behind: the share of runs promoting \
-         the other.\n\n",
+         the other, among the runs that promoted one; then the share of runs with no promotion \
+         by the end of the run (8 s after the kill: an election without a majority is retried \
+         only after twice the failover timeout).\n\n",
     );
     share_table(
         &mut out,
