@@ -118,6 +118,7 @@ repeat = ", ".join(sorted({str(r["repeat"]) for r in rows}))
 # Why a cell differs, found by reading the runs (kept here so the page regenerates with them).
 WHY = {
     "11b-master-power-loss-everysec": "a machine crash cannot be produced on loopback: live, `power_loss` is a `kill -9`, whose un-fsynced AOF tail the kernel keeps (the key survives); the simulation loses it as a power loss does",
+    "redis-7-absolute-ttl-replica-clock-fixed": "the fixed file is Redis 6.2's replication stream (`topology.ttl_propagation: relative`: `SET ... PX`, each replica counting from its own clock); redis-server 7.0 always propagates `SET ... PXAT` (7.0.15 `src/t_string.c` 115-121), so live the replica whose clock runs 30 s ahead expires the key as in the unfixed file. The live backend lists this in `faults_not_applied` since this row was measured",
     "12b-bare-majority-power-loss-everysec": "live, `power_loss` is a `kill -9`: the kernel keeps the un-fsynced AOF tail, so the restarted master (the holder's third of five for Redlock, its only master for set-nx-px-lua) has the lock again; the simulation loses it, as a power loss does, and another client reaches the lock",
 }
 # Rows whose rates differ although the cells agree by the rule above, with what the runs showed.
