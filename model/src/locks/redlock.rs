@@ -17,9 +17,10 @@
 //!   on failure every master is unlocked by `EVALSHA` of its compare-and-delete (`:319`).
 //! - `antirez/redlock-rb`, commit 2af803d (the repository has no tags), `redlock.rb`: 3 tries
 //!   (`DefaultRetryCount`, `:4, :57`), one value per `lock` call (20 random bytes, each written
-//!   in base 32, `:46-53`), `SET NX PX` on each master in turn (`:30-36`) with redis-rb 3.x's
+//!   in base 32, `:46-53`), `set k v nx px ttl` (lower case: redis-rb 3.x writes its symbols
+//!   as they are) on each master in turn (`:30-36`) with redis-rb 3.x's
 //!   5 s default timeout (redis/redis-rb@v3.1.0 `lib/redis/client.rb:14`), validity > 0 on the
-//!   wall clock `Time.now` (`:59-68`), unlock by `EVAL` (`:38-44, :75-77`), and a random
+//!   wall clock `Time.now` (`:59-68`), unlock by `eval` (`:38-44, :75-77`), and a random
 //!   rand(200) ms sleep after *every* failed try, the last included (`:80`).
 //! - `redsync`, go-redsync/redsync@v4.17.0: `redsync.go:30-42` 8 s expiry, 32 tries, rand[50, 250)
 //!   ms delay, drift factor 0.01 without the 2 ms, timeout factor 0.05; `mutex.go:75-134` one
@@ -658,7 +659,10 @@ impl Redlock {
         Box::pin(async move {
             match library {
                 Library::AntirezRb => {
-                    let cmd = argv(&["SET", &key, &value, "NX", "PX", &ttl]);
+                    // `redis.client.call([:set,resource,val,:nx,:px,ttl])` (`redlock.rb:32`):
+                    // redis-rb 3.x writes each symbol with `to_s`, lower case as written
+                    // (redis/redis-rb@v3.1.0 `lib/redis/connection/command_helper.rb:7-22`).
+                    let cmd = argv(&["set", &key, &value, "nx", "px", &ttl]);
                     let reply = send(&env, server, cmd, timeout).await?;
                     Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
                 }
@@ -708,7 +712,8 @@ impl Redlock {
         Box::pin(async move {
             let reply = match library {
                 Library::AntirezRb => {
-                    let cmd = script_command("EVAL", ANTIREZ_UNLOCK, &key, &[&value]);
+                    // `redis.client.call([:eval,UnlockScript,1,resource,val])` (`redlock.rb:40`).
+                    let cmd = script_command("eval", ANTIREZ_UNLOCK, &key, &[&value]);
                     send(&env, server, cmd, timeout).await
                 }
                 Library::LeandroRb => {
@@ -1195,7 +1200,12 @@ mod tests {
         block_on(lb.acquire(&env, 10_000)).unwrap();
         block_on(lb.release(&env));
         let sent = b.sent.borrow().clone();
-        assert!(sent[0].starts_with("SET lock ") && sent[0].ends_with(" NX PX 10000"));
+        // redis-rb 3.x sends its symbols as written, `nx px` (the test env shows command
+        // names in upper case).
+        assert!(
+            sent[0].starts_with("SET lock ") && sent[0].ends_with(" nx px 10000"),
+            "{sent:?}"
+        );
         assert!(
             sent[3].starts_with("EVAL \"\\n    if redis.call"),
             "{sent:?}"
