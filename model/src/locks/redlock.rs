@@ -994,6 +994,20 @@ impl LockScheme for Redlock {
         };
         let quorum = env.servers() / 2 + 1;
         let servers = env.servers();
+        if matches!(self.library, Library::LeandroRb | Library::AntirezRb) {
+            // `Client#unlock` is `@servers.each { |s| s.unlock(...) }` and
+            // `RedisInstance#unlock` rescues every error: it returns the server list whatever
+            // the masters answered, so the caller is told nothing (leandromoreira/redlock-rb@2.0.6
+            // `client.rb:104-106, :211-219`, @2.0.1 `client.rb:94-96, :177-185`;
+            // antirez/redlock-rb@2af803d `redlock.rb:38-44, :85-89`).
+            let deleted = self.unlock_all(env, &value, self.unlock_timeout_ms).await;
+            return Release {
+                ok: true,
+                detail: format!(
+                    "unlock reports nothing (deleted on {deleted}/{servers} masters, unseen by the caller)"
+                ),
+            };
+        }
         if self.library != Library::NodeRedlock {
             let deleted = self.unlock_all(env, &value, self.unlock_timeout_ms).await;
             return Release {
@@ -1235,6 +1249,32 @@ mod tests {
             "fails, then releases its partial keys"
         );
         assert_eq!(outcome("leandromoreira/redlock-rb"), (true, 2));
+    }
+
+    /// The Ruby libraries' `unlock` returns the server list whatever the masters answered: a
+    /// release of a lock that expired everywhere still tells the caller nothing is wrong.
+    #[test]
+    fn ruby_unlock_reports_nothing_even_when_nothing_was_deleted() {
+        for preset in [
+            "leandromoreira/redlock-rb",
+            "leandromoreira/redlock-rb@2.0.1",
+            "antirez/redlock-rb",
+        ] {
+            let m = masters(3);
+            let a = DirectEnv::concrete_multi(&m, "a", 1);
+            let env: Rc<dyn LockEnv> = a.clone();
+            let mut la = scheme(serde_json::json!({"name": "redlock", "preset": preset}));
+            block_on(la.acquire(&env, 10_000)).unwrap();
+            for master in &m {
+                master.command(&["DEL", "lock"]);
+            }
+            let release = block_on(la.release(&env));
+            assert!(release.ok, "{preset}: {release:?}");
+            assert!(
+                release.detail.contains("deleted on 0/3"),
+                "{preset}: {release:?}"
+            );
+        }
     }
 
     /// node-redlock's release retries (10 times, 200 ± 100 ms apart) until a quorum deleted
