@@ -78,7 +78,7 @@ use async_trait::async_trait;
 
 use super::{
     CallError, Extension, Family, Grant, Lease, LocalBoxFuture, LockEnv, LockScheme, Params,
-    PresetInfo, Release, SchemeInfo, argv, uuid4,
+    PresetInfo, RAISED, Release, SchemeInfo, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -916,8 +916,14 @@ impl LockScheme for Redlock {
                 for server in 0..env.servers() {
                     let result = self.lock_one(env, server, &value).await;
                     if let Err(e) = result {
+                        // The caller gets the exception, not `false`: redis-client's
+                        // `ReadTimeoutError` / `ConnectionError` out of `Client#lock`.
+                        let class = match e {
+                            CallError::Timeout => "RedisClient::ReadTimeoutError",
+                            CallError::Disconnected(_) => "RedisClient::ConnectionError",
+                        };
                         return Err(format!(
-                            "the lock call to master {} raised ({e}): the error escapes lock, nothing is unlocked",
+                            "{RAISED}{class} from the lock call to master {} ({e}): the error escapes lock, nothing is unlocked",
                             server + 1
                         ));
                     }
@@ -1414,7 +1420,11 @@ mod tests {
             (result, shared.command(&["EXISTS", "lock"]))
         };
         let (old, left) = run("leandromoreira/redlock-rb@2.0.1");
-        assert!(old.unwrap_err().contains("nothing is unlocked"));
+        let raised = old.unwrap_err();
+        assert!(
+            raised.starts_with(RAISED) && raised.contains("nothing is unlocked"),
+            "the caller gets an exception, not a refusal: {raised}"
+        );
         assert_eq!(left, Reply::Integer(1), "2.0.1 leaves the key it set");
         let (_, left) = run("leandromoreira/redlock-rb");
         assert_eq!(
