@@ -65,6 +65,11 @@
 //!   `aioredlock.rs` (its three scripts loaded first, every reply awaited, 3 tries with one
 //!   value 100–300 ms apart, a watchdog without `lock_timeout`).
 //!
+//! - `redis-semaphore@5.8.0`, the `RedlockMutex` of swarthy/redis-semaphore 5.8.0 (npm): a
+//!   library of its own, modelled in `redis_semaphore_redlock.rs` (`SET PX NX` on every master
+//!   at once, a quorum wins with no validity check, otherwise delete-if-equal everywhere and
+//!   10 ms until the acquire timeout; a refresh timer that re-sets the masters it lost).
+//!
 //! `redlock-no-validity` is Redlock without the validity check: by default node-redlock, or any
 //! preset with its check removed (`validity_check: false` on `redlock` does the same).
 
@@ -148,6 +153,7 @@ const PRESET_ROWS: &[PresetInfo] = &[
     },
     super::pottery::PRESET,
     super::aioredlock::PRESET,
+    super::redis_semaphore_redlock::PRESET,
     PresetInfo {
         name: "redsync@4.0.3",
         summary: "redsync v4.0.3: 500 ms between tries, no per-call timeout, Unlock() and Extend() report success whatever the masters answered (PR 61)",
@@ -318,6 +324,7 @@ const PRESETS: &[&str] = &[
     "node-redlock@4.2.0",
     "pottery@3.0.1",
     "aioredlock@0.7.3",
+    "redis-semaphore@5.8.0",
 ];
 
 fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, String> {
@@ -332,6 +339,9 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
     }
     if preset == super::aioredlock::PRESET.name {
         return super::aioredlock::build(params);
+    }
+    if preset == super::redis_semaphore_redlock::PRESET.name {
+        return super::redis_semaphore_redlock::build(params);
     }
     let key = params.key()?;
     let mut s = match preset.as_str() {
