@@ -121,21 +121,31 @@ fn conform_show_puts_the_reference_beside_the_model() {
         .output()
         .expect("locksim runs");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("08-expired-before-release: identical"), "{text}");
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("08-expired-before-release: identical"),
+        "{text}"
+    );
     let headers: Vec<&str> = text
         .lines()
         .filter(|l| l.trim_end().ends_with("| model"))
         .collect();
     assert_eq!(headers.len(), 3, "one header per master: {text}");
     assert!(
-        headers.iter().all(|h| h.trim_start().starts_with("source ")),
+        headers
+            .iter()
+            .all(|h| h.trim_start().starts_with("source ")),
         "the left column is the source's: {text}"
     );
     // The release's outcome as the source says it, beside the model's.
     assert!(
         text.lines()
-            .any(|l| l.starts_with("  outcome 2: release: granted") && l.contains("| release: granted")),
+            .any(|l| l.starts_with("  outcome 2: release: granted")
+                && l.contains("| release: granted")),
         "{text}"
     );
 }

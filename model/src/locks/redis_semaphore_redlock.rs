@@ -108,8 +108,14 @@ impl Call {
 
     /// `delIfEqualLua(client, [key, identifier]).catch(() => 0)`: its answer is not used.
     async fn del_if_equal(self, server: usize) -> u64 {
-        let _ = evalsha_or_eval(&self.env, server, DEL_IF_EQUAL, &[&self.key], &[&self.identifier])
-            .await;
+        let _ = evalsha_or_eval(
+            &self.env,
+            server,
+            DEL_IF_EQUAL,
+            &[&self.key],
+            &[&self.identifier],
+        )
+        .await;
         0
     }
 
@@ -128,7 +134,10 @@ impl Call {
         F: Fn(Call, usize) -> LocalBoxFuture<'static, u64>,
     {
         let mut fanin = Fanin {
-            futures: servers.iter().map(|&s| Some(one(self.clone(), s))).collect(),
+            futures: servers
+                .iter()
+                .map(|&s| Some(one(self.clone(), s)))
+                .collect(),
             results: servers.iter().map(|_| None).collect(),
         };
         (&mut fanin).await;
@@ -278,7 +287,8 @@ mod tests {
     use crate::redis::Reply;
 
     fn preset(extra: serde_json::Value) -> Box<dyn crate::locks::LockScheme> {
-        let mut spec = json!({"name": "redlock", "preset": "redis-semaphore@5.8.0", "key": "mutex:lock"});
+        let mut spec =
+            json!({"name": "redlock", "preset": "redis-semaphore@5.8.0", "key": "mutex:lock"});
         if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
             spec.extend(extra.clone());
         }
@@ -317,7 +327,12 @@ mod tests {
         let refused = block_on(la.acquire(&env, 60_000)).unwrap_err();
         assert!(refused.starts_with("TimeoutError"), "{refused}");
         assert_eq!(m[2].command(&["EXISTS", "mutex:lock"]), Reply::Integer(0));
-        let sets = a.sent.borrow().iter().filter(|c| c.starts_with("SET ")).count();
+        let sets = a
+            .sent
+            .borrow()
+            .iter()
+            .filter(|c| c.starts_with("SET "))
+            .count();
         assert_eq!(sets, 3 * 3, "3 attempts on 3 masters");
     }
 
