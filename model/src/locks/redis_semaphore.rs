@@ -121,6 +121,30 @@ pub struct Mutex {
     refresh: Option<Box<dyn TaskGuard>>,
 }
 
+/// How both of redis-semaphore's mutexes begin a release (`lib/Lock.js:144-154`): stop the
+/// refresh, then go on only with an identifier whose lock is still held (`_acquired`).
+pub(super) fn identifier_to_release(
+    refresh: &mut Option<Box<dyn TaskGuard>>,
+    identifier: &Option<String>,
+    acquired: &Cell<bool>,
+) -> Result<String, Release> {
+    if let Some(refresh) = refresh.take() {
+        refresh.cancel();
+    }
+    let identifier = match identifier {
+        Some(id) if acquired.get() => id.clone(),
+        Some(_) => {
+            return Err(Release {
+                ok: true,
+                detail: "not held (lost, or never acquired): release sends nothing".into(),
+            });
+        }
+        None => return Err(not_acquired()),
+    };
+    acquired.set(false);
+    Ok(identifier)
+}
+
 fn raised(what: &str, e: impl std::fmt::Display) -> String {
     format!("{RAISED}{what}: {e}")
 }
@@ -218,20 +242,11 @@ impl LockScheme for Mutex {
     }
 
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        if let Some(refresh) = self.refresh.take() {
-            refresh.cancel();
-        }
-        let identifier = match &self.identifier {
-            Some(id) if self.acquired.get() => id.clone(),
-            Some(_) => {
-                return Release {
-                    ok: true,
-                    detail: "not held (lost, or never acquired): release sends nothing".into(),
-                };
-            }
-            None => return not_acquired(),
-        };
-        self.acquired.set(false);
+        let identifier =
+            match identifier_to_release(&mut self.refresh, &self.identifier, &self.acquired) {
+                Ok(identifier) => identifier,
+                Err(release) => return release,
+            };
         match evalsha_or_eval(env, 0, DEL_IF_EQUAL, &[&self.options.key], &[&identifier]).await {
             Ok(Reply::Error(e)) => Release {
                 ok: false,

@@ -36,11 +36,11 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::redis_semaphore::{DEL_IF_EQUAL, EXPIRE_IF_EQUAL, Options};
+use super::redis_semaphore::{DEL_IF_EQUAL, EXPIRE_IF_EQUAL, Options, identifier_to_release};
 use super::redlock::Fanin;
 use super::{
     Grant, Lease, LocalBoxFuture, LockEnv, LockScheme, Params, PresetInfo, Release, TaskGuard,
-    argv, evalsha_or_eval, not_acquired, uuid4,
+    argv, evalsha_or_eval, uuid4,
 };
 use crate::redis::Reply;
 
@@ -233,20 +233,11 @@ impl LockScheme for RedlockMutex {
     }
 
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        if let Some(refresh) = self.refresh.take() {
-            refresh.cancel();
-        }
-        let identifier = match &self.identifier {
-            Some(id) if self.acquired.get() => id.clone(),
-            Some(_) => {
-                return Release {
-                    ok: true,
-                    detail: "not held (lost, or never acquired): release sends nothing".into(),
-                };
-            }
-            None => return not_acquired(),
-        };
-        self.acquired.set(false);
+        let identifier =
+            match identifier_to_release(&mut self.refresh, &self.identifier, &self.acquired) {
+                Ok(identifier) => identifier,
+                Err(release) => return release,
+            };
         let call = Call {
             env: env.clone(),
             key: self.options.key.clone(),
