@@ -81,6 +81,15 @@ pub enum Mark {
     ConnectionLost,
     /// Redlock granted with less than a tenth of its TTL left as validity.
     RedlockGrantLowValidity,
+    /// `WAIT` returned at its timeout acknowledged by some replicas but fewer than it asked
+    /// for: a write a failover to one of the others loses (Redisson #5256's first step).
+    WaitPartiallyAcked,
+    /// A replica became a master without the lock's key while a client believed it held the
+    /// lock: the promotion hands that lock to the next acquirer.
+    PromotedWhileHeld,
+    /// A client re-sent a command whose reply had timed out: its first attempt may have run
+    /// (Redisson 3.12 re-sends the lock script at once, `RedisExecutor.java:312-331`).
+    TimedOutCommandResent,
 }
 
 impl Mark {
@@ -119,6 +128,9 @@ impl Mark {
         Mark::OldMasterDemoted,
         Mark::ConnectionLost,
         Mark::RedlockGrantLowValidity,
+        Mark::WaitPartiallyAcked,
+        Mark::PromotedWhileHeld,
+        Mark::TimedOutCommandResent,
     ];
 
     /// The mark's name in hunt's output and corpus files.
@@ -158,6 +170,9 @@ impl Mark {
             Mark::OldMasterDemoted => "old_master_demoted",
             Mark::ConnectionLost => "connection_lost",
             Mark::RedlockGrantLowValidity => "redlock_grant_low_validity",
+            Mark::WaitPartiallyAcked => "wait_partially_acked",
+            Mark::PromotedWhileHeld => "promoted_while_held",
+            Mark::TimedOutCommandResent => "timed_out_command_resent",
         }
     }
 }
@@ -197,6 +212,12 @@ pub fn mark(mark: Mark) {
     });
 }
 
+/// Whether marks are on for this thread: a mark whose state costs more than a read to
+/// establish (a scan of the history) checks this first, so that it stays free when off.
+pub fn on() -> bool {
+    SINK.with(|sink| sink.try_borrow().is_ok_and(|sink| sink.is_some()))
+}
+
 /// Turns marks on for this thread, stamping hits with `clock`; hits of an earlier sink are
 /// dropped.
 pub fn start(clock: Box<dyn Fn() -> u64>) {
@@ -223,9 +244,11 @@ mod tests {
     fn marks_are_kept_only_between_start_and_stop() {
         mark(Mark::KeyExpired);
         assert!(stop().is_empty());
+        assert!(!on());
         let now = std::rc::Rc::new(std::cell::Cell::new(5u64));
         let clock = now.clone();
         start(Box::new(move || clock.get()));
+        assert!(on());
         mark(Mark::WaitShort);
         now.set(9);
         mark(Mark::ReplicaPromoted);
@@ -245,6 +268,7 @@ mod tests {
         );
         mark(Mark::KeyExpired);
         assert!(stop().is_empty());
+        assert!(!on());
     }
 
     #[test]

@@ -863,6 +863,7 @@ async fn batch(
         let retry = attempt < config.retry_attempts;
         match error {
             CallError::Timeout if retry && resend => {
+                crate::marks::mark(crate::marks::Mark::TimedOutCommandResent);
                 if config.version == Version::V4_7 {
                     env.sleep_ms(config.retry_delay_ms(env, attempt)).await;
                 }

@@ -41,6 +41,9 @@ pub struct Reached {
     pub features: BTreeSet<String>,
     /// The first time (µs) each mark fired.
     pub first_us: BTreeMap<Mark, u64>,
+    /// For each mark, pair and (mark, fault kind) feature: the mark whose hit first reached it
+    /// and when (µs) — where an anchored child inserts its fault (`anchor`).
+    pub first_at: BTreeMap<String, (Mark, u64)>,
     /// Least (ownership end − last write while holding), ms; `None` when no holder wrote.
     pub least_write_margin_ms: Option<i64>,
     /// Least lease left at a grant, ms; `None` without a lease or a grant.
@@ -93,8 +96,11 @@ pub fn reached(hits: &[Hit], events: &[Event], lease_ms: Option<u64>) -> Reached
         out.first_us.entry(hit.mark).or_insert(hit.t_us);
         for (before, t_us) in &last_us {
             if *before != hit.mark && hit.t_us.saturating_sub(*t_us) <= PAIR_WINDOW_MS * 1000 {
-                out.features
-                    .insert(format!("p:{}>{}", before.name(), hit.mark.name()));
+                let pair = format!("p:{}>{}", before.name(), hit.mark.name());
+                out.first_at
+                    .entry(pair.clone())
+                    .or_insert((hit.mark, hit.t_us));
+                out.features.insert(pair);
             }
         }
         last_us.insert(hit.mark, hit.t_us);
@@ -105,12 +111,18 @@ pub fn reached(hits: &[Hit], events: &[Event], lease_ms: Option<u64>) -> Reached
         }
         for (kind, n) in &open {
             if *n > 0 {
-                out.features.insert(format!("f:{}@{kind}", hit.mark.name()));
+                let under = format!("f:{}@{kind}", hit.mark.name());
+                out.first_at
+                    .entry(under.clone())
+                    .or_insert((hit.mark, hit.t_us));
+                out.features.insert(under);
             }
         }
     }
-    for mark in out.first_us.keys() {
-        out.features.insert(format!("m:{}", mark.name()));
+    for (mark, t_us) in &out.first_us {
+        let name = format!("m:{}", mark.name());
+        out.first_at.insert(name.clone(), (*mark, *t_us));
+        out.features.insert(name);
     }
     out.least_write_margin_ms = least_write_margin_ms(events);
     out.least_grant_validity_ms = lease_ms.and_then(|lease| least_grant_validity_ms(events, lease));
@@ -375,6 +387,21 @@ mod tests {
         .into();
         assert_eq!(r.features, expected);
         assert_eq!(r.first_us[&Mark::WaitShort], 200_000);
+        // Where each was first reached: the pair at its second mark, the mark under a fault
+        // kind at its first hit while the kind was active.
+        assert_eq!(
+            r.first_at["p:replica_promoted>wait_short"],
+            (Mark::WaitShort, 600_000)
+        );
+        assert_eq!(
+            r.first_at["f:wait_short@failover"],
+            (Mark::WaitShort, 600_000)
+        );
+        assert_eq!(
+            r.first_at["m:replica_promoted"],
+            (Mark::ReplicaPromoted, 500_000)
+        );
+        assert!(r.first_at.keys().all(|f| r.features.contains(f)));
         let once = reached(&hits[..2], &events, None);
         assert!(!once.features.contains("p:replica_promoted>wait_short"));
         // Past the window, an order is no pair.

@@ -11,13 +11,17 @@
 //! - prefix branches (moonpool-explorer: branch where a rare mark first fires): when a run
 //!   first reaches a mark at time t, children keep its faults before t and redraw the rest.
 //!   Runs start their faults in sequence (`faults_in_sequence`, `faults::schedule`), so a
-//!   child's run is its parent's up to t, exactly.
+//!   child's run is its parent's up to t, exactly;
+//! - anchored insertions (`anchor`): when a run first reaches a feature at time t, children
+//!   replay its faults up to t and insert one fault right after, its kind, offset and duration
+//!   drawn around the scenario's time scales by what earlier children of the campaign taught.
 //!
 //! What a run reached (`features`): its marks (`model::marks`), ordered mark pairs, (mark,
 //! active fault kind), and the watermark. A run is kept in the corpus when it reaches a
 //! feature no earlier run had, or a better watermark. The campaign stops at the first run
 //! that breaks a verdict (the caller shrinks it), or when its budget is spent.
 
+pub mod anchor;
 pub mod bench;
 pub mod corpus;
 pub mod features;
@@ -39,12 +43,31 @@ use crate::scenario::faults::Fault;
 use crate::scenario::nemesis::NemesisSpec;
 use crate::world::history::Budget;
 use crate::world::stream_seed;
+use anchor::{Anchors, Choice, TimeScales};
 use corpus::{Corpus, Entry, Watermark, Watermarks};
 use features::Reached;
 use swarm::KindDraw;
 
 /// Share of runs that are fresh swarm draws once the corpus has entries.
 pub const FRESH_SHARE: f64 = 0.2;
+
+/// Share of runs that are fresh draws when no run reached a new feature in the last
+/// [`STALL_RUNS`] runs: the corpus has stalled, new ground comes from elsewhere.
+pub const STALLED_FRESH_SHARE: f64 = 0.5;
+
+/// Runs without a new feature after which the corpus counts as stalled.
+pub const STALL_RUNS: u64 = 16;
+
+/// Share of the learnt runs (not fresh) that are anchored insertions while anchors wait; the
+/// others are mutants.
+pub const ANCHOR_SHARE: f64 = 0.5;
+
+/// A run anchors where it reached a feature at most this many runs of the campaign reached
+/// (itself included): 1, only the features it was the first to reach. Anchoring at features
+/// reached twice too measured worse (scripts/hunt-bench.sh rows: WAIT class 67 runs, 16/20,
+/// against 51.5, 18/20; the re-sent acquire class 3 of its first 12 campaigns found): more
+/// anchors, each with less of the campaign's runs.
+pub const RARE_HITS: u64 = 1;
 
 /// Share of hunt's fresh inputs drawn as the random nemesis draws (every kind, uniform gaps
 /// and durations); the others are swarm draws.
@@ -92,6 +115,8 @@ pub struct Target {
     pub heal_at_ms: u64,
     /// The scheme's lease (`None`: lease-less), for the grant-validity watermark.
     pub lease_ms: Option<u64>,
+    /// Where an anchored insertion draws its offsets and durations.
+    pub scales: TimeScales,
     judges_fairness: bool,
 }
 
@@ -115,11 +140,13 @@ impl Target {
         let lease_ms = (scheme_spec.lease() != model::locks::Lease::None
             && scheme_spec.ttl_ms() > 0)
             .then(|| scheme_spec.ttl_ms());
+        let scales = TimeScales::of(&row, lease_ms);
         Ok(Target {
             row,
             nemesis,
             heal_at_ms,
             lease_ms,
+            scales,
             judges_fairness,
         })
     }
@@ -139,6 +166,7 @@ impl Target {
             reached: features::reached(&hits, &output.events, self.lease_ms),
             broken,
             trace_hash: output.result.trace_hash,
+            events: output.events,
         })
     }
 
@@ -179,6 +207,8 @@ pub struct Trial {
     pub reached: Reached,
     pub broken: Vec<&'static str>,
     pub trace_hash: String,
+    /// The run's trace (who held the lock when an anchor is set).
+    pub events: Vec<model::history::Event>,
 }
 
 /// How long a campaign may search.
@@ -275,6 +305,8 @@ pub enum Origin {
     Mutant,
     /// A prefix branch of a run that reached a new mark.
     Prefix,
+    /// A fault inserted right after the point a run first reached a feature.
+    Anchored,
     /// A corpus entry of an earlier campaign (`--resume`).
     Resumed,
 }
@@ -286,6 +318,7 @@ impl Origin {
             Origin::Nemesis => "a nemesis-like draw",
             Origin::Mutant => "a mutant",
             Origin::Prefix => "a prefix branch",
+            Origin::Anchored => "an anchored insertion",
             Origin::Resumed => "a resumed entry",
         }
     }
@@ -305,6 +338,10 @@ pub struct Campaign<'a> {
     pub corpus: Corpus,
     /// Prefix children waiting to run: (faults, seed).
     queue: Vec<(Vec<Fault>, u64)>,
+    /// Points to insert a fault after, and what their children taught.
+    anchors: Anchors,
+    /// Runs since one reached a feature no run before it had.
+    runs_since_new: u64,
     progress: Progress,
     /// Seed of the next fresh swarm draw.
     next_seed: u64,
@@ -325,6 +362,8 @@ impl<'a> Campaign<'a> {
             rng: ChaCha8Rng::seed_from_u64(stream_seed(campaign_seed, "hunt")),
             corpus: Corpus::default(),
             queue: Vec::new(),
+            anchors: Anchors::default(),
+            runs_since_new: 0,
             progress: Progress::default(),
             next_seed: target.row.seed,
             search: Search::Guided,
@@ -366,6 +405,7 @@ impl<'a> Campaign<'a> {
                 faults,
                 seed,
                 origin: Origin::Resumed,
+                choice: None,
             },
             trial,
             true,
@@ -379,12 +419,18 @@ impl<'a> Campaign<'a> {
                 faults,
                 seed,
                 origin: Origin::Prefix,
+                choice: None,
             };
         }
         let heal_at_ms = self.target.heal_at_ms;
+        let fresh_share = if self.runs_since_new >= STALL_RUNS {
+            STALLED_FRESH_SHARE
+        } else {
+            FRESH_SHARE
+        };
         if self.search == Search::SwarmOnly
             || self.corpus.entries.is_empty()
-            || self.rng.gen_bool(FRESH_SHARE)
+            || self.rng.gen_bool(fresh_share)
         {
             let seed = self.next_seed;
             self.next_seed += 1;
@@ -401,6 +447,23 @@ impl<'a> Campaign<'a> {
                 faults: swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
                 seed,
                 origin,
+                choice: None,
+            };
+        }
+        if !self.anchors.is_empty()
+            && self.rng.gen_bool(ANCHOR_SHARE)
+            && let Some((faults, seed, choice)) = self.anchors.child(
+                &self.target.nemesis,
+                &self.target.scales,
+                heal_at_ms,
+                &mut self.rng,
+            )
+        {
+            return Input {
+                faults,
+                seed,
+                origin: Origin::Anchored,
+                choice: Some(choice),
             };
         }
         let kinds = self.target.all_kinds(&mut self.rng);
@@ -422,6 +485,7 @@ impl<'a> Campaign<'a> {
             faults: child,
             seed: parent.seed,
             origin: Origin::Mutant,
+            choice: None,
         }
     }
 
@@ -432,9 +496,19 @@ impl<'a> Campaign<'a> {
             faults,
             seed,
             origin,
+            choice,
         } = input;
         self.progress.runs += 1;
         let new = self.corpus.count(&trial.reached.features);
+        if let Some(choice) = &choice {
+            let success = !new.is_empty() || !trial.broken.is_empty();
+            self.anchors.prior.credit(choice, success);
+        }
+        self.runs_since_new = if new.is_empty() {
+            self.runs_since_new + 1
+        } else {
+            0
+        };
         let found = (!trial.broken.is_empty()).then(|| Found {
             faults: faults.clone(),
             seed,
@@ -448,6 +522,22 @@ impl<'a> Campaign<'a> {
         }
         let better_watermark = self.progress.improve(&trial.reached);
         let learns = self.search == Search::Guided;
+        if learns {
+            let reached_at: Vec<(model::marks::Mark, u64)> = trial
+                .reached
+                .first_at
+                .iter()
+                .filter(|(f, _)| self.corpus.hits.get(*f).is_some_and(|&n| n <= RARE_HITS))
+                .map(|(_, at)| *at)
+                .collect();
+            self.anchors.add(
+                &faults,
+                seed,
+                &reached_at,
+                &trial.events,
+                self.target.heal_at_ms,
+            );
+        }
         if learns && (keep || !new.is_empty() || better_watermark) {
             self.branch_prefixes(&faults, seed, &new, &trial.reached);
             let watermarks = Watermarks::of(&trial.reached);
@@ -519,6 +609,8 @@ struct Input {
     faults: Vec<Fault>,
     seed: u64,
     origin: Origin,
+    /// An anchored insertion's arms, credited when its run is learnt from.
+    choice: Option<Choice>,
 }
 
 /// Runs `inputs` on `target`, up to `jobs` at once; the trials in the inputs' order.

@@ -35,7 +35,7 @@ fn set_at(fault: &mut Fault, at_ms: u64) {
 }
 
 /// The fault's duration, or time to its restart for a crash.
-fn lasts_mut(fault: &mut Fault) -> Option<&mut Option<u64>> {
+pub(crate) fn lasts_mut(fault: &mut Fault) -> Option<&mut Option<u64>> {
     match &mut fault.kind {
         FaultKind::Crash {
             restart_after_ms, ..

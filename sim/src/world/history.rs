@@ -280,6 +280,24 @@ impl History {
             .collect()
     }
 
+    /// Whether a client believes it holds the lock now: its last `acquired` has no `released`
+    /// after it. A scan of the history, for a mark that fires rarely (`PromotedWhileHeld`).
+    pub fn some_client_holds(&self) -> bool {
+        let mut holding = BTreeSet::new();
+        for e in &self.state().events {
+            match e.kind {
+                EventKind::Acquired { .. } => {
+                    holding.insert(model::history::owner_name(&e.node, e.thread));
+                }
+                EventKind::Released { .. } => {
+                    holding.remove(&model::history::owner_name(&e.node, e.thread));
+                }
+                _ => {}
+            }
+        }
+        !holding.is_empty()
+    }
+
     pub fn take_events(&self) -> Vec<Event> {
         std::mem::take(&mut self.state().events)
     }

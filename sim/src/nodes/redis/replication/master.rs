@@ -129,6 +129,9 @@ pub async fn wait(node: &Node, numreplicas: i64, timeout_ms: i64) -> i64 {
         match deadline {
             Some(d) if now >= d => {
                 mark(Mark::WaitShort);
+                if acked > 0 {
+                    mark(Mark::WaitPartiallyAcked);
+                }
                 return acked;
             }
             Some(d) => {

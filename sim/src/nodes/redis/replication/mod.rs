@@ -37,7 +37,7 @@ mod master;
 mod replica;
 mod ttl;
 
-use model::marks::{Mark, mark};
+use model::marks::{self, Mark, mark};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
@@ -294,6 +294,9 @@ pub fn become_master(node: &Node) {
         .is_none()
     {
         mark(Mark::PromotedWithoutLockKey);
+        if marks::on() && node.world.history.some_client_holds() {
+            mark(Mark::PromotedWhileHeld);
+        }
     }
     node.world.record(
         &node.name,

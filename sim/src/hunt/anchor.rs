@@ -1,0 +1,525 @@
+//! Mark-anchored fault insertion: put the next fault where the first rare state is.
+//!
+//! A bug that needs two rare events in order (a WAIT acknowledged by one replica, then a
+//! failover) is a coincidence a fresh draw meets by luck and a mutant no likelier: nothing
+//! grows gradually towards it. moonpool-explorer branches a run where a rare mark first fires
+//! and finds a double grant needing two 1/1000 events in ~2,000 runs instead of ~10⁶. Here,
+//! when a run first reaches a feature (a mark, a pair of marks, a mark under a fault kind) at
+//! simulated time t, that point becomes an [`Anchor`]: its children replay the run's faults up
+//! to t exactly (`faults_in_sequence`) and insert ONE fault of a kind the nemesis allows right
+//! after it, `offset` later, lasting `duration`, both drawn around the scenario's own time
+//! scales ([`TimeScales`]: link latency, the command timeout, the holds, the lease, Sentinel's
+//! down-after) or, for the duration, from the kind's own range. Its target is named by its
+//! role at t where it has one: a client that holds the lock then (`holder`) or one that does
+//! not (`peer`), as the trigger placeholders `{holder}` and `{peer}` name them; a server by
+//! its name.
+//!
+//! Which children come first is learnt during the campaign ([`Prior`]): each child counts as a
+//! success for its arms — (anchor mark, kind), (kind, offset scale), (kind, duration scale),
+//! (kind, target role) — when its run reached a feature no run had, or broke a verdict; anchors, kinds and scales are
+//! drawn with weight (successes + 1) / (tries + 2), so untried arms are tried and arms that
+//! paid are tried more.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use model::history::{Event, EventKind};
+use model::marks::Mark;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::faults::nemesis::as_scripted;
+use crate::hunt::mutate::lasts_mut;
+use crate::hunt::swarm::{self, KindDraw};
+use crate::scenario::Scenario;
+use crate::scenario::faults::Fault;
+use crate::scenario::nemesis::NemesisSpec;
+use crate::scenario::range::MsRange;
+
+/// Children an anchor gives before it is dropped.
+pub const CHILDREN_PER_ANCHOR: u32 = 6;
+
+/// Anchors kept waiting; past it the oldest go.
+pub const MAX_ANCHORS: usize = 64;
+
+/// A duration drawn from the kind's own range (as the nemesis draws it), not a time scale.
+pub const KIND_RANGE: &str = "kind_range";
+
+/// The scenario's time scales, ms, by name: where a second fault matters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeScales(pub Vec<(&'static str, u64)>);
+
+impl TimeScales {
+    /// Link latency (its maximum), the client's command timeout, the longest hold, the lease
+    /// (`lease_ms`, when the scheme has one) and Sentinel's down-after (with Sentinels).
+    pub fn of(row: &Scenario, lease_ms: Option<u64>) -> TimeScales {
+        let mut scales = vec![
+            ("latency", row.network.latency_ms.max.max(1)),
+            ("command_timeout", row.clients.command_timeout_ms),
+            ("hold", row.clients.hold_ms.max.max(1)),
+        ];
+        if let Some(lease_ms) = lease_ms {
+            scales.push(("lease", lease_ms));
+        }
+        if row.topology.sentinels > 0 {
+            scales.push(("down_after", row.topology.sentinel_down_after_ms));
+        }
+        TimeScales(scales)
+    }
+}
+
+/// A point to insert a fault after: a kept run's faults, its seed, the mark that reached a new
+/// feature and when.
+#[derive(Clone, Debug)]
+pub struct Anchor {
+    pub faults: Vec<Fault>,
+    pub seed: u64,
+    pub mark: Mark,
+    pub t_us: u64,
+    /// The clients that held the lock at `t_us` (their role: `holder`).
+    pub holders: BTreeSet<String>,
+    /// Children given so far.
+    children: u32,
+}
+
+/// One learnt arm: what a child chose.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Arm {
+    /// The anchor's mark and the inserted kind.
+    MarkKind(Mark, &'static str),
+    /// The inserted kind and the time scale of its offset after the anchor.
+    Offset(&'static str, &'static str),
+    /// The inserted kind and the time scale of its duration ([`KIND_RANGE`]: the kind's own).
+    Duration(&'static str, &'static str),
+    /// The inserted kind and its target's role at the anchor (`holder`, `peer`, or a server's
+    /// name).
+    Target(&'static str, String),
+}
+
+/// What a child chose: its arms, credited when its run has been learnt from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub arms: Vec<Arm>,
+}
+
+/// Successes and tries per arm.
+#[derive(Clone, Debug, Default)]
+pub struct Prior {
+    arms: BTreeMap<Arm, (u64, u64)>,
+}
+
+impl Prior {
+    /// (successes + 1) / (tries + 2): ½ for an untried arm.
+    pub fn weight(&self, arm: &Arm) -> f64 {
+        let (wins, tries) = self.arms.get(arm).copied().unwrap_or((0, 0));
+        (wins as f64 + 1.0) / (tries as f64 + 2.0)
+    }
+
+    /// The weight of a mark over every kind: its anchors' successes over their tries.
+    fn mark_weight(&self, mark: Mark) -> f64 {
+        let (wins, tries) = self
+            .arms
+            .iter()
+            .filter(|(arm, _)| matches!(arm, Arm::MarkKind(m, _) if *m == mark))
+            .fold((0, 0), |(w, t), (_, (aw, at))| (w + aw, t + at));
+        (wins as f64 + 1.0) / (tries as f64 + 2.0)
+    }
+
+    pub fn credit(&mut self, choice: &Choice, success: bool) {
+        for arm in &choice.arms {
+            let (wins, tries) = self.arms.entry(arm.clone()).or_default();
+            *wins += u64::from(success);
+            *tries += 1;
+        }
+    }
+}
+
+/// Draws index `i` of `weights` with probability proportional to its weight.
+fn roulette(weights: &[f64], rng: &mut ChaCha8Rng) -> usize {
+    let total: f64 = weights.iter().sum();
+    let mut left = rng.r#gen::<f64>() * total;
+    for (i, w) in weights.iter().enumerate() {
+        if left < *w {
+            return i;
+        }
+        left -= w;
+    }
+    weights.len() - 1
+}
+
+/// The anchors waiting for children, and what their children taught.
+#[derive(Default)]
+pub struct Anchors {
+    waiting: Vec<Anchor>,
+    pub prior: Prior,
+}
+
+impl Anchors {
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Anchors a run: one per mark that reached a new (or rare) feature, at the first time it
+    /// did; none at or past the heal (a fault inserted there would not fire). `events` is the
+    /// run's trace (who held the lock then).
+    pub fn add(
+        &mut self,
+        faults: &[Fault],
+        seed: u64,
+        reached_at: &[(Mark, u64)],
+        events: &[Event],
+        heal_at_ms: u64,
+    ) {
+        let mut first: BTreeMap<Mark, u64> = BTreeMap::new();
+        for &(mark, t_us) in reached_at {
+            let t = first.entry(mark).or_insert(t_us);
+            *t = (*t).min(t_us);
+        }
+        for (mark, t_us) in first {
+            if t_us / 1000 + 1 >= heal_at_ms {
+                continue;
+            }
+            self.waiting.push(Anchor {
+                faults: faults.to_vec(),
+                seed,
+                mark,
+                t_us,
+                holders: holders_at(events, t_us),
+                children: 0,
+            });
+        }
+        let over = self.waiting.len().saturating_sub(MAX_ANCHORS);
+        self.waiting.drain(..over);
+    }
+
+    /// A child of an anchor drawn by its mark's weight: the anchor's faults up to its time,
+    /// and one fault after it (see the module doc); the seed it runs on and what it chose.
+    pub fn child(
+        &mut self,
+        nemesis: &NemesisSpec,
+        scales: &TimeScales,
+        heal_at_ms: u64,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<(Vec<Fault>, u64, Choice)> {
+        if self.waiting.is_empty() || nemesis.kinds.is_empty() || scales.0.is_empty() {
+            return None;
+        }
+        let weights: Vec<f64> = self
+            .waiting
+            .iter()
+            .map(|a| self.prior.mark_weight(a.mark))
+            .collect();
+        let i = roulette(&weights, rng);
+        let anchor = &mut self.waiting[i];
+        anchor.children += 1;
+        let anchor = if anchor.children >= CHILDREN_PER_ANCHOR {
+            self.waiting.remove(i)
+        } else {
+            anchor.clone()
+        };
+        let kind_weights: Vec<f64> = nemesis
+            .kinds
+            .iter()
+            .map(|k| {
+                self.prior
+                    .weight(&Arm::MarkKind(anchor.mark, kind_name(&k.kind)))
+            })
+            .collect();
+        let kind = &nemesis.kinds[roulette(&kind_weights, rng)];
+        let name = kind_name(&kind.kind);
+        let offset_weights: Vec<f64> = scales
+            .0
+            .iter()
+            .map(|(scale, _)| self.prior.weight(&Arm::Offset(name, scale)))
+            .collect();
+        let (offset_scale, offset_of) = scales.0[roulette(&offset_weights, rng)];
+        let mut durations: Vec<(&'static str, Option<u64>)> =
+            scales.0.iter().map(|&(s, ms)| (s, Some(ms))).collect();
+        durations.push((KIND_RANGE, None));
+        let duration_weights: Vec<f64> = durations
+            .iter()
+            .map(|(scale, _)| self.prior.weight(&Arm::Duration(name, scale)))
+            .collect();
+        let (duration_scale, duration_of) = durations[roulette(&duration_weights, rng)];
+        let t_ms = anchor.t_us / 1000;
+        let offset_ms = swarm::log_uniform(
+            rng,
+            MsRange {
+                min: 1,
+                max: offset_of.max(1),
+            },
+        );
+        let at_ms = (t_ms + offset_ms).min(heal_at_ms - 1);
+        let draw = KindDraw {
+            kind: kind.clone(),
+            mean_every_ms: kind.every_ms.min,
+            mean_duration_ms: kind.duration_ms.map(|r| r.min),
+            uniform: true,
+        };
+        let (mut inserted, _) = swarm::draw_fault(&draw, at_ms, rng);
+        let role = self.retarget(&mut inserted, &kind.nodes, name, &anchor.holders, rng);
+        if let (Some(scale_ms), Some(lasts)) = (duration_of, lasts_mut(&mut inserted)) {
+            let around = MsRange {
+                min: (scale_ms / 2).max(1),
+                max: scale_ms.saturating_mul(2).max(1),
+            };
+            *lasts = Some(swarm::log_uniform(rng, around));
+        }
+        let mut faults: Vec<Fault> = anchor
+            .faults
+            .iter()
+            .filter(|f| swarm::at_ms(f) <= t_ms)
+            .cloned()
+            .collect();
+        faults.truncate(swarm::MAX_FAULTS - 1);
+        faults.push(as_scripted(&inserted, heal_at_ms));
+        swarm::sort_by_time(&mut faults);
+        let mut arms = vec![
+            Arm::MarkKind(anchor.mark, name),
+            Arm::Offset(name, offset_scale),
+            Arm::Duration(name, duration_scale),
+        ];
+        arms.extend(role.map(|role| Arm::Target(name, role)));
+        Some((faults, anchor.seed, Choice { arms }))
+    }
+
+    /// Names the target of a one-node fault by a role drawn by its weight (see the module
+    /// doc) and a node of that role; the role, or `None` for a fault on a link or a group.
+    fn retarget(
+        &self,
+        fault: &mut Fault,
+        nodes: &[String],
+        kind: &'static str,
+        holders: &BTreeSet<String>,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<String> {
+        let node = fault.kind.single_node_mut()?;
+        let role_of = |n: &String| -> String {
+            if n.starts_with("client-") {
+                if holders.contains(n) {
+                    "holder"
+                } else {
+                    "peer"
+                }
+                .to_string()
+            } else {
+                n.clone()
+            }
+        };
+        let roles: Vec<String> = nodes
+            .iter()
+            .map(role_of)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if roles.is_empty() {
+            return None;
+        }
+        let weights: Vec<f64> = roles
+            .iter()
+            .map(|r| self.prior.weight(&Arm::Target(kind, r.clone())))
+            .collect();
+        let role = roles[roulette(&weights, rng)].clone();
+        let of_role: Vec<&String> = nodes.iter().filter(|n| role_of(n) == role).collect();
+        *node = of_role[rng.gen_range(0..of_role.len())].clone();
+        Some(role)
+    }
+}
+
+/// The client processes that hold the lock at `t_us`: their last `acquired` before it has no
+/// `released` after it (a worker thread's hold counts for its process).
+pub fn holders_at(events: &[Event], t_us: u64) -> BTreeSet<String> {
+    let mut holds: BTreeMap<String, u32> = BTreeMap::new();
+    for e in events.iter().take_while(|e| e.t_us <= t_us) {
+        let owner = model::history::owner_name(&e.node, e.thread);
+        match e.kind {
+            EventKind::Acquired { .. } => {
+                holds.insert(owner, 1);
+            }
+            EventKind::Released { .. } => {
+                holds.remove(&owner);
+            }
+            _ => {}
+        }
+    }
+    holds
+        .into_keys()
+        .map(|owner| model::history::owner_node(&owner).to_string())
+        .collect()
+}
+
+/// A nemesis kind's name as a `'static` (the kinds `scenario::nemesis` knows); an unknown
+/// name counts as `other`.
+fn kind_name(kind: &str) -> &'static str {
+    crate::scenario::nemesis::KINDS
+        .iter()
+        .find(|k| **k == kind)
+        .copied()
+        .unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn nemesis() -> NemesisSpec {
+        let nodes: std::collections::BTreeSet<String> =
+            ["client-1", "client-2", "redis-1"].map(String::from).into();
+        let json = serde_json::json!({
+            "pause": { "every_ms": [100, 10000], "duration_ms": [10, 3000], "nodes": ["client-1", "client-2"] },
+            "crash": { "every_ms": [500, 20000], "duration_ms": [3000, 6000], "nodes": ["redis-1"] }
+        });
+        NemesisSpec::from_json(&json, &nodes, 60_000).expect("a valid nemesis")
+    }
+
+    fn pause(at_ms: u64) -> Fault {
+        Fault {
+            kind: crate::scenario::faults::FaultKind::Pause {
+                node: "client-1".into(),
+            },
+            when: crate::scenario::faults::When::At { at_ms },
+            duration_ms: Some(100),
+        }
+    }
+
+    fn scales() -> TimeScales {
+        TimeScales(vec![("latency", 5), ("down_after", 1000)])
+    }
+
+    #[test]
+    fn a_child_keeps_the_prefix_and_inserts_one_fault_after_the_anchor() {
+        let parent = vec![pause(100), pause(900), pause(5000)];
+        let mut anchors = Anchors::default();
+        anchors.add(&parent, 7, &[(Mark::WaitShort, 1_200_000)], &[], 10_000);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for _ in 0..CHILDREN_PER_ANCHOR {
+            let (child, seed, choice) = anchors
+                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .expect("an anchor waits");
+            assert_eq!(seed, 7);
+            assert_eq!(child.len(), 3, "{child:?}");
+            assert_eq!(&child[..2], &parent[..2]);
+            let inserted = swarm::at_ms(&child[2]);
+            // At most the largest scale (1 s) after the anchor at 1.2 s.
+            assert!((1201..=2200).contains(&inserted), "{inserted}");
+            assert!(matches!(choice.arms[0], Arm::MarkKind(Mark::WaitShort, _)));
+        }
+        assert!(anchors.is_empty(), "the anchor gave all its children");
+        // Past the heal: no anchor.
+        anchors.add(&parent, 7, &[(Mark::WaitShort, 9_999_500)], &[], 10_000);
+        assert!(anchors.is_empty());
+    }
+
+    fn event(t_ms: u64, node: &str, kind: EventKind) -> Event {
+        Event {
+            t_us: t_ms * 1000,
+            node: node.into(),
+            thread: None,
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_pause_names_the_holder_at_the_anchor_by_its_role() {
+        let acquired = || EventKind::Acquired {
+            token: "t".into(),
+            fence: None,
+        };
+        let released = || EventKind::Released {
+            ok: true,
+            detail: String::new(),
+        };
+        let events = vec![
+            event(100, "client-1", acquired()),
+            event(300, "client-1", released()),
+            event(400, "client-2", acquired()),
+        ];
+        assert_eq!(
+            holders_at(&events, 250_000),
+            ["client-1".to_string()].into()
+        );
+        assert!(holders_at(&events, 350_000).is_empty());
+        assert_eq!(
+            holders_at(&events, 500_000),
+            ["client-2".to_string()].into()
+        );
+        let mut anchors = Anchors::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let mut paused_by_role = BTreeMap::new();
+        for _ in 0..300 {
+            anchors.add(&[], 1, &[(Mark::AcquireGranted, 500_000)], &events, 10_000);
+            let (child, _, choice) = anchors
+                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .expect("an anchor waits");
+            if let crate::scenario::faults::FaultKind::Pause { node } = &child[0].kind {
+                let role = choice
+                    .arms
+                    .iter()
+                    .find_map(|a| match a {
+                        Arm::Target(_, role) => Some(role.clone()),
+                        _ => None,
+                    })
+                    .expect("a pause names its target's role");
+                let expected = if role == "holder" {
+                    "client-2"
+                } else {
+                    "client-1"
+                };
+                assert_eq!(node, expected, "{role}");
+                *paused_by_role.entry(role).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(paused_by_role.len(), 2, "{paused_by_role:?}");
+    }
+
+    #[test]
+    fn the_prior_favours_the_arms_that_reached_new_features() {
+        let mut anchors = Anchors::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let (mut crashes_early, mut crashes_late) = (0, 0);
+        for round in 0..400 {
+            anchors.add(&[], 1, &[(Mark::ReplicaPromoted, 1_000_000)], &[], 10_000);
+            let (child, _, choice) = anchors
+                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .expect("an anchor waits");
+            let crash = child[0].kind.name() == "crash";
+            // A crash child always reaches something new, a pause child never.
+            anchors.prior.credit(&choice, crash);
+            if round < 40 {
+                crashes_early += usize::from(crash);
+            } else if round >= 360 {
+                crashes_late += usize::from(crash);
+            }
+        }
+        assert!(
+            crashes_late > crashes_early + 10,
+            "crashes in the first 40 children {crashes_early}, in the last 40 {crashes_late}"
+        );
+    }
+
+    #[test]
+    fn a_duration_drawn_around_a_time_scale_may_leave_the_kinds_range() {
+        let mut anchors = Anchors::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut restarts = Vec::new();
+        for _ in 0..200 {
+            anchors.add(&[], 1, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
+            let (child, _, choice) = anchors
+                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .expect("an anchor waits");
+            if let crate::scenario::faults::FaultKind::Crash {
+                restart_after_ms, ..
+            } = child[0].kind
+                && choice.arms[2] == Arm::Duration("crash", "down_after")
+            {
+                restarts.push(restart_after_ms.expect("a restart"));
+            }
+        }
+        assert!(!restarts.is_empty());
+        // Around Sentinel's down-after (1 s), not the kind's 3-6 s.
+        assert!(
+            restarts.iter().all(|r| (500..=2000).contains(r)),
+            "{restarts:?}"
+        );
+    }
+}
