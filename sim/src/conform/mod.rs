@@ -68,32 +68,22 @@ pub fn compare(
             reference.attempts, model.attempts
         ));
     }
-    if let Some((min, max)) = situation.delay_ms {
-        let (min, max) = (min as f64, max as f64);
-        if let Some(d) = model.delays_ms.iter().find(|d| **d < min || **d > max) {
-            problems.push(format!(
-                "a delay of the model between attempts, {d} ms, is outside the library's [{min}, {max}] ms"
-            ));
-        }
-        if reference_name == "real" {
-            if let Some(d) = reference
-                .delays_ms
-                .iter()
-                .find(|d| **d < min - REAL_DELAY_EARLY_MS)
-            {
-                problems.push(format!(
-                    "a delay of the real library between attempts, {d:.1} ms, is below the library's {min} ms: the declared distribution is wrong"
-                ));
-            }
-            if let Some(median) = median(&reference.delays_ms)
-                && median > max + REAL_DELAY_SLACK_MS
-            {
-                problems.push(format!(
-                    "the real library's median delay between attempts, {median:.1} ms, is above the library's {max} ms: the declared distribution is wrong"
-                ));
-            }
-        }
-    }
+    problems.extend(delay_problems(
+        "attempts",
+        false,
+        situation.delay_ms,
+        &reference.delays_ms,
+        &model.delays_ms,
+        reference_name,
+    ));
+    problems.extend(delay_problems(
+        "refreshes",
+        true,
+        situation.refresh_ms,
+        &reference.refresh_delays_ms,
+        &model.refresh_delays_ms,
+        reference_name,
+    ));
     if problems.is_empty() {
         return None;
     }
@@ -102,6 +92,50 @@ pub fn compare(
         problems.join("\n"),
         side_by_side(reference, model, reference_name)
     ))
+}
+
+/// The delays between `what` (attempts, refreshes) against the library's `[min, max]`: the
+/// model's exactly inside it, the real library's at least its minimum and their median at most
+/// its maximum + `REAL_DELAY_SLACK_MS`. Without a declared distribution, delays are not timed
+/// (a library whose waiter is woken by a message has none) unless `required`.
+fn delay_problems(
+    what: &str,
+    required: bool,
+    declared: Option<(u64, u64)>,
+    reference: &[f64],
+    model: &[f64],
+    reference_name: &str,
+) -> Vec<String> {
+    let Some((min, max)) = declared else {
+        if !required || (model.is_empty() && (reference_name != "real" || reference.is_empty())) {
+            return Vec::new();
+        }
+        return vec![format!(
+            "delays between {what} ({reference_name} {reference:?}, model {model:?}) but the situation declares no distribution for them"
+        )];
+    };
+    let (min, max) = (min as f64, max as f64);
+    let mut problems = Vec::new();
+    if let Some(d) = model.iter().find(|d| **d < min || **d > max) {
+        problems.push(format!(
+            "a delay of the model between {what}, {d} ms, is outside the library's [{min}, {max}] ms"
+        ));
+    }
+    if reference_name == "real" {
+        if let Some(d) = reference.iter().find(|d| **d < min - REAL_DELAY_EARLY_MS) {
+            problems.push(format!(
+                "a delay of the real library between {what}, {d:.1} ms, is below the library's {min} ms: the declared distribution is wrong"
+            ));
+        }
+        if let Some(median) = median(reference)
+            && median > max + REAL_DELAY_SLACK_MS
+        {
+            problems.push(format!(
+                "the real library's median delay between {what}, {median:.1} ms, is above the library's {max} ms: the declared distribution is wrong"
+            ));
+        }
+    }
+    problems
 }
 
 fn median(values: &[f64]) -> Option<f64> {
@@ -153,6 +187,17 @@ pub fn side_by_side(reference: &Transcript, model: &Transcript, reference_name: 
             .collect::<Vec<_>>(),
         model.delays_ms
     ));
+    if !reference.refresh_delays_ms.is_empty() || !model.refresh_delays_ms.is_empty() {
+        out.push_str(&format!(
+            "  delays between refreshes (ms): {:?} | {:?}\n",
+            reference
+                .refresh_delays_ms
+                .iter()
+                .map(|d| (d * 10.0).round() / 10.0)
+                .collect::<Vec<_>>(),
+            model.refresh_delays_ms
+        ));
+    }
     for (i, (l, r)) in reference.outcomes.iter().zip(&model.outcomes).enumerate() {
         out.push_str(&format!(
             "  outcome {}: {l} ({}) | {r} ({})\n",
@@ -185,6 +230,7 @@ pub fn model_transcript(situation: &Situation) -> Result<Transcript, String> {
         &situation.library.keys,
         &run.skip,
         &situation.library.attempt,
+        &situation.library.refresh,
         &run.ops,
     );
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
@@ -206,6 +252,7 @@ pub fn real_transcript(
         &situation.library.keys,
         &run.skip,
         &situation.library.attempt,
+        &situation.library.refresh,
         &ops,
     );
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
@@ -228,6 +275,7 @@ pub fn expected_transcript(situation: &Situation) -> Option<Transcript> {
             .collect(),
         attempts: expected.attempts,
         delays_ms: Vec::new(),
+        refresh_delays_ms: Vec::new(),
         outcomes: expected.outcomes.clone(),
         details: Vec::new(),
     })

@@ -39,6 +39,11 @@ pub struct Library {
     pub attempt: Vec<String>,
     /// The library's delay between two attempts, ms (`[min, max]`).
     pub delay_ms: Option<(u64, u64)>,
+    /// How a background refresh's (a watchdog's renewal's) first command starts once
+    /// abstracted; empty for a library that does not refresh on its own.
+    pub refresh: Vec<String>,
+    /// The library's delay between two refreshes, ms (`[min, max]`).
+    pub refresh_ms: Option<(u64, u64)>,
     /// The client's own command timeout (a socket timeout), ms; `None`: it waits for ever.
     pub command_timeout_ms: Option<u64>,
     /// Where the behaviour comes from: repository@tag and file:lines.
@@ -107,6 +112,8 @@ pub struct Situation {
     pub steps: Vec<Step>,
     /// The library's delay between attempts in this configuration, ms.
     pub delay_ms: Option<(u64, u64)>,
+    /// The library's delay between refreshes in this configuration, ms.
+    pub refresh_ms: Option<(u64, u64)>,
     pub command_timeout_ms: Option<u64>,
     /// How long both sides go on after the last step (in-flight commands, held ones).
     pub settle_ms: u64,
@@ -272,6 +279,8 @@ pub fn load_library(path: &Path) -> Result<Library, String> {
         keys,
         attempt: f.strings("attempt")?,
         delay_ms: f.delay("delay_ms")?,
+        refresh: f.strings("refresh")?,
+        refresh_ms: f.delay("refresh_ms")?,
         command_timeout_ms: f.opt_u64("command_timeout_ms")?,
         source: f.string("source")?,
     };
@@ -342,6 +351,16 @@ pub fn load_situation(path: &Path, libraries_dir: &Path) -> Result<Situation, St
         Some(d) => Some(d),
         None => library.delay_ms,
     };
+    let refresh_ms = match f.delay("refresh_ms")? {
+        Some(d) => Some(d),
+        None => library.refresh_ms,
+    };
+    if refresh_ms.is_some() && library.refresh.is_empty() {
+        return Err(f.error(
+            "refresh_ms",
+            format!("{} has no `refresh`: it does not refresh", library.id),
+        ));
+    }
     let command_timeout_ms = match f.take("command_timeout_ms") {
         None => library.command_timeout_ms,
         Some(Value::Null) => None,
@@ -377,6 +396,7 @@ pub fn load_situation(path: &Path, libraries_dir: &Path) -> Result<Situation, St
         scheme: Value::Object(scheme),
         steps,
         delay_ms,
+        refresh_ms,
         command_timeout_ms,
         settle_ms,
         expected,

@@ -175,6 +175,27 @@ impl Abstractor {
         if is_absolute_time(arg) {
             return "<T>".to_string();
         }
+        // A name made of parts, one of them random (Redisson's `uuid:threadId`, its unlock
+        // latch `redisson_unlock_latch:{lock}:<request id>`): the random parts abstracted, the
+        // others (a prefix such as `redisson_lock__channel`, without digits) kept.
+        let random_part =
+            |part: &[u8]| is_random_value(part) && part.iter().any(u8::is_ascii_digit);
+        if arg.contains(&b':')
+            && !arg.iter().any(|b| b.is_ascii_whitespace() || *b == b'"')
+            && arg.split(|b| *b == b':').any(random_part)
+        {
+            return arg
+                .split(|b| *b == b':')
+                .map(|part| {
+                    if random_part(part) {
+                        self.word(part)
+                    } else {
+                        String::from_utf8_lossy(part).into_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(":");
+        }
         let text = String::from_utf8_lossy(arg);
         if arg.len() > 40 || arg.iter().any(|b| b.is_ascii_whitespace() || *b == b'"') {
             let sha = model::redis::lua::sha1_hex(arg);
@@ -221,6 +242,8 @@ pub struct Transcript {
     pub attempts: usize,
     /// The time between one attempt and the next of the same operation, ms.
     pub delays_ms: Vec<f64>,
+    /// The time between one background refresh (a watchdog's renewal) and the next, ms.
+    pub refresh_delays_ms: Vec<f64>,
     /// The caller's outcome of each operation (`acquire: granted`).
     pub outcomes: Vec<String>,
     /// The outcomes' details (exception texts, the model's reasons), for the report only.
@@ -248,30 +271,50 @@ pub fn op_ranges(lines: &[Line], windows: &[(i64, i64)]) -> Vec<(usize, usize)> 
 
 /// Builds the transcript of one side from each master's raw lines; `ops` are the lines of the
 /// first master each operation spans (`op_ranges`): delays are measured between the attempts
-/// of one operation.
+/// of one operation, and between the successive refreshes (lines starting as one of `refresh`)
+/// that run in the background, outside every operation.
 pub fn transcript(
     per_master: &[Vec<Line>],
     keys: &[String],
     skip: &[String],
     attempt: &[String],
+    refresh: &[String],
     ops: &[(usize, usize)],
 ) -> Transcript {
     let mut abstractor = Abstractor::default();
     let mut out = Transcript::default();
     // (time, operation) of each attempt on the first master.
     let mut attempts = Vec::new();
+    // Times of the background refreshes on the first master.
+    let mut refreshes = Vec::new();
     for (m, lines) in per_master.iter().enumerate() {
-        let mut rendered = Vec::new();
+        let mut rendered: Vec<String> = Vec::new();
         for (index, line) in lock_lines(lines, keys, skip) {
             let text = abstractor.render(line);
+            let op = ops.iter().rposition(|(a, b)| *a <= index && index < *b);
             if m == 0 && attempt.iter().any(|p| text.starts_with(p.as_str())) {
-                let op = ops.iter().rposition(|(a, b)| *a <= index && index < *b);
                 attempts.push((line.at_us, op));
+            }
+            // A refresh sent again after the `SCRIPT LOAD` its NOSCRIPT asked for is the same
+            // refresh.
+            let retried = rendered
+                .last()
+                .is_some_and(|l| l.starts_with("SCRIPT LOAD"));
+            if m == 0
+                && op.is_none()
+                && !retried
+                && refresh.iter().any(|p| text.starts_with(p.as_str()))
+            {
+                refreshes.push(line.at_us);
             }
             rendered.push(text);
         }
         out.masters.push(rendered);
     }
+    out.refresh_delays_ms = refreshes
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as f64 / 1000.0)
+        .collect();
     out.attempts = attempts.len();
     out.delays_ms = attempts
         .windows(2)
@@ -311,6 +354,14 @@ mod tests {
             a.render(&sha),
             "EVALSHA e0e1f9fabfc9d4800c877a703b823ac0578ff8db 1 lock <T>"
         );
+        let parts = parse_line(
+            "1.000000 [0 1:1] \"evalsha\" \"x\" \"1\" \"lock\" \"8f14e45fceea167a5a36dedd4bea2543:1\" \"redisson_unlock_latch:{lock}:0123456789abcdef0123456789abcdef\" \"redisson_lock__channel:{lock}\"",
+        )
+        .unwrap();
+        assert_eq!(
+            a.render(&parts),
+            "EVALSHA x 1 lock <V1>:1 redisson_unlock_latch:{lock}:<V2> redisson_lock__channel:{lock}"
+        );
     }
 
     #[test]
@@ -334,6 +385,7 @@ mod tests {
             &["lock".to_string()],
             &["admin:1".to_string()],
             &["EVAL".to_string()],
+            &[],
             &[(0, usize::MAX)],
         );
         assert_eq!(t.attempts, 1);
@@ -343,5 +395,34 @@ mod tests {
             "SCRIPT LOAD <script e0e1f9fa>"
                 .replace("e0e1f9fa", &model::redis::lua::sha1_hex(b"return 1")[..8])
         );
+    }
+
+    /// Refreshes are timed from one background refresh to the next: a refresh sent again after
+    /// the `SCRIPT LOAD` its NOSCRIPT asked for is the same one, and a matching line inside an
+    /// operation is that operation's, not a refresh.
+    #[test]
+    fn refreshes_are_timed_in_the_background_only() {
+        let lines: Vec<Line> = [
+            "1.000000 [0 a:1] \"SET\" \"lock\" \"v\"",
+            "1.800000 [0 a:1] \"EVALSHA\" \"r\" \"1\" \"lock\"",
+            "1.800100 [0 a:1] \"SCRIPT\" \"LOAD\" \"return 1\"",
+            "1.800200 [0 a:1] \"EVALSHA\" \"r\" \"1\" \"lock\"",
+            "2.600000 [0 a:1] \"EVALSHA\" \"r\" \"1\" \"lock\"",
+            "3.000000 [0 a:1] \"EVALSHA\" \"r\" \"1\" \"lock\"",
+            "3.500000 [0 a:1] \"EVALSHA\" \"r\" \"1\" \"lock\"",
+        ]
+        .iter()
+        .map(|l| parse_line(l).unwrap())
+        .collect();
+        let t = transcript(
+            &[lines],
+            &["lock".to_string()],
+            &[],
+            &["SET lock".to_string()],
+            &["EVALSHA r".to_string()],
+            &[(0, 1), (5, 6)],
+        );
+        assert_eq!(t.attempts, 1);
+        assert_eq!(t.refresh_delays_ms, vec![800.0, 900.0]);
     }
 }
