@@ -740,6 +740,11 @@ impl RedisServer {
         own.into_iter().map(|(_, reply)| reply).collect()
     }
 
+    /// Whether a CLIENT PAUSE holds some client's command back (it runs when the pause ends).
+    pub fn holds_paused_commands(&self) -> bool {
+        !self.core.postponed.is_empty()
+    }
+
     /// Commands a CLIENT PAUSE held back and its end released, in the order they were held:
     /// the host runs each again (it may be held again) before that client's next commands
     /// (`processUnblockedClients`).

@@ -500,6 +500,14 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
     }
     let until = world.now_ms() + situation.settle_ms;
     world.run(until, &|| false)?;
+    // As the real side's drain: a call a pause still holds is in flight, and ends the run
+    // only once it ran (or its client gave up on it).
+    world.run(MAX_VIRTUAL_MS, &|| {
+        !world
+            .masters
+            .iter()
+            .any(|m| m.server.borrow().holds_paused_commands())
+    })?;
     let lines = world.masters.iter().map(|m| m.lines.take()).collect();
     Ok(ModelRun {
         lines,
