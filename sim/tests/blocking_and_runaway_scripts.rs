@@ -3,7 +3,6 @@
 //! scheme whose Lua runs away (each attempt fails with the script's error; the run goes on and
 //! stays deterministic).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,11 +64,10 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
                 let (w, slot) = (w.clone(), slot.clone());
                 async move {
                     madsim::time::sleep(Duration::from_millis(10)).await;
-                    let addr = SocketAddr::new(node_ip("redis-1"), REDIS_PORT);
-                    let mut a = RespConn::connect(&w, "client-1", "redis-1", addr)
+                    let mut a = RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
                         .await
                         .unwrap();
-                    let mut b = RespConn::connect(&w, "client-1", "redis-1", addr)
+                    let mut b = RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
                         .await
                         .unwrap();
                     let started = madsim::time::Instant::now();

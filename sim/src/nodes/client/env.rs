@@ -4,7 +4,6 @@
 //! stream. `ThreadEnv` is one worker thread's view of its process.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +18,6 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::nodes::resp::{RespConn, with_timeout};
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
-use crate::world::procs::node_ip;
 use crate::world::{World, stream_seed};
 
 pub struct ClientEnv {
@@ -107,12 +105,11 @@ impl ClientEnv {
         port: u16,
         timeout: Duration,
     ) -> Result<RespConn, CallError> {
-        let addr = SocketAddr::new(node_ip(node), port);
         match with_timeout(
             &self.world,
             &self.name,
             timeout,
-            RespConn::connect(&self.world, &self.name, node, addr),
+            RespConn::connect(&self.world, &self.name, node, port),
         )
         .await
         {
@@ -140,7 +137,7 @@ impl ClientEnv {
                 let mut sentinels = self.sentinels.borrow_mut();
                 (sentinels[i].0.clone(), sentinels[i].1.take())
             };
-            let idle = idle.and_then(|mut c| (!c.is_closed()).then_some(c));
+            let idle = idle.and_then(|c| (!c.is_closed()).then_some(c));
             let conn = match idle {
                 Some(conn) => Ok(conn),
                 None => self.open(&sentinel, SENTINEL_PORT).await,
@@ -238,7 +235,7 @@ impl ClientEnv {
         &self,
         server: usize,
     ) -> Result<(String, Option<RespConn>), CallError> {
-        while let Some(mut conn) = self.idle.borrow_mut()[server].pop() {
+        while let Some(conn) = self.idle.borrow_mut()[server].pop() {
             if !conn.is_closed() {
                 return Ok((self.current.borrow()[server].clone(), Some(conn)));
             }
