@@ -714,9 +714,10 @@ pub mod wait {
                         let (w, out) = (w.clone(), out.clone());
                         async move {
                             let result = async {
-                                let mut conn = RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
-                                    .await
-                                    .map_err(|e| format!("probe-wait: {e:?}"))?;
+                                let mut conn =
+                                    RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
+                                        .await
+                                        .map_err(|e| format!("probe-wait: {e:?}"))?;
                                 conn.call(&words("SET k v"))
                                     .await
                                     .map_err(|e| format!("probe-wait: {e:?}"))?;
