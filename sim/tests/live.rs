@@ -783,3 +783,77 @@ fn shrink_live_keeps_the_fault_a_live_failure_needs() {
     assert_eq!(shrunk["faults"][0]["kind"], "pause", "{shrunk}");
     assert_eq!(shrunk["expect"]["mutual_exclusion"], "violated", "{shrunk}");
 }
+
+/// A pause at `at_ms: 0` comes before any client process exists (the run's clock starts before
+/// the clients do), so its SIGSTOP finds none; the client is still held, as the simulation's
+/// paused client does not start: stopped once it answered `init`, its workload begins only
+/// after the resume (SIGCONT), while the other client's does not wait for it. Ordered events,
+/// not durations: 3 s of pause against a start-up of well under a second.
+#[test]
+fn a_client_paused_from_the_start_is_held_until_its_resume() {
+    let dir = out_dir("paused-from-the-start");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("paused-from-the-start.json");
+    std::fs::write(
+        &file,
+        r#"{ "name": "paused-from-the-start", "duration_ms": 8000,
+             "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
+             "clients": { "count": 2, "acquisitions": 1, "hold_ms": [50, 50], "think_ms": [0, 0],
+                          "acquire_timeout_ms": 5000, "command_timeout_ms": 500 },
+             "faults": [ { "kind": "pause", "node": "client-2", "at_ms": 0, "duration_ms": 3000 } ] }"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut command = locksim();
+    command.arg("live").arg(&file).arg("--out").arg(&out);
+    let (output, pid) = run(command);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let applied: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("faults-applied.json")).unwrap())
+            .unwrap();
+    let actions: Vec<(String, bool)> = applied["applied"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["node"] == "client-2")
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap().to_string(),
+                a["applied"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let stopped = actions
+        .iter()
+        .position(|(action, ok)| *ok && action.ends_with("SIGSTOP)"));
+    let continued = actions
+        .iter()
+        .position(|(action, ok)| *ok && action.ends_with("SIGCONT)"));
+    assert!(
+        matches!((stopped, continued), (Some(s), Some(c)) if s < c),
+        "client-2 was not stopped before its resume: {actions:?}"
+    );
+    let trace = std::fs::read_to_string(out.join("trace.jsonl")).unwrap();
+    let first_acquire = |client: &str| {
+        trace
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|e| e["node"] == client && e["event"] == "acquire_started")
+            .and_then(|e| e["t_us"].as_u64())
+            .unwrap_or_else(|| panic!("{client} never started an acquisition"))
+    };
+    assert!(
+        first_acquire("client-2") >= 3_000_000,
+        "client-2 acquired during its pause"
+    );
+    assert!(
+        first_acquire("client-1") < first_acquire("client-2"),
+        "client-1 waited for the paused client-2"
+    );
+    assert_eq!(wait_no_leftovers(pid), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -436,10 +436,12 @@ fn live_backend_a_missing_binary_is_a_clear_error() {
 /// Redis's own mechanisms allow, not speeds. min-replicas refuses only once a whole-second lag
 /// passed `min-replicas-max-lag 1` at a 1 Hz `replicationCron` (the model had refused within
 /// 40 ms); no Sentinel answers the promoted replica before `down-after` (1 s), and every one
-/// does within a few seconds.
+/// does within a few seconds. With the link to one of two replicas cut while writes go on, the
+/// other, up-to-date replica is promoted whichever one is behind (one run each): Sentinel ranks
+/// by offset before run id (`compareSlavesForPromotion`, 7.0.15 `src/sentinel.c` 4920-4946).
 #[test]
 fn the_probes_agree_with_redis() {
-    use locksim::fidelity::probes::{Real, failover, min_replicas};
+    use locksim::fidelity::probes::{Real, failover, min_replicas, promotion};
     let dir = common::temp_dir("redis-processes-probes");
     let supervisor = Supervisor::new().unwrap();
     let real = Real {
@@ -470,6 +472,18 @@ fn the_probes_agree_with_redis() {
                     "{side}: {sentinel} answered the new master {ms} ms after the kill"
                 );
             }
+        }
+    }
+    let simulated = promotion::simulated(2).unwrap();
+    let measured = promotion::real(&real, env!("CARGO_BIN_EXE_locksim").as_ref(), 2).unwrap();
+    for (side, series) in [("simulation", &simulated), ("redis-sentinel", &measured)] {
+        assert_eq!(series[promotion::NONE], [0.0, 0.0], "{side}: {series:?}");
+        for held in ["redis-1-replica-1", "redis-1-replica-2"] {
+            assert_eq!(
+                series.get(&format!("{held} held, the other promoted")),
+                Some(&vec![1.0]),
+                "{side}: {series:?}"
+            );
         }
     }
     assert_eq!(none_left(&dir), Vec::<i32>::new());

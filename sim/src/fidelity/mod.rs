@@ -15,13 +15,17 @@ use std::path::Path;
 
 use crate::live::process::Supervisor;
 use crate::live::redis_server::Binaries;
-use probes::{Real, Samples, clock_expiry, crash_aof, failover, min_replicas, rejoin, tilt, wait};
+use probes::{
+    Real, Samples, clock_expiry, crash_aof, failover, min_replicas, promotion, rejoin, tilt, wait,
+};
 
 /// Every probe's figures.
 pub struct Figures {
     pub repeats: u32,
     pub min_replicas: Samples,
     pub failover: Samples,
+    /// Per replica held behind: the share of runs promoting the other, up-to-date one.
+    pub promotion: Samples,
     pub crash_aof: Samples,
     /// The same probe with a `power_loss`: simulated only (not producible on loopback).
     pub power_loss_aof: Samples,
@@ -52,6 +56,7 @@ pub fn measure(
         repeats,
         min_replicas: Samples::default(),
         failover: Samples::default(),
+        promotion: Samples::default(),
         crash_aof: Samples::default(),
         power_loss_aof: Samples::default(),
         clock_expiry: Samples::default(),
@@ -67,6 +72,8 @@ pub fn measure(
         .insert("redis-1".into(), min_replicas::simulated(repeats)?);
     progress("failover per Sentinel (simulated)");
     figures.failover.simulated = failover::simulated(repeats)?;
+    progress("promotion with a replica behind (simulated)");
+    figures.promotion.simulated = promotion::simulated(repeats)?;
     for policy in crash_aof::POLICIES {
         progress(&format!("kill -9 with appendfsync {policy} (simulated)"));
         figures.crash_aof.simulated.insert(
@@ -104,6 +111,10 @@ pub fn measure(
         .insert("redis-1".into(), min_replicas::real(&real, repeats)?);
     progress("failover per Sentinel (redis-sentinel)");
     figures.failover.real = failover::real(&real, repeats)?;
+    progress("promotion with a replica behind (redis-server, redis-sentinel)");
+    let locksim = std::env::current_exe()
+        .map_err(|e| format!("cannot find the locksim binary to run the probe's client: {e}"))?;
+    figures.promotion.real = promotion::real(&real, &locksim, repeats)?;
     for policy in crash_aof::POLICIES {
         progress(&format!("kill -9 with appendfsync {policy} (redis-server)"));
         figures

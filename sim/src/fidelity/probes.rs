@@ -799,3 +799,202 @@ pub mod wait {
         Ok(out)
     }
 }
+
+/// Which replica Sentinel promotes when their offsets differ: one master, two replicas, three
+/// Sentinels (`down-after-milliseconds 1000`); a client writes all along (a `set-nx-px-lua`
+/// lock taken and released every ~40 ms), the replication link from the master to one replica
+/// is cut from 1 s on (a partition in the simulated network, which the real replication link
+/// crosses too: `live/redis_server/links.rs`), so that replica's offset stops while the other's
+/// follows the master; at 3 s the master is killed. Redis 7.0.15 ranks the candidates by
+/// `replica-priority`, then the greater replication offset, then the smaller run id
+/// (`compareSlavesForPromotion`, `src/sentinel.c` 4920-4946, the `qsort` of
+/// `sentinelSelectSlave` at 4985). The held replica alternates between runs: with equal offsets
+/// the tie-break would pick either (Redis: random run ids; the model: the smaller name,
+/// `replica-1`), so only the offset makes the up-to-date replica win in every run. Per held replica: the share of runs
+/// whose promoted replica is the other, up-to-date one.
+pub mod promotion {
+    use super::*;
+
+    const CUT_AT_MS: u64 = 1000;
+    /// The series of runs without a promotion by the end of the run.
+    pub const NONE: &str = "no promotion within 8 s of the kill";
+
+    /// The replica whose link is cut in run `i`.
+    fn held(i: u32) -> &'static str {
+        if i.is_multiple_of(2) {
+            "redis-1-replica-1"
+        } else {
+            "redis-1-replica-2"
+        }
+    }
+
+    fn up_to_date(held: &str) -> &'static str {
+        if held == "redis-1-replica-1" {
+            "redis-1-replica-2"
+        } else {
+            "redis-1-replica-1"
+        }
+    }
+
+    fn series(held: &str) -> String {
+        format!("{held} held, the other promoted")
+    }
+
+    /// The master is killed at `crash_ms`; the run lasts long enough for the failover (about
+    /// 2.3 s after the kill, see the failover probe) with a margin for a loaded machine.
+    fn scenario(held: &str, crash_ms: u64) -> String {
+        format!(
+            r#"{{ "name": "probe-promotion", "duration_ms": {end},
+                 "topology": {{ "replicas": 2, "sentinels": 3, "sentinel_down_after_ms": 1000 }},
+                 "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 1000 }},
+                 "clients": {{ "count": 1, "acquisitions": 1000000, "hold_ms": [20, 20],
+                              "think_ms": [20, 20], "acquire_timeout_ms": 100000 }},
+                 "faults": [ {{ "kind": "partition", "groups": [["redis-1"], ["{held}"]],
+                               "at_ms": {CUT_AT_MS}, "duration_ms": {cut} }},
+                             {{ "kind": "crash", "node": "redis-1", "at_ms": {crash_ms} }} ] }}"#,
+            end = crash_ms + 8000,
+            cut = crash_ms + 8000 - CUT_AT_MS,
+        )
+    }
+
+    /// A run without any promotion (an election that did not reach a majority is retried only
+    /// after twice the failover timeout, `sentinelStartFailoverIfNeeded`) counts in its own
+    /// series, not as a wrong choice.
+    fn record(out: &mut BTreeMap<String, Vec<f64>>, held: &str, promoted: Option<&str>) {
+        out.entry(NONE.to_string())
+            .or_default()
+            .push(if promoted.is_none() { 1.0 } else { 0.0 });
+        if let Some(promoted) = promoted {
+            let share = if promoted == up_to_date(held) {
+                1.0
+            } else {
+                0.0
+            };
+            out.entry(series(held)).or_default().push(share);
+        }
+    }
+
+    /// The first `+promoted-slave` of the trace names the replica.
+    pub fn simulated(repeats: u32) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let mut out = BTreeMap::new();
+        for i in 0..repeats {
+            let held = held(i);
+            let json = scenario(held, 3000 + phase_ms(i));
+            let events = simulate(&json, u64::from(i))?;
+            let promoted = events.iter().find_map(|e| match &e.kind {
+                EventKind::Sentinel { what, detail, .. } if what == "+promoted-slave" => {
+                    Some(detail.as_str())
+                }
+                _ => None,
+            });
+            record(&mut out, held, promoted);
+        }
+        Ok(out)
+    }
+
+    /// Each run is `locksim live --backend redis-server` of the probe's scenario (its client
+    /// is `client_program live-adapter`); the promoted replica is read from the Sentinels'
+    /// logs (`+promoted-slave slave <ip>:<port> …`, logged by the leader) and named by the
+    /// address each replica binds (its `redis.conf`).
+    pub fn real(
+        real: &Real,
+        client_program: &Path,
+        repeats: u32,
+    ) -> Result<BTreeMap<String, Vec<f64>>, String> {
+        let mut out = BTreeMap::new();
+        for i in 0..repeats {
+            stopped()?;
+            let held = held(i);
+            let dir = real.dir.join(format!("promotion-{i}"));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let path = dir.join("probe-promotion.json");
+            std::fs::write(&path, scenario(held, 3000 + phase_ms(i)))
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let scenario = Arc::new(Scenario::load(&path)?);
+            let options = crate::live::Options {
+                command: Some(crate::live::adapter::command_of(
+                    client_program.to_path_buf(),
+                    &scenario,
+                    0,
+                )?),
+                scenario,
+                scheme_index: 0,
+                seed: u64::from(i),
+                log_dir: dir.join("logs"),
+                op_timeout_ms: 10_000,
+                grace: Duration::from_secs(1),
+                observe: false,
+                servers: Some(real.binaries.clone()),
+            };
+            // A fresh thread: the live run makes its simulation's runtime there.
+            std::thread::spawn(move || crate::live::run(options))
+                .join()
+                .map_err(|_| "the live run panicked".to_string())??;
+            let servers = dir.join("servers");
+            let promoted = promoted_in_logs(&servers)?;
+            let node = promoted
+                .map(|ip| node_bound_to(&servers, &ip))
+                .transpose()?
+                .flatten();
+            record(&mut out, held, node.as_deref());
+        }
+        Ok(out)
+    }
+
+    /// The address of the first `+promoted-slave` in the Sentinels' logs under `servers`
+    /// (redis-sentinel's log line: `pid:X 27 Nov 2026 14:20:06.930 # +promoted-slave slave
+    /// 127.0.2.3:6379 127.0.2.3 6379 @ redis-1 …`; the earliest by its time of day: the
+    /// Sentinels run in one run of a few seconds).
+    fn promoted_in_logs(servers: &Path) -> Result<Option<String>, String> {
+        let mut first: Option<(String, String)> = None;
+        for entry in std::fs::read_dir(servers)
+            .map_err(|e| format!("cannot read {}: {e}", servers.display()))?
+        {
+            let dir = entry
+                .map_err(|e| format!("cannot read {}: {e}", servers.display()))?
+                .path();
+            if !dir.join("sentinel.conf").exists() {
+                continue;
+            }
+            let log = dir.join("log.txt");
+            let text = std::fs::read_to_string(&log)
+                .map_err(|e| format!("cannot read {}: {e}", log.display()))?;
+            for line in text.lines() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let Some(at) = words.iter().position(|w| *w == "+promoted-slave") else {
+                    continue;
+                };
+                let (Some(time), Some(addr)) = (
+                    at.checked_sub(2).and_then(|k| words.get(k)),
+                    words.get(at + 2),
+                ) else {
+                    continue;
+                };
+                let ip = addr.rsplit_once(':').map_or(*addr, |(ip, _)| ip);
+                if first.as_ref().is_none_or(|(t, _)| time < &t.as_str()) {
+                    first = Some((time.to_string(), ip.to_string()));
+                }
+            }
+        }
+        Ok(first.map(|(_, ip)| ip))
+    }
+
+    /// The node whose `redis.conf` under `servers` binds `ip`.
+    fn node_bound_to(servers: &Path, ip: &str) -> Result<Option<String>, String> {
+        for entry in std::fs::read_dir(servers)
+            .map_err(|e| format!("cannot read {}: {e}", servers.display()))?
+        {
+            let dir = entry
+                .map_err(|e| format!("cannot read {}: {e}", servers.display()))?
+                .path();
+            let Ok(conf) = std::fs::read_to_string(dir.join("redis.conf")) else {
+                continue;
+            };
+            if conf.lines().any(|l| l == format!("bind {ip}")) {
+                return Ok(dir.file_name().map(|n| n.to_string_lossy().into_owned()));
+            }
+        }
+        Ok(None)
+    }
+}

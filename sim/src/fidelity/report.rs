@@ -17,7 +17,9 @@ simulation's seeds in [fidelity-matrix.md](fidelity-matrix.md), written by \
 file). Replication and Sentinel links cross the simulated network there as the clients' do \
 (docs/live.md), so server-to-server faults and `replica_lag_ms` apply; what the real processes \
 cannot get (a machine crash) is listed there from each run's \
-`faults_not_applied`.\n";
+`faults_not_applied`. The same page compares the catalog's (non-matrix) scenarios, each with \
+its own scheme (`bash scripts/fidelity-matrix.sh --catalog`), and lists those that are not \
+compared with the reason the script found.\n";
 
 /// Count, min, median and max of `samples`, as a table cell (`–` when empty).
 fn summary(samples: &[f64], unit: &str) -> String {
@@ -190,6 +192,31 @@ pub fn markdown(figures: &Figures) -> String {
         "Sentinel",
         "ms",
         &pair(&figures.failover.simulated, &figures.failover.real),
+    );
+    out.push_str(
+        "## Failover: which replica is promoted when their offsets differ\n\n\
+         One master, two replicas, three Sentinels (`down-after-milliseconds 1000`); a client \
+         takes and releases a `set-nx-px-lua` lock every ~40 ms, the link between the master and \
+         one replica is cut 1 s in (a partition in the simulated network, which the real \
+         replication link crosses: `sim/src/live/redis_server/links.rs`), so that replica's \
+         offset stops while the other's follows; 2-3 s later the master is killed (real: each \
+         run is `locksim live --backend redis-server` of the probe's scenario, the promoted \
+         replica read from the Sentinels' `+promoted-slave` log lines; simulation: the trace's \
+         `+promoted-slave`). Sentinel ranks the candidates by `replica-priority`, then the \
+         greater replication offset, then the smaller run id (`compareSlavesForPromotion`, \
+         7.0.15 `src/sentinel.c` 4920-4946, called from `sentinelSelectSlave` (4948, its `qsort` at 4985); the model's \
+         `select_slave`, `sim/src/nodes/sentinel/failover.rs`, the same with the node's name as \
+         run id). The replica held behind alternates between runs: with equal offsets the \
+         tie-break does not depend on which one is behind (Redis: random run ids; the model: \
+         always `replica-1`), so only the offset promotes the up-to-date replica in every run. Per replica held behind: the share of runs promoting \
+         the other, among the runs that promoted one; then the share of runs with no promotion \
+         by the end of the run (8 s after the kill: an election without a majority is retried \
+         only after twice the failover timeout).\n\n",
+    );
+    share_table(
+        &mut out,
+        "replica behind",
+        &pair(&figures.promotion.simulated, &figures.promotion.real),
     );
     out.push_str(
         "## Acknowledged writes kept by a process crash (kill -9), per appendfsync\n\n\

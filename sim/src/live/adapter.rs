@@ -35,6 +35,16 @@ use crate::world::stream_seed;
 pub fn command(scenario: &Scenario, scheme_index: usize) -> Result<ClientCommand, String> {
     let program = std::env::current_exe()
         .map_err(|e| format!("cannot find the locksim binary to run the built-in scheme: {e}"))?;
+    command_of(program, scenario, scheme_index)
+}
+
+/// The same client, run by the given locksim binary (a test's process is not locksim: it names
+/// the binary cargo built).
+pub fn command_of(
+    program: std::path::PathBuf,
+    scenario: &Scenario,
+    scheme_index: usize,
+) -> Result<ClientCommand, String> {
     let path =
         std::fs::canonicalize(&scenario.path).map_err(|e| format!("{}: {e}", scenario.path))?;
     Ok(ClientCommand {

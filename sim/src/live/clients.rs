@@ -269,6 +269,19 @@ impl Clients {
         }
     }
 
+    /// Holds `client` when a pause holds its node but its process missed the SIGSTOP: a pause
+    /// that begins before the process exists (`at_ms: 0`: the run's clock starts before the
+    /// clients do) found none to stop, yet the simulation's paused client does nothing until
+    /// the resume. Stopped now, the process is continued by that pause's own resume
+    /// (`ExternalProcesses::resume` sends SIGCONT). True when the node is paused.
+    pub fn stop_if_paused(&self, procs: &crate::world::procs::Procs, client: &str) -> bool {
+        let paused = procs.is_paused(client);
+        if paused {
+            self.signal(client, libc::SIGSTOP, "SIGSTOP");
+        }
+        paused
+    }
+
     /// The workload is over for `client`: close its stdin (a well-behaved client exits on EOF).
     pub fn finish(&self, client: &str) {
         if let Some(process) = self.procs.lock().expect("never poisoned").get_mut(client) {

@@ -328,6 +328,13 @@ pub async fn driver_node(world: Arc<World>, name: String, live: Arc<Live>) {
     if start == 1 {
         live.start_together().await;
     }
+    // A pause that began before the process could be stopped (at `at_ms: 0`) holds it now, and
+    // its workload waits for the resume, as the simulation's paused client does not start.
+    if live.clients.stop_if_paused(&world.procs, &name) {
+        while world.procs.is_paused(&name) {
+            madsim::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
     let record = |kind| world.emit(&name, None, kind);
     let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(
         world.seed,

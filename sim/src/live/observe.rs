@@ -39,6 +39,8 @@ pub async fn observe_node(world: Arc<World>, name: String, live: Arc<Live>) {
             return std::future::pending().await;
         }
     };
+    // A pause that began before the process existed holds it from its start.
+    live.clients.stop_if_paused(&world.procs, &name);
     live.clients.finish(&name);
     while let Some(Some(line)) = lines.recv().await {
         live.clients.log_stdout(&name, &line);
