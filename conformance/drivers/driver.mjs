@@ -4,6 +4,8 @@
 //   answer: {"ready": true} once every client is connected
 //   then:   {"op": "acquire" | "release" | "extend", "lock": 0, "until_ms": n?}
 //   answer: {"outcome": "granted" | "refused" | "error" | "pending", "detail": "..."}
+//   last:   {"op": "drain", "limit_ms": n}
+//   answer: {"drained": true | false, "detail": "..."} once every command sent has its reply
 // locksim copies this file beside target/client-suites/node/node_modules and runs it there.
 import readline from 'node:readline';
 import Client from 'ioredis';
@@ -17,8 +19,10 @@ function classify(error, refusals) {
 
 // ioredis with its defaults (no command timeout), one client per master, connected (a PING,
 // not a command of the lock) before the first operation.
+const everyClient = [];
 async function clients(ports) {
   const list = ports.map((port) => new Client({ host: '127.0.0.1', port }));
+  everyClient.push(...list);
   await Promise.all(list.map((c) => c.ping()));
   return list;
 }
@@ -69,20 +73,24 @@ async function redlock4(setup) {
   };
 }
 
-// redis-semaphore 5.8.0 (lib/RedisMutex.js, lib/Lock.js): one Mutex per lock object on the
-// first master, its options as given (`config.options`); `acquire` throws TimeoutError when
-// not acquired (a plain `class extends Error`, whose `name` is "Error": told apart by its
-// class), `release` never says no. `onLockLost` is set to do nothing: its default throws on
-// the refresh timer (lib/misc.js:11-13), which would end the driver.
-async function redisSemaphore(setup) {
+// redis-semaphore 5.8.0 (lib/RedisMutex.js, lib/RedlockMutex.js, lib/Lock.js): one Mutex
+// per lock object on the first master, or one RedlockMutex per lock object over every master;
+// its options as given (`config.options`); `acquire` throws TimeoutError when not acquired (a
+// plain `class extends Error`, whose `name` is "Error": told apart by its class), `release`
+// never says no. `onLockLost` is set to do nothing: its default throws on the refresh timer
+// (lib/misc.js:11-13), which would end the driver.
+async function redisSemaphore(setup, redlock = false) {
   const module = await import('redis-semaphore');
-  const { Mutex, TimeoutError } = module.Mutex ? module : module.default;
-  const [client] = await clients(setup.ports);
+  const { Mutex, RedlockMutex, TimeoutError } = module.Mutex ? module : module.default;
+  const masters = await clients(setup.ports);
   const mutexes = new Map();
   const mutex = (n) => {
     if (!mutexes.has(n)) {
       const options = { ...setup.config.options, onLockLost: () => {} };
-      mutexes.set(n, new Mutex(client, setup.key, options));
+      mutexes.set(
+        n,
+        redlock ? new RedlockMutex(masters, setup.key, options) : new Mutex(masters[0], setup.key, options),
+      );
     }
     return mutexes.get(n);
   };
@@ -107,7 +115,26 @@ async function redisSemaphore(setup) {
   };
 }
 
-const LIBRARIES = { 'redlock-5': redlock5, 'redlock-4': redlock4, 'redis-semaphore': redisSemaphore };
+// Waits until every command a library sent has its reply: node-redlock v5 decides at a quorum
+// and leaves the other masters' calls running (src/index.ts:470-543). ioredis keeps the
+// commands written and not yet answered in `commandQueue`, those not yet written in
+// `offlineQueue`. Answered outside the operations' queue, so a pending operation does not hold it.
+async function drain(limitMs) {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    const busy = everyClient.filter((c) => c.commandQueue.length > 0 || c.offlineQueue.length > 0);
+    if (busy.length === 0) return { drained: true, detail: 'every command answered' };
+    if (Date.now() >= deadline) return { drained: false, detail: `${busy.length} clients still wait for replies` };
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+const LIBRARIES = {
+  'redlock-5': redlock5,
+  'redlock-4': redlock4,
+  'redis-semaphore': redisSemaphore,
+  'redis-semaphore-redlock': (setup) => redisSemaphore(setup, true),
+};
 
 const lines = readline.createInterface({ input: process.stdin });
 let library = null;
@@ -115,6 +142,10 @@ let queue = Promise.resolve();
 
 lines.on('line', (text) => {
   const request = JSON.parse(text);
+  if (request.op === 'drain') {
+    drain(request.limit_ms).then((answer) => process.stdout.write(`${JSON.stringify(answer)}\n`));
+    return;
+  }
   queue = queue.then(async () => {
     if (library === null) {
       library = await LIBRARIES[request.library](request);

@@ -6,6 +6,9 @@ target/client-suites/) and talks JSON lines:
   stdout:        {"ready": true} once the library is set up and connected
   stdin  then:   {"op": "acquire" | "release" | "extend", "lock": 0, "until_ms": n?}
   stdout:        {"outcome": "granted" | "refused" | "error" | "pending", "detail": "..."}
+  stdin  last:   {"op": "drain", "limit_ms": n}
+  stdout:        {"drained": true | false, "detail": "..."} once the library's background calls
+                 are done (see `drain`), or after limit_ms
 
 `granted`: the call succeeded (acquired, released, extended). `refused`: the library said no
 (acquire returned False, a LockError / LockNotOwnedError). `error`: any other exception
@@ -20,6 +23,7 @@ import json
 import queue
 import sys
 import threading
+import time
 import traceback
 import types
 
@@ -282,6 +286,26 @@ def worker(requests, answers):
         answers.put(answer)
 
 
+def drain(limit_ms):
+    """Waits until no call the library left to a background thread is still running: pottery
+    returns at its quorum and leaves the other masters' calls to a `BailOutExecutor`, a
+    `concurrent.futures.ThreadPoolExecutor` shut down with `wait=False` (pottery/executor.py),
+    whose worker threads end once their calls returned. Answered by the main thread, so a
+    pending operation on the worker does not hold it."""
+    deadline = time.monotonic() + limit_ms / 1000
+    while True:
+        running = [
+            t.name
+            for t in threading.enumerate()
+            if t.is_alive() and t.name.startswith("ThreadPoolExecutor")
+        ]
+        if not running:
+            return {"drained": True, "detail": "no background call running"}
+        if time.monotonic() >= deadline:
+            return {"drained": False, "detail": f"still running: {', '.join(running)}"}
+        time.sleep(0.005)
+
+
 def main():
     requests, answers = queue.Queue(), queue.Queue()
     threading.Thread(target=worker, args=(requests, answers), daemon=True).start()
@@ -290,6 +314,10 @@ def main():
     sys.stdout.flush()
     for line in sys.stdin:
         request = json.loads(line)
+        if request.get("op") == "drain":
+            sys.stdout.write(json.dumps(drain(request["limit_ms"])) + "\n")
+            sys.stdout.flush()
+            continue
         requests.put(request)
         until_ms = request.get("until_ms")
         try:

@@ -107,3 +107,45 @@ fn libraries_from_source_conform() {
         .unwrap_or_else(|p| p.into_inner());
     run_suite("source", |r| *r == Runtime::Source);
 }
+
+/// `locksim conform --show` prints, for an identical situation, the reference's transcript
+/// (here the source's) in the left column and the model's in the right one; it once printed
+/// the model's in both.
+#[test]
+fn conform_show_puts_the_reference_beside_the_model() {
+    let repo = common::repo();
+    let situation = "conformance/situations/redlock-rb@2.0.6/08-expired-before-release.json";
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .current_dir(&repo)
+        .args(["conform", "--show", situation])
+        .output()
+        .expect("locksim runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("08-expired-before-release: identical"),
+        "{text}"
+    );
+    let headers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_end().ends_with("| model"))
+        .collect();
+    assert_eq!(headers.len(), 3, "one header per master: {text}");
+    assert!(
+        headers
+            .iter()
+            .all(|h| h.trim_start().starts_with("source ")),
+        "the left column is the source's: {text}"
+    );
+    // The release's outcome as the source says it, beside the model's.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  outcome 2: release: granted")
+                && l.contains("| release: granted")),
+        "{text}"
+    );
+}

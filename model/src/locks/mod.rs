@@ -17,6 +17,7 @@ pub mod params;
 pub mod pottery;
 pub mod python_redis_lock;
 pub mod redis_semaphore;
+pub mod redis_semaphore_redlock;
 pub mod redisson;
 pub mod redlock;
 pub mod reentrant;

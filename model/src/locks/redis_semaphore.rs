@@ -70,7 +70,7 @@ pub const DEL_IF_EQUAL: &str = "
   ";
 
 /// `REFRESH_INTERVAL_COEF` (`lib/Lock.js:45`).
-const REFRESH_COEF: f64 = 0.8;
+pub(super) const REFRESH_COEF: f64 = 0.8;
 
 /// The preset's scheme (see the module doc); `watchdog`'s `build` hands it the parameters.
 pub fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {

@@ -17,9 +17,10 @@
 //!   on failure every master is unlocked by `EVALSHA` of its compare-and-delete (`:319`).
 //! - `antirez/redlock-rb`, commit 2af803d (the repository has no tags), `redlock.rb`: 3 tries
 //!   (`DefaultRetryCount`, `:4, :57`), one value per `lock` call (20 random bytes, each written
-//!   in base 32, `:46-53`), `SET NX PX` on each master in turn (`:30-36`) with redis-rb 3.x's
+//!   in base 32, `:46-53`), `set k v nx px ttl` (lower case: redis-rb 3.x writes its symbols
+//!   as they are) on each master in turn (`:30-36`) with redis-rb 3.x's
 //!   5 s default timeout (redis/redis-rb@v3.1.0 `lib/redis/client.rb:14`), validity > 0 on the
-//!   wall clock `Time.now` (`:59-68`), unlock by `EVAL` (`:38-44, :75-77`), and a random
+//!   wall clock `Time.now` (`:59-68`), unlock by `eval` (`:38-44, :75-77`), and a random
 //!   rand(200) ms sleep after *every* failed try, the last included (`:80`).
 //! - `redsync`, go-redsync/redsync@v4.17.0: `redsync.go:30-42` 8 s expiry, 32 tries, rand[50, 250)
 //!   ms delay, drift factor 0.01 without the 2 ms, timeout factor 0.05; `mutex.go:75-134` one
@@ -64,6 +65,11 @@
 //!   `aioredlock.rs` (its three scripts loaded first, every reply awaited, 3 tries with one
 //!   value 100–300 ms apart, a watchdog without `lock_timeout`).
 //!
+//! - `redis-semaphore@5.8.0`, the `RedlockMutex` of swarthy/redis-semaphore 5.8.0 (npm): a
+//!   library of its own, modelled in `redis_semaphore_redlock.rs` (`SET PX NX` on every master
+//!   at once, a quorum wins with no validity check, otherwise delete-if-equal everywhere and
+//!   10 ms until the acquire timeout; a refresh timer that re-sets the masters it lost).
+//!
 //! `redlock-no-validity` is Redlock without the validity check: by default node-redlock, or any
 //! preset with its check removed (`validity_check: false` on `redlock` does the same).
 
@@ -77,7 +83,7 @@ use async_trait::async_trait;
 
 use super::{
     CallError, Extension, Family, Grant, Lease, LocalBoxFuture, LockEnv, LockScheme, Params,
-    PresetInfo, Release, SchemeInfo, argv, uuid4,
+    PresetInfo, RAISED, Release, SchemeInfo, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -147,6 +153,7 @@ const PRESET_ROWS: &[PresetInfo] = &[
     },
     super::pottery::PRESET,
     super::aioredlock::PRESET,
+    super::redis_semaphore_redlock::PRESET,
     PresetInfo {
         name: "redsync@4.0.3",
         summary: "redsync v4.0.3: 500 ms between tries, no per-call timeout, Unlock() and Extend() report success whatever the masters answered (PR 61)",
@@ -317,6 +324,7 @@ const PRESETS: &[&str] = &[
     "node-redlock@4.2.0",
     "pottery@3.0.1",
     "aioredlock@0.7.3",
+    "redis-semaphore@5.8.0",
 ];
 
 fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, String> {
@@ -331,6 +339,9 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
     }
     if preset == super::aioredlock::PRESET.name {
         return super::aioredlock::build(params);
+    }
+    if preset == super::redis_semaphore_redlock::PRESET.name {
+        return super::redis_semaphore_redlock::build(params);
     }
     let key = params.key()?;
     let mut s = match preset.as_str() {
@@ -658,7 +669,10 @@ impl Redlock {
         Box::pin(async move {
             match library {
                 Library::AntirezRb => {
-                    let cmd = argv(&["SET", &key, &value, "NX", "PX", &ttl]);
+                    // `redis.client.call([:set,resource,val,:nx,:px,ttl])` (`redlock.rb:32`):
+                    // redis-rb 3.x writes each symbol with `to_s`, lower case as written
+                    // (redis/redis-rb@v3.1.0 `lib/redis/connection/command_helper.rb:7-22`).
+                    let cmd = argv(&["set", &key, &value, "nx", "px", &ttl]);
                     let reply = send(&env, server, cmd, timeout).await?;
                     Ok(matches!(reply, Reply::Status(ref s) if s == "OK"))
                 }
@@ -708,7 +722,8 @@ impl Redlock {
         Box::pin(async move {
             let reply = match library {
                 Library::AntirezRb => {
-                    let cmd = script_command("EVAL", ANTIREZ_UNLOCK, &key, &[&value]);
+                    // `redis.client.call([:eval,UnlockScript,1,resource,val])` (`redlock.rb:40`).
+                    let cmd = script_command("eval", ANTIREZ_UNLOCK, &key, &[&value]);
                     send(&env, server, cmd, timeout).await
                 }
                 Library::LeandroRb => {
@@ -911,8 +926,14 @@ impl LockScheme for Redlock {
                 for server in 0..env.servers() {
                     let result = self.lock_one(env, server, &value).await;
                     if let Err(e) = result {
+                        // The caller gets the exception, not `false`: redis-client's
+                        // `ReadTimeoutError` / `ConnectionError` out of `Client#lock`.
+                        let class = match e {
+                            CallError::Timeout => "RedisClient::ReadTimeoutError",
+                            CallError::Disconnected(_) => "RedisClient::ConnectionError",
+                        };
                         return Err(format!(
-                            "the lock call to master {} raised ({e}): the error escapes lock, nothing is unlocked",
+                            "{RAISED}{class} from the lock call to master {} ({e}): the error escapes lock, nothing is unlocked",
                             server + 1
                         ));
                     }
@@ -989,6 +1010,20 @@ impl LockScheme for Redlock {
         };
         let quorum = env.servers() / 2 + 1;
         let servers = env.servers();
+        if matches!(self.library, Library::LeandroRb | Library::AntirezRb) {
+            // `Client#unlock` is `@servers.each { |s| s.unlock(...) }` and
+            // `RedisInstance#unlock` rescues every error: it returns the server list whatever
+            // the masters answered, so the caller is told nothing (leandromoreira/redlock-rb@2.0.6
+            // `client.rb:104-106, :211-219`, @2.0.1 `client.rb:94-96, :177-185`;
+            // antirez/redlock-rb@2af803d `redlock.rb:38-44, :85-89`).
+            let deleted = self.unlock_all(env, &value, self.unlock_timeout_ms).await;
+            return Release {
+                ok: true,
+                detail: format!(
+                    "unlock reports nothing (deleted on {deleted}/{servers} masters, unseen by the caller)"
+                ),
+            };
+        }
         if self.library != Library::NodeRedlock {
             let deleted = self.unlock_all(env, &value, self.unlock_timeout_ms).await;
             return Release {
@@ -1195,7 +1230,12 @@ mod tests {
         block_on(lb.acquire(&env, 10_000)).unwrap();
         block_on(lb.release(&env));
         let sent = b.sent.borrow().clone();
-        assert!(sent[0].starts_with("SET lock ") && sent[0].ends_with(" NX PX 10000"));
+        // redis-rb 3.x sends its symbols as written, `nx px` (the test env shows command
+        // names in upper case).
+        assert!(
+            sent[0].starts_with("SET lock ") && sent[0].ends_with(" nx px 10000"),
+            "{sent:?}"
+        );
         assert!(
             sent[3].starts_with("EVAL \"\\n    if redis.call"),
             "{sent:?}"
@@ -1225,6 +1265,32 @@ mod tests {
             "fails, then releases its partial keys"
         );
         assert_eq!(outcome("leandromoreira/redlock-rb"), (true, 2));
+    }
+
+    /// The Ruby libraries' `unlock` returns the server list whatever the masters answered: a
+    /// release of a lock that expired everywhere still tells the caller nothing is wrong.
+    #[test]
+    fn ruby_unlock_reports_nothing_even_when_nothing_was_deleted() {
+        for preset in [
+            "leandromoreira/redlock-rb",
+            "leandromoreira/redlock-rb@2.0.1",
+            "antirez/redlock-rb",
+        ] {
+            let m = masters(3);
+            let a = DirectEnv::concrete_multi(&m, "a", 1);
+            let env: Rc<dyn LockEnv> = a.clone();
+            let mut la = scheme(serde_json::json!({"name": "redlock", "preset": preset}));
+            block_on(la.acquire(&env, 10_000)).unwrap();
+            for master in &m {
+                master.command(&["DEL", "lock"]);
+            }
+            let release = block_on(la.release(&env));
+            assert!(release.ok, "{preset}: {release:?}");
+            assert!(
+                release.detail.contains("deleted on 0/3"),
+                "{preset}: {release:?}"
+            );
+        }
     }
 
     /// node-redlock's release retries (10 times, 200 ± 100 ms apart) until a quorum deleted
@@ -1364,7 +1430,11 @@ mod tests {
             (result, shared.command(&["EXISTS", "lock"]))
         };
         let (old, left) = run("leandromoreira/redlock-rb@2.0.1");
-        assert!(old.unwrap_err().contains("nothing is unlocked"));
+        let raised = old.unwrap_err();
+        assert!(
+            raised.starts_with(RAISED) && raised.contains("nothing is unlocked"),
+            "the caller gets an exception, not a refusal: {raised}"
+        );
         assert_eq!(left, Reply::Integer(1), "2.0.1 leaves the key it set");
         let (_, left) = run("leandromoreira/redlock-rb");
         assert_eq!(

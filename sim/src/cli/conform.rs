@@ -17,7 +17,8 @@ pub struct Args {
     /// Only the situations of this library (`redis-py@8.1.0`).
     #[arg(long)]
     library: Option<String>,
-    /// Also print the transcripts of identical situations.
+    /// Also print the transcripts of identical situations: the real library's (or the
+    /// source's) beside the model's.
     #[arg(long)]
     show: bool,
 }
@@ -61,9 +62,10 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
             (None, None) => {
                 entry.0 += 1;
                 println!("{}: identical", outcome.name);
-                if args.show {
-                    let model = crate::conform::model_transcript(&situation)?;
-                    print!("{}", crate::conform::side_by_side(&model, &model, "model"));
+                if args.show
+                    && let Some(both) = outcome.side_by_side()
+                {
+                    print!("{both}");
                 }
             }
         }

@@ -31,6 +31,18 @@ pub struct Outcome {
     pub mismatch: Option<String>,
     /// The situation could not run (a library not installed, a driver error).
     pub error: Option<String>,
+    /// Both transcripts when both sides ran: the reference's name (`real` or `source`), the
+    /// reference's and the model's.
+    pub transcripts: Option<(&'static str, Transcript, Transcript)>,
+}
+
+impl Outcome {
+    /// The reference's transcript beside the model's (`locksim conform --show`).
+    pub fn side_by_side(&self) -> Option<String> {
+        self.transcripts
+            .as_ref()
+            .map(|(name, reference, model)| side_by_side(reference, model, name))
+    }
 }
 
 /// Compares the model's transcript with the real one (or the source's).
@@ -228,6 +240,7 @@ pub fn check(setup: &real_side::RealSetup, situation: &Situation) -> Outcome {
         library: situation.library.id.clone(),
         mismatch: None,
         error: None,
+        transcripts: None,
     };
     let model = match model_transcript(situation) {
         Ok(t) => t,
@@ -254,5 +267,6 @@ pub fn check(setup: &real_side::RealSetup, situation: &Situation) -> Outcome {
         }
     };
     outcome.mismatch = compare(situation, &reference, &model, name);
+    outcome.transcripts = Some((name, reference, model));
     outcome
 }

@@ -222,6 +222,36 @@ impl Monitor {
         })
     }
 
+    /// Waits until this monitor has collected `ECHO marker` from connection `who`: every
+    /// command that reached the master before it has then been collected too.
+    fn wait_for_marker(&self, who: &str, marker: &str, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let seen = self
+                .lines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .rev()
+                .any(|l| {
+                    l.who.as_deref() == Some(who)
+                        && l.argv.len() == 2
+                        && l.argv[0].eq_ignore_ascii_case(b"ECHO")
+                        && l.argv[1] == marker.as_bytes()
+                });
+            if seen {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "MONITOR did not show the harness's ECHO {marker} within {} s",
+                    limit.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     fn finish(mut self) -> Vec<Line> {
         let _ = self.stream.shutdown(Shutdown::Both);
         if let Some(handle) = self.reader.take() {
@@ -332,6 +362,42 @@ fn start_driver(
     Ok(driver)
 }
 
+/// How long a library's background calls may still run after the situation's last step
+/// (pottery's calls left to its executor's threads, node-redlock's calls after its quorum): far
+/// above the few milliseconds they take on loopback, so that a loaded machine only waits.
+const BACKGROUND_LIMIT: Duration = Duration::from_secs(20);
+
+/// Ends a situation only when its transcript is complete, whatever the machine's load: each
+/// driver first waits until its library's background calls have returned (so they reached
+/// their master), then an `ECHO` of the harness on every master marks the end of what MONITOR
+/// must have shown (commands are fed to MONITOR in arrival order, replication.c:562-601).
+/// Waits, never sleeps a guessed time; bounded by `BACKGROUND_LIMIT`, past which the run is an
+/// error rather than a short transcript.
+fn settle(
+    drivers: &mut std::collections::BTreeMap<usize, Driver>,
+    admins: &mut [Conn],
+    monitors: &[Monitor],
+) -> Result<(), String> {
+    for (lock, driver) in drivers.iter_mut() {
+        driver.send(&json!({"op": "drain", "limit_ms": BACKGROUND_LIMIT.as_millis() as u64}))?;
+        let answer = driver.answer(BACKGROUND_LIMIT + Duration::from_secs(10))?;
+        if answer["drained"] != json!(true) {
+            return Err(format!(
+                "lock {lock}: the library's background calls had not returned after {} s: {}",
+                BACKGROUND_LIMIT.as_secs(),
+                answer["detail"]
+            ));
+        }
+    }
+    let marker = format!("locksim-conform-end-{}", std::process::id());
+    for (admin, monitor) in admins.iter_mut().zip(monitors) {
+        let who = admin.peer_name();
+        admin.command(&["ECHO".to_string(), marker.clone()])?;
+        monitor.wait_for_marker(&who, &marker, BACKGROUND_LIMIT)?;
+    }
+    Ok(())
+}
+
 /// What the real library did in a situation.
 pub struct RealRun {
     pub lines: Vec<Vec<Line>>,
@@ -423,10 +489,9 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
         }
     }
     std::thread::sleep(Duration::from_millis(situation.settle_ms));
-    // The drivers' end closes their connections; then nothing more reaches the monitors.
+    settle(&mut drivers, &mut admins, &monitors)?;
     drop(drivers);
     drop(children);
-    std::thread::sleep(Duration::from_millis(50));
     let lines = monitors.into_iter().map(Monitor::finish).collect();
     Ok(RealRun {
         lines,
