@@ -70,22 +70,42 @@ pub const DEL_IF_EQUAL: &str = "
   ";
 
 /// `REFRESH_INTERVAL_COEF` (`lib/Lock.js:45`).
-pub(super) const REFRESH_COEF: f64 = 0.8;
+const REFRESH_COEF: f64 = 0.8;
+
+/// The options both of redis-semaphore's mutexes take (`Mutex` and `RedlockMutex`: `lib/Lock.js`
+/// constructor, defaults `lib/misc.js:5-10`), named as the scenario's scheme parameters.
+pub(super) struct Options {
+    pub(super) key: String,
+    pub(super) lock_timeout_ms: u64,
+    pub(super) retry_interval_ms: u64,
+    /// 0: no refresh.
+    pub(super) refresh_interval_ms: u64,
+    /// `None`: `Number.POSITIVE_INFINITY`.
+    pub(super) attempts_limit: Option<u64>,
+}
+
+impl Options {
+    pub(super) fn parse(params: &mut Params) -> Result<Self, String> {
+        let key = params.key()?;
+        let lock_timeout_ms = params.positive("ttl_ms", 10_000)?;
+        let refresh_default = (lock_timeout_ms as f64 * REFRESH_COEF).round() as u64;
+        Ok(Options {
+            key,
+            lock_timeout_ms,
+            retry_interval_ms: params.positive("retry_delay_ms", 10)?,
+            refresh_interval_ms: params.u64("refresh_interval_ms", refresh_default)?,
+            attempts_limit: match params.u64("attempts_limit", 0)? {
+                0 => None,
+                n => Some(n),
+            },
+        })
+    }
+}
 
 /// The preset's scheme (see the module doc); `watchdog`'s `build` hands it the parameters.
 pub fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
-    let key = params.key()?;
-    let lock_timeout_ms = params.positive("ttl_ms", 10_000)?;
-    let refresh_default = (lock_timeout_ms as f64 * REFRESH_COEF).round() as u64;
     Ok(Box::new(Mutex {
-        key,
-        lock_timeout_ms,
-        retry_interval_ms: params.positive("retry_delay_ms", 10)?,
-        refresh_interval_ms: params.u64("refresh_interval_ms", refresh_default)?,
-        attempts_limit: match params.u64("attempts_limit", 0)? {
-            0 => None,
-            n => Some(n),
-        },
+        options: Options::parse(params)?,
         identifier: None,
         acquired: Rc::new(Cell::new(false)),
         refresh: None,
@@ -93,18 +113,36 @@ pub fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
 }
 
 pub struct Mutex {
-    key: String,
-    lock_timeout_ms: u64,
-    retry_interval_ms: u64,
-    /// 0: no refresh.
-    refresh_interval_ms: u64,
-    /// `None`: `Number.POSITIVE_INFINITY`.
-    attempts_limit: Option<u64>,
+    options: Options,
     /// Drawn once per lock object (its constructor), at its first acquire here.
     identifier: Option<String>,
     /// `_acquired`: set by a won acquire, cleared by a failed refresh and by release.
     acquired: Rc<Cell<bool>>,
     refresh: Option<Box<dyn TaskGuard>>,
+}
+
+/// How both of redis-semaphore's mutexes begin a release (`lib/Lock.js:144-154`): stop the
+/// refresh, then go on only with an identifier whose lock is still held (`_acquired`).
+pub(super) fn identifier_to_release(
+    refresh: &mut Option<Box<dyn TaskGuard>>,
+    identifier: &Option<String>,
+    acquired: &Cell<bool>,
+) -> Result<String, Release> {
+    if let Some(refresh) = refresh.take() {
+        refresh.cancel();
+    }
+    let identifier = match identifier {
+        Some(id) if acquired.get() => id.clone(),
+        Some(_) => {
+            return Err(Release {
+                ok: true,
+                detail: "not held (lost, or never acquired): release sends nothing".into(),
+            });
+        }
+        None => return Err(not_acquired()),
+    };
+    acquired.set(false);
+    Ok(identifier)
 }
 
 fn raised(what: &str, e: impl std::fmt::Display) -> String {
@@ -162,24 +200,26 @@ impl LockScheme for Mutex {
             .get_or_insert_with(|| uuid4(env.as_ref()))
             .clone();
         env.register_token(&identifier);
-        let ttl = self.lock_timeout_ms.to_string();
+        let ttl = self.options.lock_timeout_ms.to_string();
         let end = env.wall_ms() + timeout_ms as i64;
         let mut attempt = 0;
         while env.wall_ms() < end && {
             attempt += 1;
-            self.attempts_limit.is_none_or(|limit| attempt <= limit)
+            self.options
+                .attempts_limit
+                .is_none_or(|limit| attempt <= limit)
         } {
-            let set = argv(&["SET", &self.key, &identifier, "PX", &ttl, "NX"]);
+            let set = argv(&["SET", &self.options.key, &identifier, "PX", &ttl, "NX"]);
             match env.call(0, set).await {
                 Ok(Reply::Status(ok)) if ok == "OK" => {
                     self.acquired.set(true);
-                    if self.refresh_interval_ms > 0 {
+                    if self.options.refresh_interval_ms > 0 {
                         self.refresh = Some(start_refresh(
                             env,
-                            &self.key,
+                            &self.options.key,
                             &identifier,
-                            self.lock_timeout_ms,
-                            self.refresh_interval_ms,
+                            self.options.lock_timeout_ms,
+                            self.options.refresh_interval_ms,
                             self.acquired.clone(),
                         ));
                     }
@@ -192,28 +232,22 @@ impl LockScheme for Mutex {
                     return Err(raised("SET", String::from_utf8_lossy(&e)));
                 }
                 Err(e) => return Err(raised("SET", e)),
-                Ok(_) => env.sleep_ms(self.retry_interval_ms).await,
+                Ok(_) => env.sleep_ms(self.options.retry_interval_ms).await,
             }
         }
-        Err(format!("TimeoutError: Acquire mutex {} timeout", self.key))
+        Err(format!(
+            "TimeoutError: Acquire mutex {} timeout",
+            self.options.key
+        ))
     }
 
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        if let Some(refresh) = self.refresh.take() {
-            refresh.cancel();
-        }
-        let identifier = match &self.identifier {
-            Some(id) if self.acquired.get() => id.clone(),
-            Some(_) => {
-                return Release {
-                    ok: true,
-                    detail: "not held (lost, or never acquired): release sends nothing".into(),
-                };
-            }
-            None => return not_acquired(),
-        };
-        self.acquired.set(false);
-        match evalsha_or_eval(env, 0, DEL_IF_EQUAL, &[&self.key], &[&identifier]).await {
+        let identifier =
+            match identifier_to_release(&mut self.refresh, &self.identifier, &self.acquired) {
+                Ok(identifier) => identifier,
+                Err(release) => return release,
+            };
+        match evalsha_or_eval(env, 0, DEL_IF_EQUAL, &[&self.options.key], &[&identifier]).await {
             Ok(Reply::Error(e)) => Release {
                 ok: false,
                 detail: raised("release", String::from_utf8_lossy(&e)),

@@ -36,11 +36,11 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::redis_semaphore::{DEL_IF_EQUAL, EXPIRE_IF_EQUAL, REFRESH_COEF};
+use super::redis_semaphore::{DEL_IF_EQUAL, EXPIRE_IF_EQUAL, Options, identifier_to_release};
 use super::redlock::Fanin;
 use super::{
     Grant, Lease, LocalBoxFuture, LockEnv, LockScheme, Params, PresetInfo, Release, TaskGuard,
-    argv, evalsha_or_eval, not_acquired, uuid4,
+    argv, evalsha_or_eval, uuid4,
 };
 use crate::redis::Reply;
 
@@ -53,18 +53,8 @@ pub(super) const PRESET: PresetInfo = PresetInfo {
 };
 
 pub(super) fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
-    let key = params.key()?;
-    let lock_timeout_ms = params.positive("ttl_ms", 10_000)?;
-    let refresh_default = (lock_timeout_ms as f64 * REFRESH_COEF).round() as u64;
     Ok(Box::new(RedlockMutex {
-        key,
-        lock_timeout_ms,
-        retry_interval_ms: params.positive("retry_delay_ms", 10)?,
-        refresh_interval_ms: params.u64("refresh_interval_ms", refresh_default)?,
-        attempts_limit: match params.u64("attempts_limit", 0)? {
-            0 => None,
-            n => Some(n),
-        },
+        options: Options::parse(params)?,
         identifier: None,
         acquired: Rc::new(Cell::new(false)),
         refresh: None,
@@ -72,13 +62,7 @@ pub(super) fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> 
 }
 
 pub struct RedlockMutex {
-    key: String,
-    lock_timeout_ms: u64,
-    retry_interval_ms: u64,
-    /// 0: no refresh.
-    refresh_interval_ms: u64,
-    /// `None`: `Number.POSITIVE_INFINITY`.
-    attempts_limit: Option<u64>,
+    options: Options,
     /// Drawn once per lock object (its constructor), at its first acquire here.
     identifier: Option<String>,
     /// `_acquired`: set by a won acquire, cleared by a lost refresh and by release.
@@ -211,24 +195,26 @@ impl LockScheme for RedlockMutex {
         env.register_token(&identifier);
         let call = Call {
             env: env.clone(),
-            key: self.key.clone(),
+            key: self.options.key.clone(),
             identifier: identifier.clone(),
-            ttl: self.lock_timeout_ms.to_string(),
+            ttl: self.options.lock_timeout_ms.to_string(),
         };
         let every: Vec<usize> = (0..env.servers()).collect();
         let end = env.wall_ms() + timeout_ms as i64;
         let mut attempt = 0;
         while env.wall_ms() < end && {
             attempt += 1;
-            self.attempts_limit.is_none_or(|limit| attempt <= limit)
+            self.options
+                .attempts_limit
+                .is_none_or(|limit| attempt <= limit)
         } {
             let granted: u64 = call.on_all(&every, set_nx).await.iter().sum();
             if granted >= quorum(every.len()) {
                 self.acquired.set(true);
-                if self.refresh_interval_ms > 0 {
+                if self.options.refresh_interval_ms > 0 {
                     self.refresh = Some(start_refresh(
                         call,
-                        self.refresh_interval_ms,
+                        self.options.refresh_interval_ms,
                         self.acquired.clone(),
                     ));
                 }
@@ -238,34 +224,25 @@ impl LockScheme for RedlockMutex {
                 });
             }
             call.on_all(&every, del_if_equal).await;
-            env.sleep_ms(self.retry_interval_ms).await;
+            env.sleep_ms(self.options.retry_interval_ms).await;
         }
         Err(format!(
             "TimeoutError: Acquire redlock-mutex {} timeout",
-            self.key
+            self.options.key
         ))
     }
 
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        if let Some(refresh) = self.refresh.take() {
-            refresh.cancel();
-        }
-        let identifier = match &self.identifier {
-            Some(id) if self.acquired.get() => id.clone(),
-            Some(_) => {
-                return Release {
-                    ok: true,
-                    detail: "not held (lost, or never acquired): release sends nothing".into(),
-                };
-            }
-            None => return not_acquired(),
-        };
-        self.acquired.set(false);
+        let identifier =
+            match identifier_to_release(&mut self.refresh, &self.identifier, &self.acquired) {
+                Ok(identifier) => identifier,
+                Err(release) => return release,
+            };
         let call = Call {
             env: env.clone(),
-            key: self.key.clone(),
+            key: self.options.key.clone(),
             identifier,
-            ttl: self.lock_timeout_ms.to_string(),
+            ttl: self.options.lock_timeout_ms.to_string(),
         };
         let every: Vec<usize> = (0..env.servers()).collect();
         call.on_all(&every, del_if_equal).await;

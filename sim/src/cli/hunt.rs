@@ -84,6 +84,8 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     if let Value::Object(topology) = topology {
         topology.insert("masters".into(), json!(target.row.topology.masters));
     }
+    // The runs hunt made: a written schedule replays as it ran (`Target::new`).
+    base.insert("faults_in_sequence".into(), json!(true));
     let writer = ScenarioWriter {
         base,
         from: PathBuf::from(&scenario.path),
@@ -133,11 +135,12 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     let failing = out.join("failing.json");
     writer.write(&failing, &found.faults, found.seed, &scenario.name)?;
     println!(
-        "run {} breaks {} (seed {}, {} faults): {}",
+        "run {} breaks {} (seed {}, {} faults, {}): {}",
         outcome.progress.runs,
         found.broken.join(", "),
         found.seed,
         found.faults.len(),
+        found.origin.name(),
         failing.display()
     );
     let failing_scenario = Scenario::load(&failing)?;
@@ -170,13 +173,24 @@ fn bench(args: &Args, scenario: &Scenario, scheme: usize) -> Result<ExitCode, St
     let bench = Bench::new(scenario, scheme)?;
     let figures = bench.run(&settings, |method, c, result| {
         eprintln!(
-            "{} campaign {c}: {}",
+            "{} campaign {c}: {}{}",
             method.name(),
             result
                 .runs_to_violation
                 .map_or(format!("nothing in {} runs", settings.max_runs), |n| {
                     format!("{} after {n} runs", result.broken.join(", "))
-                })
+                }),
+            result
+                .found_by
+                .as_ref()
+                .map_or(String::new(), |(origin, first)| format!(
+                    " (by {origin}; reached first: {})",
+                    if first.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        first.join(" ")
+                    }
+                ))
         );
     })?;
     let name = format!(

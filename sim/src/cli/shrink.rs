@@ -854,6 +854,7 @@ const FIELD_ORDER: &[&str] = &[
     "clients",
     "resource",
     "faults",
+    "faults_in_sequence",
     "liveness_window_ms",
     "expect",
     "mutual_exclusion",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::faults::{begin, finish, run};
-use crate::scenario::faults::{FaultKind, When};
+use crate::scenario::faults::{Fault, FaultKind, When};
 use crate::world::World;
 
 /// Injects a triggered fault with `after_ms` 0 at the instant of its event, from the task that
@@ -48,11 +48,10 @@ pub async fn scripted_nemesis(
     world: Arc<World>,
     mut fired: tokio::sync::mpsc::UnboundedReceiver<(usize, Option<String>)>,
 ) {
-    for fault in world.scenario.faults.iter().cloned() {
-        // Faults at 0 ms were injected before any client ran (`start_initial`).
-        if let When::At { at_ms } = fault.when
-            && at_ms > 0
-        {
+    if world.scenario.faults_in_sequence {
+        madsim::task::spawn(faults_in_sequence(world.clone()));
+    } else {
+        for (at_ms, fault) in later_faults(&world) {
             let world = world.clone();
             madsim::task::spawn(async move {
                 madsim::time::sleep(Duration::from_millis(at_ms)).await;
@@ -72,5 +71,38 @@ pub async fn scripted_nemesis(
             let fault = world.scenario.faults[index].clone();
             run(world, fault, holder, None).await;
         });
+    }
+}
+
+/// The `at_ms` faults after 0 ms (those at 0 ms were injected before any client ran:
+/// `start_initial`), in the scenario's order.
+fn later_faults(world: &World) -> Vec<(u64, Fault)> {
+    world
+        .scenario
+        .faults
+        .iter()
+        .filter_map(|fault| match fault.when {
+            When::At { at_ms } if at_ms > 0 => Some((at_ms, fault.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `faults_in_sequence`: one task starts the `at_ms` faults in time order. madsim runs the
+/// ready tasks in a random order drawn from the run's one random stream
+/// (madsim 0.2.34 `sim/task/mod.rs` `run_all_ready`: `try_recv_random`, then 50-100 ns more
+/// per step), so one waiting task per fault from the start (the default) makes every fault
+/// move the whole interleaving; here the faults after t are one pending timer of this task
+/// until t, and a timer draws nothing, so the run up to t depends only on the faults up to t.
+async fn faults_in_sequence(world: Arc<World>) {
+    let mut faults = later_faults(&world);
+    faults.sort_by_key(|(at_ms, _)| *at_ms);
+    for (at_ms, fault) in faults {
+        // madsim sleeps at least 1 ms: faults at the same instant start without one.
+        let now_us = world.time.now_us();
+        if at_ms * 1000 > now_us {
+            madsim::time::sleep(Duration::from_micros(at_ms * 1000 - now_us)).await;
+        }
+        madsim::task::spawn(run(world.clone(), fault, None, None));
     }
 }

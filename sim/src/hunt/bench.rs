@@ -65,6 +65,9 @@ pub struct CampaignResult {
     pub runs_to_violation: Option<u64>,
     /// The verdicts that run broke.
     pub broken: Vec<&'static str>,
+    /// For swarm and hunt: where the violating input came from (`Origin::name`) and the
+    /// features its run reached first.
+    pub found_by: Option<(&'static str, Vec<String>)>,
 }
 
 /// One search's figures on one row.
@@ -150,12 +153,13 @@ impl Bench {
         let mut reached = BTreeSet::new();
         for i in 0..runs {
             let (output, hits) = run_marked(&self.random_row, first + i)?;
-            reached.extend(features::reached(&hits, &output.events).features);
+            reached.extend(features::reached(&hits, &output.events, self.target.lease_ms).features);
             let broken = broken_verdicts(&output.result, self.judges_fairness);
             if stop && !broken.is_empty() {
                 let result = CampaignResult {
                     runs_to_violation: Some(i + 1),
                     broken,
+                    found_by: None,
                 };
                 return Ok((result, reached.len()));
             }
@@ -163,6 +167,7 @@ impl Bench {
         let result = CampaignResult {
             runs_to_violation: None,
             broken: Vec::new(),
+            found_by: None,
         };
         Ok((result, reached.len()))
     }
@@ -189,10 +194,12 @@ impl Bench {
             (Some(found), true) => CampaignResult {
                 runs_to_violation: Some(outcome.progress.runs),
                 broken: found.broken.clone(),
+                found_by: Some((found.origin.name(), found.first_reached.clone())),
             },
             _ => CampaignResult {
                 runs_to_violation: None,
                 broken: Vec::new(),
+                found_by: None,
             },
         };
         Ok((result, outcome.corpus.hits.len()))
@@ -313,6 +320,7 @@ mod tests {
         CampaignResult {
             runs_to_violation: runs,
             broken: Vec::new(),
+            found_by: None,
         }
     }
 

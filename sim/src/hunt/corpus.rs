@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::hunt::features::Reached;
 use crate::scenario::faults::Fault;
 
 /// A kept schedule: its faults, the seed it ran on and what it reached.
@@ -17,8 +18,50 @@ pub struct Entry {
     pub faults: Vec<Fault>,
     pub seed: u64,
     pub features: BTreeSet<String>,
-    /// Its run's least write margin (`features::Reached::least_write_margin_ms`).
+    pub watermarks: Watermarks,
+}
+
+/// A run's watermarks (`features::Reached`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Watermarks {
     pub least_write_margin_ms: Option<i64>,
+    pub least_grant_validity_ms: Option<i64>,
+    pub largest_failover_lag_ms: Option<i64>,
+}
+
+impl Watermarks {
+    pub fn of(reached: &Reached) -> Watermarks {
+        Watermarks {
+            least_write_margin_ms: reached.least_write_margin_ms,
+            least_grant_validity_ms: reached.least_grant_validity_ms,
+            largest_failover_lag_ms: reached.largest_failover_lag_ms,
+        }
+    }
+}
+
+/// The watermarks parents are chosen by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watermark {
+    WriteMargin,
+    GrantValidity,
+    FailoverLag,
+}
+
+impl Watermark {
+    pub const ALL: [Watermark; 3] = [
+        Watermark::WriteMargin,
+        Watermark::GrantValidity,
+        Watermark::FailoverLag,
+    ];
+
+    /// The entry's value, as a key where lower is closer to a violation.
+    fn closeness(self, w: &Watermarks) -> Option<i64> {
+        match self {
+            Watermark::WriteMargin => w.least_write_margin_ms,
+            Watermark::GrantValidity => w.least_grant_validity_ms,
+            Watermark::FailoverLag => w.largest_failover_lag_ms.map(|lag| -lag),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -74,12 +117,12 @@ impl Corpus {
         self.entries.last()
     }
 
-    /// The entry whose run came closest to a write after its lease ended (least write margin;
-    /// the earliest of equals); `None` when no entry's holder wrote.
-    pub fn closest_to_a_stale_write(&self) -> Option<&Entry> {
+    /// The entry with the best of `watermark` (the earliest of equals); `None` when no entry's
+    /// run has that watermark.
+    pub fn best_by(&self, watermark: Watermark) -> Option<&Entry> {
         self.entries
             .iter()
-            .filter_map(|e| e.least_write_margin_ms.map(|m| (m, e)))
+            .filter_map(|e| watermark.closeness(&e.watermarks).map(|m| (m, e)))
             .min_by_key(|(m, _)| *m)
             .map(|(_, e)| e)
     }
@@ -100,7 +143,7 @@ mod tests {
             faults: Vec::new(),
             seed,
             features: features.iter().map(|f| f.to_string()).collect(),
-            least_write_margin_ms: None,
+            watermarks: Watermarks::default(),
         }
     }
 

@@ -10,9 +10,8 @@
 //!   rarest feature, mutated AFL-style, run on the parent's seed;
 //! - prefix branches (moonpool-explorer: branch where a rare mark first fires): when a run
 //!   first reaches a mark at time t, children keep its faults before t and redraw the rest.
-//!   The prefix keeps its faults, but a run does not replay its prefix exactly yet: the
-//!   scripted nemesis spawns one task per fault at the start (`faults::schedule`), and madsim
-//!   draws from one stream per task step, so a different tail moves the prefix's interleaving.
+//!   Runs start their faults in sequence (`faults_in_sequence`, `faults::schedule`), so a
+//!   child's run is its parent's up to t, exactly.
 //!
 //! What a run reached (`features`): its marks (`model::marks`), ordered mark pairs, (mark,
 //! active fault kind), and the watermark. A run is kept in the corpus when it reaches a
@@ -40,7 +39,7 @@ use crate::scenario::faults::Fault;
 use crate::scenario::nemesis::NemesisSpec;
 use crate::world::history::Budget;
 use crate::world::stream_seed;
-use corpus::{Corpus, Entry};
+use corpus::{Corpus, Entry, Watermark, Watermarks};
 use features::Reached;
 use swarm::KindDraw;
 
@@ -51,8 +50,9 @@ pub const FRESH_SHARE: f64 = 0.2;
 /// and durations); the others are swarm draws.
 pub const NEMESIS_SHARE: f64 = 0.5;
 
-/// Share of mutated runs whose parent is the entry closest to a stale write (the watermark
-/// steers before the first violation); the others are drawn by rarity.
+/// Share of mutated runs whose parent is the entry with the best of a watermark (one of the
+/// three, drawn evenly: they steer before the first violation); the others are drawn by
+/// rarity.
 pub const WATERMARK_SHARE: f64 = 0.25;
 
 /// Prefix children queued for each mark a run reaches first.
@@ -90,6 +90,8 @@ pub struct Target {
     pub row: Scenario,
     pub nemesis: NemesisSpec,
     pub heal_at_ms: u64,
+    /// The scheme's lease (`None`: lease-less), for the grant-validity watermark.
+    pub lease_ms: Option<u64>,
     judges_fairness: bool,
 }
 
@@ -106,11 +108,18 @@ impl Target {
         let heal_at_ms = scenario.heal_at_ms(&scenario.schemes[scheme]);
         row.schemes = vec![scenario.schemes[scheme].clone()];
         row.faults.clear();
+        // A prefix branch's run then replays its parent's up to the branch point.
+        row.faults_in_sequence = true;
         let judges_fairness = row.judges_fairness();
+        let scheme_spec = &row.schemes[0];
+        let lease_ms = (scheme_spec.lease() != model::locks::Lease::None
+            && scheme_spec.ttl_ms() > 0)
+            .then(|| scheme_spec.ttl_ms());
         Ok(Target {
             row,
             nemesis,
             heal_at_ms,
+            lease_ms,
             judges_fairness,
         })
     }
@@ -127,10 +136,26 @@ impl Target {
         let (output, hits) = run_marked(&self.with_faults(faults), seed)?;
         let broken = broken_verdicts(&output.result, self.judges_fairness);
         Ok(Trial {
-            reached: features::reached(&hits, &output.events),
+            reached: features::reached(&hits, &output.events, self.lease_ms),
             broken,
             trace_hash: output.result.trace_hash,
         })
+    }
+
+    /// A child of `faults` branching at `t_us`: the faults that fired up to then (`at_ms` up to
+    /// t, and the triggered ones, as they are), the rest redrawn after t. With
+    /// `faults_in_sequence` its run is its parent's up to t.
+    pub fn prefix_child(&self, faults: &[Fault], t_us: u64, rng: &mut ChaCha8Rng) -> Vec<Fault> {
+        let t_ms = t_us / 1000;
+        let mut child: Vec<Fault> = faults
+            .iter()
+            .filter(|f| swarm::at_ms(f) <= t_ms)
+            .cloned()
+            .collect();
+        let kinds = swarm::draw_kinds(&self.nemesis, rng);
+        child.extend(swarm::draw_schedule(&kinds, t_ms, self.heal_at_ms, rng));
+        child.truncate(swarm::MAX_FAULTS);
+        child
     }
 
     /// Every kind of the nemesis, each at log-uniformly drawn means (what `add a fault` and
@@ -178,19 +203,53 @@ pub struct Progress {
     pub runs: u64,
     pub features: usize,
     pub corpus: usize,
+    /// The best of each watermark so far (`features::Reached`).
     pub least_write_margin_ms: Option<i64>,
+    pub least_grant_validity_ms: Option<i64>,
+    pub largest_failover_lag_ms: Option<i64>,
 }
 
 impl Progress {
     pub fn line(&self) -> String {
+        let ms = |m: Option<i64>| m.map_or("-".to_string(), |m| format!("{m} ms"));
         format!(
-            "runs {} · features {} · corpus {} · least write margin {}",
+            "runs {} · features {} · corpus {} · least write margin {} · least validity at a grant {} · largest failover lag {}",
             self.runs,
             self.features,
             self.corpus,
-            self.least_write_margin_ms
-                .map_or("-".to_string(), |m| format!("{m} ms"))
+            ms(self.least_write_margin_ms),
+            ms(self.least_grant_validity_ms),
+            ms(self.largest_failover_lag_ms),
         )
+    }
+
+    /// Takes a run's watermarks; whether any is better than the best so far.
+    fn improve(&mut self, reached: &Reached) -> bool {
+        let mut better = false;
+        let mut take = |best: &mut Option<i64>, run: Option<i64>, lower_is_better: bool| {
+            if let Some(run) = run
+                && best.is_none_or(|b| if lower_is_better { run < b } else { run > b })
+            {
+                *best = Some(run);
+                better = true;
+            }
+        };
+        take(
+            &mut self.least_write_margin_ms,
+            reached.least_write_margin_ms,
+            true,
+        );
+        take(
+            &mut self.least_grant_validity_ms,
+            reached.least_grant_validity_ms,
+            true,
+        );
+        take(
+            &mut self.largest_failover_lag_ms,
+            reached.largest_failover_lag_ms,
+            false,
+        );
+        better
     }
 }
 
@@ -199,6 +258,37 @@ pub struct Found {
     pub faults: Vec<Fault>,
     pub seed: u64,
     pub broken: Vec<&'static str>,
+    /// Where the input came from.
+    pub origin: Origin,
+    /// The features its run reached that no run before it had.
+    pub first_reached: Vec<String>,
+}
+
+/// Where an input came from (what found a violation tells whether the learning helped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A swarm draw.
+    Swarm,
+    /// A draw as the random nemesis draws.
+    Nemesis,
+    /// A mutated corpus entry.
+    Mutant,
+    /// A prefix branch of a run that reached a new mark.
+    Prefix,
+    /// A corpus entry of an earlier campaign (`--resume`).
+    Resumed,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Swarm => "a swarm draw",
+            Origin::Nemesis => "a nemesis-like draw",
+            Origin::Mutant => "a mutant",
+            Origin::Prefix => "a prefix branch",
+            Origin::Resumed => "a resumed entry",
+        }
+    }
 }
 
 /// The end of a campaign.
@@ -270,13 +360,26 @@ impl<'a> Campaign<'a> {
     /// is deterministic, to count its features.
     pub fn resume_with(&mut self, faults: Vec<Fault>, seed: u64) -> Result<Option<Found>, String> {
         self.next_seed = self.next_seed.max(seed.saturating_add(1));
-        self.step(faults, seed, true)
+        let trial = self.target.try_schedule(&faults, seed)?;
+        Ok(self.learn(
+            Input {
+                faults,
+                seed,
+                origin: Origin::Resumed,
+            },
+            trial,
+            true,
+        ))
     }
 
     /// The next input: a queued prefix child, a fresh swarm draw, or a mutated corpus entry.
-    fn next_input(&mut self) -> (Vec<Fault>, u64) {
-        if let Some(input) = self.queue.pop() {
-            return input;
+    fn next_input(&mut self) -> Input {
+        if let Some((faults, seed)) = self.queue.pop() {
+            return Input {
+                faults,
+                seed,
+                origin: Origin::Prefix,
+            };
         }
         let heal_at_ms = self.target.heal_at_ms;
         if self.search == Search::SwarmOnly
@@ -286,20 +389,25 @@ impl<'a> Campaign<'a> {
             let seed = self.next_seed;
             self.next_seed += 1;
             let as_the_nemesis = self.search == Search::Guided && self.rng.gen_bool(NEMESIS_SHARE);
-            let kinds = if as_the_nemesis {
-                swarm::nemesis_kinds(&self.target.nemesis)
+            let (kinds, origin) = if as_the_nemesis {
+                (swarm::nemesis_kinds(&self.target.nemesis), Origin::Nemesis)
             } else {
-                swarm::draw_kinds(&self.target.nemesis, &mut self.rng)
+                (
+                    swarm::draw_kinds(&self.target.nemesis, &mut self.rng),
+                    Origin::Swarm,
+                )
             };
-            return (
-                swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
+            return Input {
+                faults: swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
                 seed,
-            );
+                origin,
+            };
         }
         let kinds = self.target.all_kinds(&mut self.rng);
         let by_watermark = self.rng.gen_bool(WATERMARK_SHARE);
+        let watermark = Watermark::ALL[self.rng.gen_range(0..Watermark::ALL.len())];
         let parent = by_watermark
-            .then(|| self.corpus.closest_to_a_stale_write())
+            .then(|| self.corpus.best_by(watermark))
             .flatten()
             .or_else(|| self.corpus.choose(&mut self.rng))
             .cloned()
@@ -310,47 +418,44 @@ impl<'a> Campaign<'a> {
             .map(|e| e.faults.clone())
             .unwrap_or_default();
         let child = mutate::mutate(&parent.faults, &other, &kinds, heal_at_ms, &mut self.rng);
-        (child, parent.seed)
-    }
-
-    /// Runs one input and learns from it; `keep`: keep it in the corpus whatever it reached.
-    fn step(&mut self, faults: Vec<Fault>, seed: u64, keep: bool) -> Result<Option<Found>, String> {
-        let trial = self.target.try_schedule(&faults, seed)?;
-        Ok(self.learn(faults, seed, trial, keep))
+        Input {
+            faults: child,
+            seed: parent.seed,
+            origin: Origin::Mutant,
+        }
     }
 
     /// Learns from one run: counts its features, keeps it when it reached something new, queues
     /// its prefix children; the violation when it broke a verdict.
-    fn learn(&mut self, faults: Vec<Fault>, seed: u64, trial: Trial, keep: bool) -> Option<Found> {
+    fn learn(&mut self, input: Input, trial: Trial, keep: bool) -> Option<Found> {
+        let Input {
+            faults,
+            seed,
+            origin,
+        } = input;
         self.progress.runs += 1;
+        let new = self.corpus.count(&trial.reached.features);
         let found = (!trial.broken.is_empty()).then(|| Found {
             faults: faults.clone(),
             seed,
             broken: trial.broken.clone(),
+            origin,
+            first_reached: new.clone(),
         });
         if found.is_some() && self.stop_at_violation {
+            self.progress.features = self.corpus.hits.len();
             return found;
         }
-        let new = self.corpus.count(&trial.reached.features);
-        let better_margin = match (
-            trial.reached.least_write_margin_ms,
-            self.progress.least_write_margin_ms,
-        ) {
-            (Some(m), Some(best)) => m < best,
-            (Some(_), None) => true,
-            _ => false,
-        };
-        if better_margin {
-            self.progress.least_write_margin_ms = trial.reached.least_write_margin_ms;
-        }
+        let better_watermark = self.progress.improve(&trial.reached);
         let learns = self.search == Search::Guided;
-        if learns && (keep || !new.is_empty() || better_margin) {
+        if learns && (keep || !new.is_empty() || better_watermark) {
             self.branch_prefixes(&faults, seed, &new, &trial.reached);
+            let watermarks = Watermarks::of(&trial.reached);
             self.corpus.entries.push(Entry {
                 faults,
                 seed,
                 features: trial.reached.features,
-                least_write_margin_ms: trial.reached.least_write_margin_ms,
+                watermarks,
             });
         }
         self.progress.features = self.corpus.hits.len();
@@ -366,21 +471,8 @@ impl<'a> Campaign<'a> {
             if !new.contains(mark.name()) {
                 continue;
             }
-            let t_ms = t_us / 1000;
             for _ in 0..PREFIX_CHILDREN {
-                let mut child: Vec<Fault> = faults
-                    .iter()
-                    .filter(|f| swarm::at_ms(f) < t_ms)
-                    .cloned()
-                    .collect();
-                let kinds = swarm::draw_kinds(&self.target.nemesis, &mut self.rng);
-                child.extend(swarm::draw_schedule(
-                    &kinds,
-                    t_ms,
-                    self.target.heal_at_ms,
-                    &mut self.rng,
-                ));
-                child.truncate(swarm::MAX_FAULTS);
+                let child = self.target.prefix_child(faults, *t_us, &mut self.rng);
                 self.queue.push((child, seed));
             }
         }
@@ -399,12 +491,12 @@ impl<'a> Campaign<'a> {
             && limits.budget.is_none_or(|b| start.elapsed() < b)
         {
             let left = limits.max_runs - self.progress.runs;
-            let inputs: Vec<(Vec<Fault>, u64)> = (0..left.min(ROUND as u64))
+            let inputs: Vec<Input> = (0..left.min(ROUND as u64))
                 .map(|_| self.next_input())
                 .collect();
             let trials = run_all(self.target, &inputs, self.jobs)?;
-            for ((faults, seed), trial) in inputs.into_iter().zip(trials) {
-                let this = self.learn(faults, seed, trial, false);
+            for (input, trial) in inputs.into_iter().zip(trials) {
+                let this = self.learn(input, trial, false);
                 report(&self.progress);
                 if this.is_some() && found.is_none() {
                     found = this;
@@ -422,16 +514,19 @@ impl<'a> Campaign<'a> {
     }
 }
 
+/// One input of a campaign: a schedule, the seed it runs on, where it came from.
+struct Input {
+    faults: Vec<Fault>,
+    seed: u64,
+    origin: Origin,
+}
+
 /// Runs `inputs` on `target`, up to `jobs` at once; the trials in the inputs' order.
-fn run_all(
-    target: &Target,
-    inputs: &[(Vec<Fault>, u64)],
-    jobs: usize,
-) -> Result<Vec<Trial>, String> {
+fn run_all(target: &Target, inputs: &[Input], jobs: usize) -> Result<Vec<Trial>, String> {
     if jobs <= 1 || inputs.len() <= 1 {
         return inputs
             .iter()
-            .map(|(faults, seed)| target.try_schedule(faults, *seed))
+            .map(|i| target.try_schedule(&i.faults, i.seed))
             .collect();
     }
     let mut trials = Vec::with_capacity(inputs.len());
@@ -439,7 +534,7 @@ fn run_all(
         let chunk_trials: Vec<Result<Trial, String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .iter()
-                .map(|(faults, seed)| scope.spawn(move || target.try_schedule(faults, *seed)))
+                .map(|i| scope.spawn(move || target.try_schedule(&i.faults, i.seed)))
                 .collect();
             handles
                 .into_iter()
@@ -504,6 +599,57 @@ mod tests {
         assert!(marked_runs > 0, "no run fired a mark");
         // Off again: a plain run on this thread records nothing.
         assert!(marks::stop().is_empty());
+    }
+
+    /// A prefix child's trace is its parent's up to the branch point; run with a waiting task
+    /// per fault from the start (not in sequence), the same schedules part before it.
+    #[test]
+    fn a_prefix_child_replays_its_parent_up_to_the_branch_point() {
+        let target = target();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let (mut branched, mut parted_without_sequence) = (0, 0);
+        for seed in 0..4 {
+            let kinds = swarm::nemesis_kinds(&target.nemesis);
+            let parent = swarm::draw_schedule(&kinds, 0, target.heal_at_ms, &mut rng);
+            let (parent_run, hits) = run_marked(&target.with_faults(&parent), seed).expect("runs");
+            // A mark about halfway to the heal: a prefix with faults, a tail to redraw.
+            let Some(t_us) = hits
+                .iter()
+                .map(|h| h.t_us)
+                .rfind(|&t| t < target.heal_at_ms * 500)
+            else {
+                continue;
+            };
+            let child = target.prefix_child(&parent, t_us, &mut rng);
+            assert_ne!(child, parent, "seed {seed}: the tail was not redrawn");
+            let before = |events: &[model::history::Event]| -> Vec<model::history::Event> {
+                events.iter().filter(|e| e.t_us < t_us).cloned().collect()
+            };
+            let child_run = run(&target.with_faults(&child), 0, seed).expect("runs");
+            assert!(!before(&parent_run.events).is_empty());
+            assert_eq!(
+                before(&parent_run.events),
+                before(&child_run.events),
+                "seed {seed}: the child's run left its parent's before {t_us} µs"
+            );
+            branched += 1;
+            let unsequenced = |faults: &[Fault]| {
+                let mut row = (*target.with_faults(faults)).clone();
+                row.faults_in_sequence = false;
+                run(&Arc::new(row), 0, seed).expect("runs").events
+            };
+            if before(&unsequenced(&parent)) != before(&unsequenced(&child)) {
+                parted_without_sequence += 1;
+            }
+        }
+        assert!(
+            branched >= 2,
+            "only {branched} runs had a mark to branch at"
+        );
+        assert!(
+            parted_without_sequence > 0,
+            "the prefixes matched without faults_in_sequence too: the test shows nothing"
+        );
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct Scenario {
     pub clients: Clients,
     pub resource: Resource,
     pub faults: Vec<Fault>,
+    /// `faults_in_sequence`: the `at_ms` faults start from one task, one after another, so a
+    /// fault changes nothing before its time (`faults::schedule::scripted_nemesis`).
+    pub faults_in_sequence: bool,
     /// Random faults drawn from the seed (`nemesis`).
     pub nemesis: Option<NemesisSpec>,
     pub expect: Expect,
@@ -270,6 +273,12 @@ pub(crate) struct ScenarioFile {
     resource: Resource,
     #[serde(default)]
     faults: Vec<FaultSpec>,
+    /// Start the `at_ms` faults from one task in time order, rather than one waiting task each
+    /// from the start: a fault then changes nothing of the run before its time, so two
+    /// schedules with the same faults up to t give the same trace up to t (`locksim hunt`
+    /// writes it; its prefix branches rely on it).
+    #[serde(default)]
+    faults_in_sequence: bool,
     /// Random faults drawn from the seed.
     #[serde(default)]
     #[schemars(with = "Option<schema::NemesisSchema>")]

@@ -223,6 +223,7 @@ impl ScenarioFile {
             clients: self.clients,
             resource: self.resource,
             faults,
+            faults_in_sequence: self.faults_in_sequence,
             nemesis,
             expect: self.expect,
             expect_some: self.expect_some,
