@@ -269,10 +269,10 @@ pub fn judge(
     }
 }
 
-/// A world of Redis nodes only (no clients, Sentinels or faults), for probes and tests that
-/// drive the nodes with a client of their own: the network's node, every replica's `replicaof`
-/// and the Redis nodes, started on the current runtime.
-pub(crate) fn redis_world(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) -> Arc<World> {
+/// A fresh world of `scenario`'s first scheme and its `network` node (whose tasks carry bytes
+/// across cut links), on the current runtime, with no process yet: for probes and tests that
+/// start their own nodes.
+pub fn world_with_network(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) -> Arc<World> {
     let world = World::new(
         scenario.clone(),
         scenario.schemes[0].clone(),
@@ -285,6 +285,14 @@ pub(crate) fn redis_world(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) 
         .ip(node_ip("network"))
         .build();
     world.net.set_node(network);
+    world
+}
+
+/// A world of Redis nodes only (no clients, Sentinels or faults), for probes and tests that
+/// drive the nodes with a client of their own: the network's node, every replica's `replicaof`
+/// and the Redis nodes, started on the current runtime.
+pub(crate) fn redis_world(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) -> Arc<World> {
+    let world = world_with_network(handle, scenario, seed);
     for master in scenario.master_names() {
         for replica in scenario.replica_names(&master) {
             world

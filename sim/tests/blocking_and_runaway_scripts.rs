@@ -9,10 +9,8 @@ use std::time::Duration;
 use locksim::nodes::REDIS_PORT;
 use locksim::nodes::redis::redis_node;
 use locksim::nodes::resp::RespConn;
-use locksim::runner::run;
+use locksim::runner::{run, world_with_network};
 use locksim::scenario::Scenario;
-use locksim::world::World;
-use locksim::world::history::Budget;
 use locksim::world::procs::node_ip;
 use model::redis::Reply;
 
@@ -32,18 +30,7 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
     let runtime = madsim::runtime::Runtime::with_seed_and_config(7, madsim::Config::default());
     let outcome = runtime.block_on(async move {
         let handle = madsim::runtime::Handle::current();
-        let world = World::new(
-            scenario.clone(),
-            scenario.schemes[0].clone(),
-            7,
-            Budget::DEFAULT,
-        );
-        let network = handle
-            .create_node()
-            .name("network")
-            .ip(node_ip("network"))
-            .build();
-        world.net.set_node(network);
+        let world = world_with_network(&handle, &scenario, 7);
         let (w, name) = (world.clone(), "redis-1".to_string());
         let redis = handle
             .create_node()

@@ -10,9 +10,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use locksim::runner::world_with_network;
 use locksim::scenario::Scenario;
 use locksim::world::World;
-use locksim::world::history::Budget;
 use locksim::world::net::socket::{NetConn, NetListener};
 use locksim::world::procs::node_ip;
 use madsim::runtime::{Handle, Runtime};
@@ -49,18 +49,7 @@ fn with_echo_server<T: Send + 'static, F: Future<Output = T> + 'static>(
         let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
         runtime.block_on(async move {
             let handle = Handle::current();
-            let world = World::new(
-                scenario.clone(),
-                scenario.schemes[0].clone(),
-                seed,
-                Budget::DEFAULT,
-            );
-            let network = handle
-                .create_node()
-                .name("network")
-                .ip(node_ip("network"))
-                .build();
-            world.net.set_node(network);
+            let world = world_with_network(&handle, &scenario, seed);
             let w = world.clone();
             let server = handle
                 .create_node()
