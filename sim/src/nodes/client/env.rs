@@ -349,11 +349,32 @@ impl LockEnv for ClientEnv {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let mut conn = match self.pooled_or_target(server).await? {
             (_, Some(conn)) => conn,
             (node, None) => self.open(&node, REDIS_PORT).await?,
         };
+        if let Some(name) = client_name {
+            let argv = vec![b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()];
+            match with_timeout(
+                &self.world,
+                &self.name,
+                self.command_timeout,
+                conn.call(&argv),
+            )
+            .await
+            {
+                Some(Ok(Reply::Status(_))) => {}
+                Some(Ok(other)) => {
+                    return Err(CallError::Disconnected(format!(
+                        "CLIENT SETNAME answered {other:?}"
+                    )));
+                }
+                Some(Err(e)) => return Err(CallError::Disconnected(e.to_string())),
+                None => return Err(CallError::Timeout),
+            }
+        }
         let argv = vec![b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()];
         match with_timeout(
             &self.world,
@@ -450,6 +471,12 @@ impl Subscription for PubSub {
             Some(Err(_)) => None,
         }
     }
+    fn closed(&self) -> bool {
+        self.conn.borrow().is_none()
+    }
+    fn close(&self) {
+        self.conn.borrow_mut().take();
+    }
 }
 
 struct Background(madsim::task::JoinHandle<()>);
@@ -503,8 +530,9 @@ impl LockEnv for ThreadEnv {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
-        self.process.subscribe(server, channel).await
+        self.process.subscribe(server, channel, client_name).await
     }
     fn wall_ms(&self) -> i64 {
         self.process.wall_ms()
