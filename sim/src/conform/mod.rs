@@ -180,13 +180,7 @@ fn outcomes(situation: &Situation, list: &[(String, String)]) -> (Vec<String>, V
 /// The model's transcript of a situation.
 pub fn model_transcript(situation: &Situation) -> Result<Transcript, String> {
     let run = model_side::run(situation)?;
-    let mut t = transcript::transcript(
-        &run.lines,
-        &situation.library.keys,
-        &run.skip,
-        &situation.library.attempt,
-        &run.ops,
-    );
+    let mut t = transcript::transcript(&run.lines, &situation.library, &run.skip, &run.ops);
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
     Ok(t)
 }
@@ -201,13 +195,7 @@ pub fn real_transcript(
         run.lines.first().map_or(&[][..], Vec::as_slice),
         &run.windows,
     );
-    let mut t = transcript::transcript(
-        &run.lines,
-        &situation.library.keys,
-        &run.skip,
-        &situation.library.attempt,
-        &ops,
-    );
+    let mut t = transcript::transcript(&run.lines, &situation.library, &run.skip, &ops);
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
     Ok(t)
 }

@@ -62,6 +62,22 @@ impl Drop for Abandoned<'_> {
 }
 
 impl ClientEnv {
+    /// One command on a connection of its own (a subscription's), within the command timeout.
+    async fn call_on(&self, conn: &mut RespConn, argv: &[Vec<u8>]) -> Result<Reply, CallError> {
+        match with_timeout(
+            &self.world,
+            &self.name,
+            self.command_timeout,
+            conn.call(argv),
+        )
+        .await
+        {
+            Some(Ok(reply)) => Ok(reply),
+            Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
+            None => Err(CallError::Timeout),
+        }
+    }
+
     /// `incarnation` tells a restarted process from its earlier life (`""` for the first,
     /// `"#2"` for the second start): it seeds the token stream.
     pub fn new(world: Arc<World>, name: &str, incarnation: &str) -> ClientEnv {
@@ -346,30 +362,33 @@ impl LockEnv for ClientEnv {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let mut conn = match self.pooled_or_target(server).await? {
             (_, Some(conn)) => conn,
             (node, None) => self.open(&node, REDIS_PORT).await?,
         };
+        if let Some(name) = client_name {
+            let argv = vec![b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()];
+            match self.call_on(&mut conn, &argv).await? {
+                Reply::Status(_) => {}
+                other => {
+                    return Err(CallError::Disconnected(format!(
+                        "CLIENT SETNAME answered {other:?}"
+                    )));
+                }
+            }
+        }
         let argv = vec![b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()];
-        match with_timeout(
-            &self.world,
-            &self.name,
-            self.command_timeout,
-            conn.call(&argv),
-        )
-        .await
-        {
-            Some(Ok(Reply::Array(_))) => Ok(Box::new(PubSub {
+        match self.call_on(&mut conn, &argv).await? {
+            Reply::Array(_) => Ok(Box::new(PubSub {
                 conn: RefCell::new(Some(conn)),
                 world: self.world.clone(),
                 name: self.name.clone(),
             })),
-            Some(Ok(other)) => Err(CallError::Disconnected(format!(
+            other => Err(CallError::Disconnected(format!(
                 "SUBSCRIBE answered {other:?}"
             ))),
-            Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
-            None => Err(CallError::Timeout),
         }
     }
 
@@ -447,6 +466,12 @@ impl Subscription for PubSub {
             Some(Err(_)) => None,
         }
     }
+    fn closed(&self) -> bool {
+        self.conn.borrow().is_none()
+    }
+    fn close(&self) {
+        self.conn.borrow_mut().take();
+    }
 }
 
 struct Background(madsim::task::JoinHandle<()>);
@@ -500,8 +525,9 @@ impl LockEnv for ThreadEnv {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
-        self.process.subscribe(server, channel).await
+        self.process.subscribe(server, channel, client_name).await
     }
     fn wall_ms(&self) -> i64 {
         self.process.wall_ms()
