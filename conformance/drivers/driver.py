@@ -288,12 +288,48 @@ class AioRedlock:
         return self.run(running())
 
 
+class Portalocker(LockObject):
+    """portalocker's `RedisLock` (portalocker/redis.py): one lock object per `lock`, each on the
+    driver's one redis-py client (`connection=`), `acquire()` with the configured `timeout`,
+    `check_interval`, `fail_when_locked`, `thread_sleep_time` and `unavailable_timeout`;
+    `AlreadyLocked` is its no, any other `LockException` ("This lock is already active") an
+    error."""
+
+    REFUSALS = {"AlreadyLocked"}
+
+    def __init__(self, setup):
+        from redis import Redis
+
+        self.client = Redis(host="127.0.0.1", port=setup["ports"][0])
+        self.keep(setup, self.client)
+
+    def lock(self, n):
+        from portalocker import RedisLock
+
+        if n not in self.locks:
+            names = (
+                "timeout",
+                "check_interval",
+                "fail_when_locked",
+                "thread_sleep_time",
+                "unavailable_timeout",
+            )
+            kwargs = {name: self.cfg[name] for name in names if name in self.cfg}
+            self.locks[n] = RedisLock(self.key, connection=self.client, **kwargs)
+        return self.locks[n]
+
+    def acquire(self, n):
+        self.lock(n).acquire()
+        return outcome("granted", "acquired")
+
+
 LIBRARIES = {
     "redis-py": RedisPy,
     "redbeat": RedBeat,
     "pottery": Pottery,
     "python-redis-lock": PythonRedisLock,
     "aioredlock": AioRedlock,
+    "portalocker": Portalocker,
 }
 
 

@@ -415,6 +415,11 @@ impl RedisServer {
         id
     }
 
+    /// Whether `client` is still connected (not disconnected, not closed by CLIENT KILL).
+    pub fn is_connected(&self, client: ClientId) -> bool {
+        self.core.clients.contains_key(&client)
+    }
+
     /// Drops the client, its subscriptions, watched keys, blocking and monitoring state.
     pub fn disconnect(&mut self, client: ClientId) {
         self.core.monitors.retain(|c| *c != client);

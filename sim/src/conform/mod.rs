@@ -225,14 +225,7 @@ fn outcomes(situation: &Situation, list: &[(String, String)]) -> (Vec<String>, V
 /// The model's transcript of a situation.
 pub fn model_transcript(situation: &Situation) -> Result<Transcript, String> {
     let run = model_side::run(situation)?;
-    let mut t = transcript::transcript(
-        &run.lines,
-        &situation.library.keys,
-        &run.skip,
-        &situation.library.attempt,
-        &situation.library.refresh,
-        &run.ops,
-    );
+    let mut t = transcript::transcript(&run.lines, &situation.library, &run.skip, &run.ops);
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
     Ok(t)
 }
@@ -247,14 +240,7 @@ pub fn real_transcript(
         run.lines.first().map_or(&[][..], Vec::as_slice),
         &run.windows,
     );
-    let mut t = transcript::transcript(
-        &run.lines,
-        &situation.library.keys,
-        &run.skip,
-        &situation.library.attempt,
-        &situation.library.refresh,
-        &ops,
-    );
+    let mut t = transcript::transcript(&run.lines, &situation.library, &run.skip, &ops);
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
     Ok(t)
 }

@@ -27,6 +27,8 @@ use super::transcript::{Line, parse_line};
 
 /// `hz 10`: the cron's period.
 const CRON_MS: u64 = 100;
+/// The address of the harness's silent subscribers (`Step::SilentSubscriber`).
+const SILENT_PEER: &str = "127.0.0.1:3";
 /// A situation that has not ended after this much virtual time is a mistake.
 const MAX_VIRTUAL_MS: u64 = 4 * 3600 * 1000;
 
@@ -137,6 +139,11 @@ impl World {
             for (client, reply) in unblocked {
                 m.replies.borrow_mut().insert(client, reply);
             }
+            // The host closes what CLIENT KILL named (`take_killed`).
+            let killed = m.server.borrow_mut().take_killed();
+            for client in killed {
+                self.disconnect(master, client);
+            }
             if resumed.is_empty() {
                 return;
             }
@@ -169,6 +176,20 @@ impl World {
         let argv: Vec<Vec<u8>> = command.iter().map(|a| a.as_bytes().to_vec()).collect();
         let admin = self.masters[master].admin;
         self.execute(master, admin, &argv);
+    }
+
+    /// A connection from `SILENT_PEER` named `name`, subscribed to `channel`, never read.
+    fn silent_subscriber(&self, master: usize, name: &str, channel: &str) {
+        let conn = self.masters[master]
+            .server
+            .borrow_mut()
+            .connect_from(addr(SILENT_PEER), self.wall_ms());
+        self.execute(
+            master,
+            conn,
+            &[b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()],
+        );
+        self.execute(master, conn, &[b"SUBSCRIBE".to_vec(), channel.into()]);
     }
 
     /// Drives every task until `done` says so or virtual time reaches `until_ms`.
@@ -322,8 +343,16 @@ impl LockEnv for Env {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let conn = self.world.connect(server);
+        if let Some(name) = client_name {
+            self.world.execute(
+                server,
+                conn,
+                &[b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()],
+            );
+        }
         self.world.execute(
             server,
             conn,
@@ -366,6 +395,15 @@ impl Subscription for Sub {
             .mailboxes
             .next_message(&self.world.time, self.conn, timeout_ms)
             .await
+    }
+    fn closed(&self) -> bool {
+        !self.world.masters[self.master]
+            .server
+            .borrow()
+            .is_connected(self.conn)
+    }
+    fn close(&self) {
+        self.world.disconnect(self.master, self.conn);
     }
 }
 
@@ -444,6 +482,11 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
     for step in &situation.steps {
         match step {
             Step::Admin { master, command } => world.admin(*master, command),
+            Step::SilentSubscriber {
+                master,
+                name,
+                channel,
+            } => world.silent_subscriber(*master, name, channel),
             Step::Sleep { ms } => {
                 let until = world.now_ms() + ms;
                 world.run(until, &|| false)?;
@@ -513,6 +556,6 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
         lines,
         outcomes,
         ops,
-        skip: vec!["127.0.0.1:2".to_string()],
+        skip: vec!["127.0.0.1:2".to_string(), SILENT_PEER.to_string()],
     })
 }

@@ -457,6 +457,7 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
     }
     let mut outcomes = Vec::new();
     let mut windows = Vec::new();
+    let mut silent = Vec::new();
     for step in &situation.steps {
         match step {
             Step::Admin { master, command } => {
@@ -465,6 +466,18 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
                 admins[*master].command(command)?;
             }
             Step::Sleep { ms } => std::thread::sleep(Duration::from_millis(*ms)),
+            Step::SilentSubscriber {
+                master,
+                name,
+                channel,
+            } => {
+                let mut conn = Conn::open(ports[*master])?;
+                skip.push(conn.peer_name());
+                conn.command(&["CLIENT".to_string(), "SETNAME".to_string(), name.clone()])?;
+                conn.command(&["SUBSCRIBE".to_string(), channel.clone()])?;
+                // Open until the run ends, never read again.
+                silent.push(conn);
+            }
             Step::Op {
                 op, lock, until_ms, ..
             } => {
@@ -491,6 +504,7 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
     std::thread::sleep(Duration::from_millis(situation.settle_ms));
     settle(&mut drivers, &mut admins, &monitors)?;
     drop(drivers);
+    drop(silent);
     drop(children);
     let lines = monitors.into_iter().map(Monitor::finish).collect();
     Ok(RealRun {

@@ -37,6 +37,12 @@ pub struct Library {
     pub keys: Vec<String>,
     /// How an acquire attempt's first command starts once abstracted (`SET lock`).
     pub attempt: Vec<String>,
+    /// How lines whose order is a race start (several processes answering one ping): each
+    /// run of them is compared in sorted order.
+    pub any_order: Vec<String>,
+    /// How a poll whose count follows the machine's timing starts: three or more in a row
+    /// compare as one line marked `(polled)`.
+    pub polls: Vec<String>,
     /// The library's delay between two attempts, ms (`[min, max]`).
     pub delay_ms: Option<(u64, u64)>,
     /// How a background refresh's (a watchdog's renewal's) first command starts once
@@ -67,6 +73,14 @@ pub enum Step {
     Admin { master: usize, command: Vec<String> },
     /// Time passes.
     Sleep { ms: u64 },
+    /// A harness connection to master `master` named `name` subscribes to `channel` and never
+    /// reads again: a holder that stopped answering while its connection stayed open
+    /// (portalocker's crashed holder, `portalocker/redis.py:2173-2245`). Not compared.
+    SilentSubscriber {
+        master: usize,
+        name: String,
+        channel: String,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,6 +292,8 @@ pub fn load_library(path: &Path) -> Result<Library, String> {
         key,
         keys,
         attempt: f.strings("attempt")?,
+        any_order: f.strings("any_order")?,
+        polls: f.strings("polls")?,
         delay_ms: f.delay("delay_ms")?,
         refresh: f.strings("refresh")?,
         refresh_ms: f.delay("refresh_ms")?,
@@ -445,8 +461,24 @@ fn parse_step(
         Step::Admin { master, command }
     } else if let Some(ms) = f.opt_u64("sleep_ms")? {
         Step::Sleep { ms }
+    } else if let Some(master) = f.take("silent_subscriber") {
+        let master = master.as_u64().map(|m| m as usize).filter(|m| *m < masters);
+        let Some(master) = master else {
+            return Err(f.error(
+                "silent_subscriber",
+                format!("expected a master index below {masters}"),
+            ));
+        };
+        Step::SilentSubscriber {
+            master,
+            name: f.string("name")?,
+            channel: f.string("channel")?,
+        }
     } else {
-        return Err(f.error("op", "a step is an op, an admin command or a sleep_ms"));
+        return Err(f.error(
+            "op",
+            "a step is an op, an admin command, a sleep_ms or a silent_subscriber",
+        ));
     };
     f.done()?;
     Ok(step)

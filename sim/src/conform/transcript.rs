@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use super::situation::Library;
+
 /// One command as MONITOR showed it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {
@@ -108,7 +110,7 @@ pub fn lock_lines<'a>(
                             .argv
                             .iter()
                             .skip(1)
-                            .any(|a| keys.iter().any(|k| k.as_bytes() == a.as_slice())));
+                            .any(|a| keys.iter().any(|k| names(a, k))));
                 keep_script = ours;
                 if ours {
                     out.push((index, line));
@@ -119,12 +121,21 @@ pub fn lock_lines<'a>(
     out
 }
 
+/// Whether `arg` is `key` or a name made from it (`key-<suffix>`: portalocker's private
+/// response channels and connection names, `portalocker/redis.py:1110-1133, :2418`).
+fn names(arg: &[u8], key: &str) -> bool {
+    arg.strip_prefix(key.as_bytes())
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"-"))
+}
+
 /// Gives random values and absolute times placeholders, in order of first appearance.
 #[derive(Default)]
 pub struct Abstractor {
     values: BTreeMap<Vec<u8>, usize>,
     /// The arguments of the last client command (a script's calls follow their EVAL).
     caller_args: Vec<Vec<u8>>,
+    /// The lock's names: `key-<random>` keeps `key-` and abstracts the rest.
+    keys: Vec<String>,
 }
 
 /// Redis command containers whose second word is a subcommand.
@@ -166,7 +177,29 @@ impl Abstractor {
         }
     }
 
+    /// An abstractor that knows the lock's names (see `keys`).
+    pub fn with_keys(keys: &[String]) -> Abstractor {
+        Abstractor {
+            keys: keys.to_vec(),
+            ..Abstractor::default()
+        }
+    }
+
     fn word(&mut self, arg: &[u8]) -> String {
+        if let Some(key) = self
+            .keys
+            .iter()
+            .find(|k| names(arg, k) && is_random_value(&arg[(k.len() + 1).min(arg.len())..]))
+        {
+            let key = key.clone();
+            let rest = arg[key.len() + 1..].to_vec();
+            return format!("{key}-{}", self.word(&rest));
+        }
+        if arg.first() == Some(&b'{')
+            && let Ok(serde_json::Value::Object(_)) = serde_json::from_slice(arg)
+        {
+            return self.json(arg);
+        }
         if is_random_value(arg) {
             let next = self.values.len() + 1;
             let n = *self.values.entry(arg.to_vec()).or_insert(next);
@@ -206,6 +239,74 @@ impl Abstractor {
         }
         text.into_owned()
     }
+}
+
+impl Abstractor {
+    /// A JSON object as sent, each string in it abstracted as a word would be (portalocker's
+    /// pings and holder records carry random channel names and holder ids).
+    fn json(&mut self, arg: &[u8]) -> String {
+        let text = String::from_utf8_lossy(arg);
+        let mut out = String::new();
+        let mut rest = text.as_ref();
+        while let Some(start) = rest.find('"') {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 1..];
+            let Some(end) = after.find('"') else {
+                out.push_str(&rest[start..]);
+                return out;
+            };
+            let inner = &after[..end];
+            rest = &after[end + 1..];
+            // A member's name is the library's vocabulary, not a value.
+            if rest.trim_start().starts_with(':') {
+                out.push_str(&format!("\"{inner}\""));
+                continue;
+            }
+            let word = self.word(inner.as_bytes());
+            if word == inner {
+                out.push_str(&format!("\"{inner}\""));
+            } else {
+                out.push_str(&word);
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// Puts each run of consecutive lines starting with one of `any_order` in order: lines whose
+/// relative order is a race (several processes answering one ping).
+fn sort_races(lines: &mut [String], any_order: &[String]) {
+    let racy = |l: &String| any_order.iter().any(|p| l.starts_with(p.as_str()));
+    let mut i = 0;
+    while i < lines.len() {
+        let start = i;
+        while i < lines.len() && racy(&lines[i]) {
+            i += 1;
+        }
+        lines[start..i].sort();
+        i = i.max(start + 1);
+    }
+}
+
+/// Collapses each run of three or more identical lines starting with one of `polls` into one
+/// marked ` (polled)`: a wait whose number of polls follows the machine's timing.
+fn collapse_polls(lines: Vec<String>, polls: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let mut j = i + 1;
+        while j < lines.len() && lines[j] == lines[i] {
+            j += 1;
+        }
+        if j - i >= 3 && polls.iter().any(|p| lines[i].starts_with(p.as_str())) {
+            out.push(format!("{} (polled)", lines[i]));
+        } else {
+            out.extend(lines[i..j].iter().cloned());
+        }
+        i = j;
+    }
+    out
 }
 
 /// A lock value a library draws: 16 to 64 characters of hex, base64, base32 or a UUID, not a
@@ -275,13 +376,12 @@ pub fn op_ranges(lines: &[Line], windows: &[(i64, i64)]) -> Vec<(usize, usize)> 
 /// that run in the background, outside every operation.
 pub fn transcript(
     per_master: &[Vec<Line>],
-    keys: &[String],
+    library: &Library,
     skip: &[String],
-    attempt: &[String],
-    refresh: &[String],
     ops: &[(usize, usize)],
 ) -> Transcript {
-    let mut abstractor = Abstractor::default();
+    let (keys, attempt, refresh) = (&library.keys, &library.attempt, &library.refresh);
+    let mut abstractor = Abstractor::with_keys(keys);
     let mut out = Transcript::default();
     // (time, operation) of each attempt on the first master.
     let mut attempts = Vec::new();
@@ -309,7 +409,8 @@ pub fn transcript(
             }
             rendered.push(text);
         }
-        out.masters.push(rendered);
+        sort_races(&mut rendered, &library.any_order);
+        out.masters.push(collapse_polls(rendered, &library.polls));
     }
     out.refresh_delays_ms = refreshes
         .windows(2)
@@ -364,6 +465,86 @@ mod tests {
         );
     }
 
+    fn library(attempt: &[&str], any_order: &[&str], polls: &[&str]) -> Library {
+        let strings = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        Library {
+            id: "test".into(),
+            runtime: super::super::situation::Runtime::Source,
+            driver: String::new(),
+            scheme: serde_json::Map::new(),
+            key: "lock".into(),
+            keys: vec!["lock".into()],
+            attempt: strings(attempt),
+            any_order: strings(any_order),
+            polls: strings(polls),
+            delay_ms: None,
+            refresh: Vec::new(),
+            refresh_ms: None,
+            command_timeout_ms: None,
+            source: String::new(),
+        }
+    }
+
+    /// portalocker's lines: names made from the channel, JSON payloads with random channel
+    /// names and holder ids, replies racing each other, a poll of variable length.
+    #[test]
+    fn channel_names_json_payloads_races_and_polls_are_abstracted() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let other = "fedcba9876543210fedcba9876543210";
+        let rc = "lock-00112233445566778899aabbccddeeff";
+        let record = |holder: &str, mode: &str| {
+            format!(
+                "{{\\\"holder_id\\\": \\\"{holder}\\\", \\\"mode\\\": \\\"{mode}\\\", \\\"protocol\\\": 1}}"
+            )
+        };
+        let text = [
+            format!("1.000000 [0 a:1] \"CLIENT\" \"SETNAME\" \"lock-lock-{id}\""),
+            "1.000001 [0 a:1] \"SUBSCRIBE\" \"lock\"".to_string(),
+            format!("1.000002 [0 b:1] \"CLIENT\" \"SETNAME\" \"lock-lock-{other}\""),
+            format!("1.000003 [0 b:2] \"SUBSCRIBE\" \"{rc}\""),
+            format!(
+                "1.000004 [0 b:3] \"PUBLISH\" \"lock\" \"{{\\\"message\\\": \\\"ping\\\", \\\"response_channel\\\": \\\"{rc}\\\"}}\""
+            ),
+            format!(
+                "1.000005 [0 b:3] \"PUBLISH\" \"{rc}\" \"{}\"",
+                record(other, "pending")
+            ),
+            format!(
+                "1.000006 [0 a:2] \"PUBLISH\" \"{rc}\" \"{}\"",
+                record(id, "exclusive")
+            ),
+            "1.000007 [0 b:3] \"PUBSUB\" \"NUMSUB\" \"lock\"".to_string(),
+            "1.000008 [0 b:3] \"PUBSUB\" \"NUMSUB\" \"lock\"".to_string(),
+            "1.000009 [0 b:3] \"PUBSUB\" \"NUMSUB\" \"lock\"".to_string(),
+            "1.000010 [0 b:3] \"PUBSUB\" \"NUMSUB\" \"other\"".to_string(),
+        ];
+        let lines: Vec<Line> = text.iter().map(|l| parse_line(l).unwrap()).collect();
+        let t = transcript(
+            &[lines],
+            &library(
+                &["CLIENT SETNAME lock-lock-"],
+                &["PUBLISH lock-"],
+                &["PUBSUB NUMSUB"],
+            ),
+            &[],
+            &[(0, usize::MAX)],
+        );
+        assert_eq!(
+            t.masters[0],
+            [
+                "CLIENT SETNAME lock-lock-<V1>",
+                "SUBSCRIBE lock",
+                "CLIENT SETNAME lock-lock-<V2>",
+                "SUBSCRIBE lock-<V3>",
+                "PUBLISH lock {\"message\": \"ping\", \"response_channel\": lock-<V3>}",
+                "PUBLISH lock-<V3> {\"holder_id\": <V1>, \"mode\": \"exclusive\", \"protocol\": 1}",
+                "PUBLISH lock-<V3> {\"holder_id\": <V2>, \"mode\": \"pending\", \"protocol\": 1}",
+                "PUBSUB NUMSUB lock (polled)",
+            ]
+        );
+        assert_eq!(t.attempts, 2);
+    }
+
     #[test]
     fn only_the_lock_commands_are_kept_with_their_script_calls() {
         let lines: Vec<Line> = [
@@ -382,10 +563,8 @@ mod tests {
         assert_eq!(kept[1].0, 2);
         let t = transcript(
             &[lines],
-            &["lock".to_string()],
+            &library(&["EVAL"], &[], &[]),
             &["admin:1".to_string()],
-            &["EVAL".to_string()],
-            &[],
             &[(0, usize::MAX)],
         );
         assert_eq!(t.attempts, 1);
@@ -414,14 +593,9 @@ mod tests {
         .iter()
         .map(|l| parse_line(l).unwrap())
         .collect();
-        let t = transcript(
-            &[lines],
-            &["lock".to_string()],
-            &[],
-            &["SET lock".to_string()],
-            &["EVALSHA r".to_string()],
-            &[(0, 1), (5, 6)],
-        );
+        let mut refreshing = library(&["SET lock"], &[], &[]);
+        refreshing.refresh = vec!["EVALSHA r".to_string()];
+        let t = transcript(&[lines], &refreshing, &[], &[(0, 1), (5, 6)]);
         assert_eq!(t.attempts, 1);
         assert_eq!(t.refresh_delays_ms, vec![800.0, 900.0]);
     }
