@@ -193,6 +193,17 @@ impl World {
     }
 
     /// Drives every task until `done` says so or virtual time reaches `until_ms`.
+    /// As the real side's drain: a call a pause still holds is in flight, and is over only
+    /// once it ran (or its client gave up on it).
+    fn run_until_quiet(&self) -> Result<(), String> {
+        self.run(MAX_VIRTUAL_MS, &|| {
+            !self
+                .masters
+                .iter()
+                .any(|m| m.server.borrow().holds_paused_commands())
+        })
+    }
+
     fn run(&self, until_ms: u64, done: &dyn Fn() -> bool) -> Result<(), String> {
         let mut cx = Context::from_waker(Waker::noop());
         loop {
@@ -491,6 +502,7 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
                 let until = world.now_ms() + ms;
                 world.run(until, &|| false)?;
             }
+            Step::Quiet => world.run_until_quiet()?,
             Step::Op {
                 op,
                 lock,
@@ -543,14 +555,7 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
     }
     let until = world.now_ms() + situation.settle_ms;
     world.run(until, &|| false)?;
-    // As the real side's drain: a call a pause still holds is in flight, and ends the run
-    // only once it ran (or its client gave up on it).
-    world.run(MAX_VIRTUAL_MS, &|| {
-        !world
-            .masters
-            .iter()
-            .any(|m| m.server.borrow().holds_paused_commands())
-    })?;
+    world.run_until_quiet()?;
     let lines = world.masters.iter().map(|m| m.lines.take()).collect();
     Ok(ModelRun {
         lines,

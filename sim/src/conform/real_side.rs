@@ -367,17 +367,8 @@ fn start_driver(
 /// above the few milliseconds they take on loopback, so that a loaded machine only waits.
 const BACKGROUND_LIMIT: Duration = Duration::from_secs(20);
 
-/// Ends a situation only when its transcript is complete, whatever the machine's load: each
-/// driver first waits until its library's background calls have returned (so they reached
-/// their master), then an `ECHO` of the harness on every master marks the end of what MONITOR
-/// must have shown (commands are fed to MONITOR in arrival order, replication.c:562-601).
-/// Waits, never sleeps a guessed time; bounded by `BACKGROUND_LIMIT`, past which the run is an
-/// error rather than a short transcript.
-fn settle(
-    drivers: &mut std::collections::BTreeMap<usize, Driver>,
-    admins: &mut [Conn],
-    monitors: &[Monitor],
-) -> Result<(), String> {
+/// Waits until every driver's library has no call in flight (its background calls returned).
+fn drain(drivers: &mut std::collections::BTreeMap<usize, Driver>) -> Result<(), String> {
     for (lock, driver) in drivers.iter_mut() {
         driver.send(&json!({"op": "drain", "limit_ms": BACKGROUND_LIMIT.as_millis() as u64}))?;
         let answer = driver.answer(BACKGROUND_LIMIT + Duration::from_secs(10))?;
@@ -389,6 +380,21 @@ fn settle(
             ));
         }
     }
+    Ok(())
+}
+
+/// Ends a situation only when its transcript is complete, whatever the machine's load: each
+/// driver first waits until its library's background calls have returned (so they reached
+/// their master), then an `ECHO` of the harness on every master marks the end of what MONITOR
+/// must have shown (commands are fed to MONITOR in arrival order, replication.c:562-601).
+/// Waits, never sleeps a guessed time; bounded by `BACKGROUND_LIMIT`, past which the run is an
+/// error rather than a short transcript.
+fn settle(
+    drivers: &mut std::collections::BTreeMap<usize, Driver>,
+    admins: &mut [Conn],
+    monitors: &[Monitor],
+) -> Result<(), String> {
+    drain(drivers)?;
     let marker = format!("locksim-conform-end-{}", std::process::id());
     for (admin, monitor) in admins.iter_mut().zip(monitors) {
         let who = admin.peer_name();
@@ -466,6 +472,7 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
                 admins[*master].command(command)?;
             }
             Step::Sleep { ms } => std::thread::sleep(Duration::from_millis(*ms)),
+            Step::Quiet => drain(&mut drivers)?,
             Step::SilentSubscriber {
                 master,
                 name,

@@ -81,6 +81,12 @@ pub enum Step {
         name: String,
         channel: String,
     },
+    /// Wait until the library's calls in flight have returned: a library that answers its
+    /// caller on a quorum (node-redlock v5, `redlock.ts` `_attemptOperation`) leaves its calls to
+    /// the other masters running, and a real run's next step would otherwise race them. The
+    /// model's calls take no virtual time, so they have returned already unless a pause holds
+    /// them.
+    Quiet,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -474,10 +480,15 @@ fn parse_step(
             name: f.string("name")?,
             channel: f.string("channel")?,
         }
+    } else if let Some(quiet) = f.take("quiet") {
+        if quiet != Value::Bool(true) {
+            return Err(f.error("quiet", "expected true"));
+        }
+        Step::Quiet
     } else {
         return Err(f.error(
             "op",
-            "a step is an op, an admin command, a sleep_ms or a silent_subscriber",
+            "a step is an op, an admin command, a sleep_ms, a silent_subscriber or quiet",
         ));
     };
     f.done()?;
