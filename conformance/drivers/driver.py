@@ -277,12 +277,26 @@ class AioRedlock:
                 coro = coro.cr_await
             return coro.__qualname__ == "sleep"
 
+        def idle_reader(task):
+            """A connection's reader loop lives as long as the connection (aioredis 1.3.1
+            connection.py:162, :180): it is at work only while a command waits for its reply
+            (`_waiters`, :354)."""
+            coro = task.get_coro()
+            if getattr(coro, "__qualname__", "") != "RedisConnection._read_data":
+                return False
+            frame = getattr(coro, "cr_frame", None)
+            conn = frame.f_locals.get("self") if frame is not None else None
+            return conn is not None and not conn._waiters
+
         async def running():
             me = asyncio.current_task()
             return [
                 getattr(task.get_coro(), "__qualname__", repr(task))
                 for task in asyncio.all_tasks()
-                if task is not me and not task.done() and not idle_watchdog(task)
+                if task is not me
+                and not task.done()
+                and not idle_watchdog(task)
+                and not idle_reader(task)
             ]
 
         return self.run(running())
