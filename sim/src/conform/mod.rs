@@ -138,6 +138,14 @@ fn delay_problems(
     problems
 }
 
+/// Delays shown to a tenth of a millisecond (the real library's are measured in µs).
+fn tenths(delays_ms: &[f64]) -> Vec<f64> {
+    delays_ms
+        .iter()
+        .map(|d| (d * 10.0).round() / 10.0)
+        .collect()
+}
+
 fn median(values: &[f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
@@ -180,21 +188,13 @@ pub fn side_by_side(reference: &Transcript, model: &Transcript, reference_name: 
         "  attempts: {} | {}; delays (ms): {:?} | {:?}\n",
         reference.attempts,
         model.attempts,
-        reference
-            .delays_ms
-            .iter()
-            .map(|d| (d * 10.0).round() / 10.0)
-            .collect::<Vec<_>>(),
+        tenths(&reference.delays_ms),
         model.delays_ms
     ));
     if !reference.refresh_delays_ms.is_empty() || !model.refresh_delays_ms.is_empty() {
         out.push_str(&format!(
             "  delays between refreshes (ms): {:?} | {:?}\n",
-            reference
-                .refresh_delays_ms
-                .iter()
-                .map(|d| (d * 10.0).round() / 10.0)
-                .collect::<Vec<_>>(),
+            tenths(&reference.refresh_delays_ms),
             model.refresh_delays_ms
         ));
     }

@@ -184,11 +184,19 @@ impl World {
             .server
             .borrow_mut()
             .connect_from(addr(SILENT_PEER), self.wall_ms());
-        self.execute(
-            master,
-            conn,
-            &[b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()],
-        );
+        self.subscribe(master, conn, Some(name), channel);
+    }
+
+    /// Names connection `conn` (when a name is given) and subscribes it to `channel`: a
+    /// library's subscription and the harness's silent subscriber alike.
+    fn subscribe(&self, master: usize, conn: ClientId, name: Option<&str>, channel: &str) {
+        if let Some(name) = name {
+            self.execute(
+                master,
+                conn,
+                &[b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()],
+            );
+        }
         self.execute(master, conn, &[b"SUBSCRIBE".to_vec(), channel.into()]);
     }
 
@@ -357,18 +365,7 @@ impl LockEnv for Env {
         client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let conn = self.world.connect(server);
-        if let Some(name) = client_name {
-            self.world.execute(
-                server,
-                conn,
-                &[b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()],
-            );
-        }
-        self.world.execute(
-            server,
-            conn,
-            &[b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()],
-        );
+        self.world.subscribe(server, conn, client_name, channel);
         Ok(Box::new(Sub {
             world: self.world.clone(),
             master: server,
