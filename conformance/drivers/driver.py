@@ -262,6 +262,80 @@ class AioRedlock:
         self.run(self.manager(n).extend(self.locks[n]))
         return outcome("granted", "extended")
 
+    def busy(self):
+        """The event loop's tasks still at work: a watchdog's extension (`_auto_extend`,
+        aioredlock/algorithm.py:105-120), the unset a failed `lock` leaves to
+        `asyncio.ensure_future(cleanup())` (:93-101), an operation still pending. A watchdog
+        asleep until its next extension is idle: it never ends while its lock is held."""
+        asyncio = self.asyncio
+
+        def idle_watchdog(task):
+            coro = task.get_coro()
+            if getattr(coro, "__qualname__", "") != "Aioredlock._auto_extend":
+                return False
+            while hasattr(getattr(coro, "cr_await", None), "cr_await"):
+                coro = coro.cr_await
+            return coro.__qualname__ == "sleep"
+
+        def idle_reader(task):
+            """A connection's reader loop lives as long as the connection (aioredis 1.3.1
+            connection.py:162, :180): it is at work only while a command waits for its reply
+            (`_waiters`, :354)."""
+            coro = task.get_coro()
+            if getattr(coro, "__qualname__", "") != "RedisConnection._read_data":
+                return False
+            frame = getattr(coro, "cr_frame", None)
+            conn = frame.f_locals.get("self") if frame is not None else None
+            return conn is not None and not conn._waiters
+
+        async def running():
+            me = asyncio.current_task()
+            return [
+                getattr(task.get_coro(), "__qualname__", repr(task))
+                for task in asyncio.all_tasks()
+                if task is not me
+                and not task.done()
+                and not idle_watchdog(task)
+                and not idle_reader(task)
+            ]
+
+        return self.run(running())
+
+
+class Portalocker(LockObject):
+    """portalocker's `RedisLock` (portalocker/redis.py): one lock object per `lock`, each on the
+    driver's one redis-py client (`connection=`), `acquire()` with the configured `timeout`,
+    `check_interval`, `fail_when_locked`, `thread_sleep_time` and `unavailable_timeout`;
+    `AlreadyLocked` is its no, any other `LockException` ("This lock is already active") an
+    error."""
+
+    REFUSALS = {"AlreadyLocked"}
+
+    def __init__(self, setup):
+        from redis import Redis
+
+        self.client = Redis(host="127.0.0.1", port=setup["ports"][0])
+        self.keep(setup, self.client)
+
+    def lock(self, n):
+        from portalocker import RedisLock
+
+        if n not in self.locks:
+            names = (
+                "timeout",
+                "check_interval",
+                "fail_when_locked",
+                "thread_sleep_time",
+                "unavailable_timeout",
+            )
+            kwargs = {name: self.cfg[name] for name in names if name in self.cfg}
+            self.locks[n] = RedisLock(self.key, connection=self.client, **kwargs)
+        return self.locks[n]
+
+    def acquire(self, n):
+        self.lock(n).acquire()
+        return outcome("granted", "acquired")
+
 
 LIBRARIES = {
     "redis-py": RedisPy,
@@ -269,12 +343,14 @@ LIBRARIES = {
     "pottery": Pottery,
     "python-redis-lock": PythonRedisLock,
     "aioredlock": AioRedlock,
+    "portalocker": Portalocker,
 }
 
 
-def worker(requests, answers):
+def worker(requests, answers, libraries):
     setup = requests.get()
     library = LIBRARIES[setup["library"]](setup)
+    libraries.append(library)
     answers.put({"ready": True})
     while True:
         request = requests.get()
@@ -286,12 +362,13 @@ def worker(requests, answers):
         answers.put(answer)
 
 
-def drain(limit_ms):
-    """Waits until no call the library left to a background thread is still running: pottery
+def drain(library, limit_ms):
+    """Waits until no call the library left to the background is still running: pottery
     returns at its quorum and leaves the other masters' calls to a `BailOutExecutor`, a
     `concurrent.futures.ThreadPoolExecutor` shut down with `wait=False` (pottery/executor.py),
-    whose worker threads end once their calls returned. Answered by the main thread, so a
-    pending operation on the worker does not hold it."""
+    whose worker threads end once their calls returned; aioredlock's asyncio tasks are the
+    library's `busy()`. Answered by the main thread, so a pending operation on the worker does
+    not hold it."""
     deadline = time.monotonic() + limit_ms / 1000
     while True:
         running = [
@@ -299,6 +376,8 @@ def drain(limit_ms):
             for t in threading.enumerate()
             if t.is_alive() and t.name.startswith("ThreadPoolExecutor")
         ]
+        if hasattr(library, "busy"):
+            running += library.busy()
         if not running:
             return {"drained": True, "detail": "no background call running"}
         if time.monotonic() >= deadline:
@@ -307,15 +386,15 @@ def drain(limit_ms):
 
 
 def main():
-    requests, answers = queue.Queue(), queue.Queue()
-    threading.Thread(target=worker, args=(requests, answers), daemon=True).start()
+    requests, answers, libraries = queue.Queue(), queue.Queue(), []
+    threading.Thread(target=worker, args=(requests, answers, libraries), daemon=True).start()
     requests.put(json.loads(sys.stdin.readline()))
     sys.stdout.write(json.dumps(answers.get()) + "\n")
     sys.stdout.flush()
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("op") == "drain":
-            sys.stdout.write(json.dumps(drain(request["limit_ms"])) + "\n")
+            sys.stdout.write(json.dumps(drain(libraries[0], request["limit_ms"])) + "\n")
             sys.stdout.flush()
             continue
         requests.put(request)

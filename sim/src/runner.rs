@@ -149,8 +149,10 @@ pub struct Executor {
     pub client: Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>,
     /// Called once the world's nodes exist, before any client runs (the live pacer starts here).
     pub start: StartHook,
-    /// Why the run must stop now (a live client broke the protocol, Ctrl-C), if it must.
-    pub stop: Arc<dyn Fn() -> Option<String> + Send + Sync>,
+    /// Why the run must stop now (a live client broke the protocol, Ctrl-C), if it must: asked
+    /// every 10 ms of simulated time. `None` for the simulation's own clients, which never stop
+    /// a run early.
+    pub stop: Option<StopCheck>,
     /// Makes the task a Redis or Sentinel node runs in place of the simulated server (a live
     /// run's real processes: `live::redis_server::backend`); `None`: the simulation's own.
     pub server: Option<NodeTasks>,
@@ -158,6 +160,9 @@ pub struct Executor {
 
 /// Makes the task a node runs (at each start of the node).
 pub type NodeTasks = Arc<dyn Fn(Arc<World>, String) -> ClientTask + Send + Sync>;
+
+/// See [`Executor::stop`].
+pub type StopCheck = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// The task of one client node.
 pub type ClientTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
@@ -168,7 +173,7 @@ impl Executor {
         Executor {
             client: Arc::new(|world, name| Box::pin(client_node(world, name))),
             start: Box::new(|_| {}),
-            stop: Arc::new(|| None),
+            stop: None,
             server: None,
         }
     }
@@ -194,12 +199,8 @@ pub fn run_with_executor(
     let wall_start = std::time::Instant::now();
     // The row's own world: its masters, faults and expectations.
     let scenario = &Arc::new(scenario.for_scheme(scheme_index));
-    let latency = scenario.network.latency_ms;
-    let mut config = madsim::Config::default();
-    // madsim draws each message's one-way latency from [start, end): include the max.
-    config.net.send_latency = Duration::from_millis(latency.min)
-        ..Duration::from_millis(latency.max) + Duration::from_micros(1);
-    let runtime = Runtime::with_seed_and_config(seed, config);
+    // Latencies are the world's (`world::net`): madsim's own network is not used.
+    let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let world_scenario = scenario.clone();
     let log = NemesisLog::default();
     let (events, end_us, messages) = runtime.block_on(simulate(
@@ -268,10 +269,10 @@ pub fn judge(
     }
 }
 
-/// A world of Redis nodes only (no clients, Sentinels or faults), for probes and tests that
-/// drive the nodes with a client of their own: the network's node, every replica's `replicaof`
-/// and the Redis nodes, started on the current runtime.
-pub(crate) fn redis_world(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) -> Arc<World> {
+/// A fresh world of `scenario`'s first scheme and its `network` node (whose tasks carry bytes
+/// across cut links), on the current runtime, with no process yet: for probes and tests that
+/// start their own nodes.
+pub fn world_with_network(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) -> Arc<World> {
     let world = World::new(
         scenario.clone(),
         scenario.schemes[0].clone(),
@@ -284,6 +285,14 @@ pub(crate) fn redis_world(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) 
         .ip(node_ip("network"))
         .build();
     world.net.set_node(network);
+    world
+}
+
+/// A world of Redis nodes only (no clients, Sentinels or faults), for probes and tests that
+/// drive the nodes with a client of their own: the network's node, every replica's `replicaof`
+/// and the Redis nodes, started on the current runtime.
+pub(crate) fn redis_world(handle: &Handle, scenario: &Arc<Scenario>, seed: u64) -> Arc<World> {
+    let world = world_with_network(handle, scenario, seed);
     for master in scenario.master_names() {
         for replica in scenario.replica_names(&master) {
             world
@@ -339,7 +348,8 @@ async fn simulate(
         now: fire_now,
     });
 
-    // The network's own tasks (connection writer queues) run here, beyond any fault's reach.
+    // The network's own tasks (retransmissions across cut links) run here, beyond any fault's
+    // reach.
     let network_node = handle
         .create_node()
         .name("network")
@@ -407,18 +417,22 @@ async fn simulate(
     }
 
     let duration_us = scenario.duration_ms * 1000;
+    let left = Duration::from_micros(duration_us.saturating_sub(world.time.now_us()));
     let clients = scenario.clients.count;
-    let mut stopped = None;
-    while world.procs.clients_done() < clients
-        && world.time.now_us() < duration_us
-        && !world.history.full()
-    {
-        madsim::time::sleep(Duration::from_millis(10)).await;
-        stopped = (executor.stop)();
-        if stopped.is_some() {
-            break;
+    let stopped = match &executor.stop {
+        // The simulation's own clients: woken when a client is done or the budget fills, with
+        // no polling task of the runner's own (each madsim poll draws from the run's RNG).
+        None => {
+            let _ = world.time.timeout(left, all_done(&world, clients)).await;
+            None
         }
-    }
+        Some(stop) => world
+            .time
+            .timeout(left, stop_or_done(&world, clients, stop.as_ref()))
+            .await
+            .ok()
+            .flatten(),
+    };
     let end_us = world.time.now_us().min(duration_us);
     // madsim leaks the tasks of live nodes when the runtime drops: kill every node first.
     for id in world.procs.ids() {
@@ -449,6 +463,37 @@ async fn simulate(
         ));
     }
     Ok((world.history.take_events(), end_us, world.net.messages()))
+}
+
+/// Waits as [`all_done`], asking `stop` every 10 ms; returns its reason when it gave one.
+async fn stop_or_done(
+    world: &World,
+    clients: u32,
+    stop: &(dyn Fn() -> Option<String> + Send + Sync),
+) -> Option<String> {
+    while world.procs.clients_done() < clients && !world.history.full() {
+        madsim::time::sleep(Duration::from_millis(10)).await;
+        if let Some(why) = stop() {
+            return Some(why);
+        }
+    }
+    None
+}
+
+/// Resolves once every client is done or the run's budget is spent: woken by those two
+/// changes only (a loop that looked every 10 ms was a task poll per 10 ms of every run).
+async fn all_done(world: &World, clients: u32) {
+    loop {
+        let seen = world.procs.client_finished().value();
+        if world.procs.clients_done() >= clients || world.history.full() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            _ = world.history.filled().wait_set() => {}
+            _ = world.procs.client_finished().changed_from(seen) => {}
+        }
+    }
 }
 
 /// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh

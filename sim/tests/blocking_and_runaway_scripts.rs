@@ -3,17 +3,14 @@
 //! scheme whose Lua runs away (each attempt fails with the script's error; the run goes on and
 //! stays deterministic).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use locksim::nodes::REDIS_PORT;
 use locksim::nodes::redis::redis_node;
 use locksim::nodes::resp::RespConn;
-use locksim::runner::run;
+use locksim::runner::{run, world_with_network};
 use locksim::scenario::Scenario;
-use locksim::world::World;
-use locksim::world::history::Budget;
 use locksim::world::procs::node_ip;
 use model::redis::Reply;
 
@@ -33,18 +30,7 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
     let runtime = madsim::runtime::Runtime::with_seed_and_config(7, madsim::Config::default());
     let outcome = runtime.block_on(async move {
         let handle = madsim::runtime::Handle::current();
-        let world = World::new(
-            scenario.clone(),
-            scenario.schemes[0].clone(),
-            7,
-            Budget::DEFAULT,
-        );
-        let network = handle
-            .create_node()
-            .name("network")
-            .ip(node_ip("network"))
-            .build();
-        world.net.set_node(network);
+        let world = world_with_network(&handle, &scenario, 7);
         let (w, name) = (world.clone(), "redis-1".to_string());
         let redis = handle
             .create_node()
@@ -65,11 +51,10 @@ fn blpop_waits_in_simulated_time_and_is_served_or_times_out() {
                 let (w, slot) = (w.clone(), slot.clone());
                 async move {
                     madsim::time::sleep(Duration::from_millis(10)).await;
-                    let addr = SocketAddr::new(node_ip("redis-1"), REDIS_PORT);
-                    let mut a = RespConn::connect(&w, "client-1", "redis-1", addr)
+                    let mut a = RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
                         .await
                         .unwrap();
-                    let mut b = RespConn::connect(&w, "client-1", "redis-1", addr)
+                    let mut b = RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
                         .await
                         .unwrap();
                     let started = madsim::time::Instant::now();

@@ -149,3 +149,34 @@ fn conform_show_puts_the_reference_beside_the_model() {
         "{text}"
     );
 }
+
+/// The delays between a watchdog's refreshes are compared, not only their number: the
+/// redis-semaphore Mutex model refreshing every 900 ms instead of the library's
+/// `round(0.8 × lockTimeout)` = 800 ms sends as many refreshes in situation 06 (at 0.9 and
+/// 1.8 s instead of 0.8 and 1.6 s) and was once found identical.
+#[test]
+fn a_changed_refresh_interval_is_caught() {
+    let repo = common::repo();
+    let path = repo.join("conformance/situations/redis-semaphore@5.8.0/06-refresh-keeps-it.json");
+    let situation =
+        load_situation(&path, &repo.join("conformance/libraries")).expect("a valid situation");
+    let reference = locksim::conform::model_transcript(&situation).expect("the model runs");
+    assert_eq!(reference.refresh_delays_ms, vec![800.0]);
+    assert_eq!(
+        locksim::conform::compare(&situation, &reference, &reference, "real"),
+        None
+    );
+    let mut changed = situation.clone();
+    changed.scheme["refresh_interval_ms"] = serde_json::json!(900);
+    let model = locksim::conform::model_transcript(&changed).expect("the model runs");
+    assert_eq!(
+        model.masters, reference.masters,
+        "the same commands: only their timing differs"
+    );
+    let mismatch =
+        locksim::conform::compare(&situation, &reference, &model, "real").expect("a mismatch");
+    assert!(
+        mismatch.contains("a delay of the model between refreshes, 900 ms"),
+        "{mismatch}"
+    );
+}

@@ -162,6 +162,8 @@ fn a_forced_failover_leaves_two_masters_until_the_old_one_is_converted() {
     );
 }
 
+/// The machine going down loses the page cache that was never fsynced (a process `crash` keeps
+/// it: `matrix.rs` a_process_crash_keeps_the_aof_a_power_loss_loses_what_was_not_fsynced).
 #[test]
 fn a_power_loss_loses_what_was_not_fsynced_a_process_crash_keeps_it() {
     let scenario = |kind: &str, fsync: &str, after_ms: u64| {
@@ -242,18 +244,27 @@ fn dropped_connections_are_reopened() {
         r#"{ "name": "dc", "duration_ms": 3000,
              "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
              "clients": { "count": 2, "acquisitions": 1000 },
-             "faults": [ { "kind": "drop_connections", "node": "redis-1", "at_ms": 1000 } ] }"#,
+             "faults": [ { "kind": "drop_connections", "node": "redis-1",
+                           "on": { "event": "command_sent", "command": "SET", "node": "client-1", "nth": 20 } } ] }"#,
         4,
     );
+    // Dropped while client-1's 20th SET is on its way: that command fails.
+    let dropped_us = out
+        .events
+        .iter()
+        .find(|e| e.name() == "fault")
+        .expect("the trigger fired")
+        .t_us;
     let failed = out.events.iter().filter(|e| {
         matches!(&e.kind, EventKind::CommandFailed { error, .. } if error.contains("reset") || error.contains("closed"))
-            && e.t_us >= 1_000_000
+            && e.node == "client-1"
+            && e.t_us >= dropped_us
     });
     assert!(failed.count() >= 1);
     assert!(
         out.events
             .iter()
-            .any(|e| e.name() == "acquired" && e.t_us > 1_100_000)
+            .any(|e| e.name() == "acquired" && e.t_us > dropped_us + 100_000)
     );
 }
 
@@ -264,7 +275,8 @@ fn min_replicas_to_write_refuses_writes_once_the_replica_lags() {
              "topology": { "replicas": 1, "min_replicas_to_write": 1 },
              "scheme": { "name": "set-nx-px-lua", "ttl_ms": 1000 },
              "clients": { "count": 1, "acquisitions": 100000, "acquire_timeout_ms": 20000 },
-             "faults": [ { "kind": "partition", "at_ms": 1000,
+             "faults": [ { "kind": "pause", "node": "redis-1-replica-1", "at_ms": 0, "duration_ms": 100 },
+                         { "kind": "partition", "at_ms": 1000,
                            "groups": [["redis-1"], ["redis-1-replica-1"]] } ] }"#,
         1,
     );
@@ -276,8 +288,9 @@ fn min_replicas_to_write_refuses_writes_once_the_replica_lags() {
         })
         .map(|e| e.t_us)
         .collect();
-    // Refused before the replica first connected, accepted while it acknowledges, refused again
-    // once its last ACK is older than min-replicas-max-lag (10 s) — also inside scripts.
+    // Refused before the replica first connected (it is paused for its first 100 ms), accepted
+    // while it acknowledges, refused again once its last ACK is older than min-replicas-max-lag
+    // (10 s) — also inside scripts.
     assert!(refused[0] < 20_000, "{refused:?}");
     let later = refused
         .iter()

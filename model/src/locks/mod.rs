@@ -14,6 +14,7 @@ pub mod fencing;
 pub mod incr_semaphore;
 pub mod lua_setnx_expire;
 pub mod params;
+pub mod portalocker;
 pub mod pottery;
 pub mod python_redis_lock;
 pub mod redis_semaphore;
@@ -75,13 +76,21 @@ pub trait TaskGuard {
     fn cancel(&self);
 }
 
-/// A subscription to one pub/sub channel on one server: how Redisson waits for an unlock
-/// message instead of polling (RedissonLock `subscribe` + `LockPubSub`).
+/// A subscription to one pub/sub channel on one server, on a connection of its own: how
+/// Redisson waits for an unlock message instead of polling (RedissonLock `subscribe` +
+/// `LockPubSub`), and portalocker's `RedisLock` holds its lock (the subscription *is* the lock,
+/// portalocker 4.4.2 `portalocker/redis.py:14-21`).
 #[async_trait(?Send)]
 pub trait Subscription {
     /// The next message published on the channel, or `None` once `timeout_ms` (by the client's
     /// clock) passed or the connection broke.
     async fn next_message(&self, timeout_ms: u64) -> Option<Vec<u8>>;
+    /// Whether the connection is gone: closed here, killed by the server (`CLIENT KILL`) or
+    /// broken. `next_message` then only ever answers `None`.
+    fn closed(&self) -> bool;
+    /// Closes the connection without `UNSUBSCRIBE`, as redis-py's `PubSub.close()` does: the
+    /// server drops the subscription with the connection.
+    fn close(&self);
 }
 
 /// The world as one lock client sees it.
@@ -113,11 +122,14 @@ pub trait LockEnv {
         let _ = timeout_ms;
         self.call(server, argv).await
     }
-    /// Opens a dedicated connection to master `server` subscribed to `channel`.
+    /// Opens a dedicated connection to master `server` subscribed to `channel`; with a
+    /// `client_name`, the connection first sends `CLIENT SETNAME` (redis-py's `client_name`
+    /// connection argument, `redis/connection.py` `on_connect`).
     async fn subscribe(
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError>;
     /// The client's wall clock (Unix ms): `System.currentTimeMillis()`; it can jump.
     fn wall_ms(&self) -> i64;
@@ -353,6 +365,7 @@ pub const SCHEMES: &[SchemeInfo] = &[
     redlock::INFO,
     redlock::NO_VALIDITY_INFO,
     fencing::INFO,
+    portalocker::INFO,
     script::INFO,
 ];
 

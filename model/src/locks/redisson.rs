@@ -694,7 +694,9 @@ impl RedissonLock {
         } else {
             self.channel_name()
         };
-        env.subscribe(0, &channel).await.map_err(|e| e.to_string())
+        env.subscribe(0, &channel, None)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// `tryLock(waitTime, MILLISECONDS)` with the lease of the parameters.

@@ -157,8 +157,13 @@ mod tests {
         async fn call(&self, s: usize, argv: Vec<Vec<u8>>) -> Result<Reply, CallError> {
             self.0.call(s, argv).await
         }
-        async fn subscribe(&self, s: usize, c: &str) -> Result<Box<dyn Subscription>, CallError> {
-            self.0.subscribe(s, c).await
+        async fn subscribe(
+            &self,
+            s: usize,
+            c: &str,
+            name: Option<&str>,
+        ) -> Result<Box<dyn Subscription>, CallError> {
+            self.0.subscribe(s, c, name).await
         }
         fn wall_ms(&self) -> i64 {
             self.0.wall_ms() + self.1

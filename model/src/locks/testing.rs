@@ -64,6 +64,13 @@ impl Shared {
         self.execute(id, &argv)
     }
 
+    /// Runs a command on connection `client` (a connection of the test's own, from
+    /// `server.connect()`).
+    pub fn command_as(&self, client: ClientId, words: &[&str]) -> Reply {
+        let argv: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+        self.execute(client, &argv)
+    }
+
     /// How many background tasks are still running (not finished, not cancelled).
     pub fn running_tasks(&self) -> usize {
         self.time.running_tasks()
@@ -87,6 +94,10 @@ impl Shared {
         };
         for (to, push) in server.take_pushes() {
             self.mailboxes.deliver(to, push);
+        }
+        // The host closes what CLIENT KILL named (`take_killed`).
+        for killed in server.take_killed() {
+            server.disconnect(killed);
         }
         reply
     }
@@ -260,8 +271,15 @@ impl LockEnv for DirectEnv {
         &self,
         _server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let client = self.shared.server.borrow_mut().connect();
+        if let Some(name) = client_name {
+            self.shared.execute(
+                client,
+                &[b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()],
+            );
+        }
         self.shared.execute(
             client,
             &[b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()],
@@ -302,6 +320,12 @@ impl Subscription for DirectSubscription {
             .mailboxes
             .next_message(&self.shared.time, self.client, timeout_ms)
             .await
+    }
+    fn closed(&self) -> bool {
+        !self.shared.server.borrow().is_connected(self.client)
+    }
+    fn close(&self) {
+        self.shared.server.borrow_mut().disconnect(self.client);
     }
 }
 

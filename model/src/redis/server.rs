@@ -415,6 +415,11 @@ impl RedisServer {
         id
     }
 
+    /// Whether `client` is still connected (not disconnected, not closed by CLIENT KILL).
+    pub fn is_connected(&self, client: ClientId) -> bool {
+        self.core.clients.contains_key(&client)
+    }
+
     /// Drops the client, its subscriptions, watched keys, blocking and monitoring state.
     pub fn disconnect(&mut self, client: ClientId) {
         self.core.monitors.retain(|c| *c != client);
@@ -738,6 +743,11 @@ impl RedisServer {
             .partition::<Vec<_>, _>(|(c, _)| *c == client);
         self.core.pushes = others;
         own.into_iter().map(|(_, reply)| reply).collect()
+    }
+
+    /// Whether a CLIENT PAUSE holds some client's command back (it runs when the pause ends).
+    pub fn holds_paused_commands(&self) -> bool {
+        !self.core.postponed.is_empty()
     }
 
     /// Commands a CLIENT PAUSE held back and its end released, in the order they were held:

@@ -2,7 +2,8 @@
 //! of locksim around it — `clients` nodes each ping-pong a request and a reply with one server
 //! node over bare madsim `TcpStream`s, under the scenario's one-way latency. Comparing it with a
 //! scenario's cost per message, in the same invocation, separates madsim's share from ours
-//! (issue 15's target: the baseline within 1.5× of it).
+//! (issue 15's target: the baseline within 1.5× of it). Its messages go through madsim's own
+//! `TcpStream`, which the simulation itself no longer uses (`world::net::socket`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};

@@ -68,32 +68,22 @@ pub fn compare(
             reference.attempts, model.attempts
         ));
     }
-    if let Some((min, max)) = situation.delay_ms {
-        let (min, max) = (min as f64, max as f64);
-        if let Some(d) = model.delays_ms.iter().find(|d| **d < min || **d > max) {
-            problems.push(format!(
-                "a delay of the model between attempts, {d} ms, is outside the library's [{min}, {max}] ms"
-            ));
-        }
-        if reference_name == "real" {
-            if let Some(d) = reference
-                .delays_ms
-                .iter()
-                .find(|d| **d < min - REAL_DELAY_EARLY_MS)
-            {
-                problems.push(format!(
-                    "a delay of the real library between attempts, {d:.1} ms, is below the library's {min} ms: the declared distribution is wrong"
-                ));
-            }
-            if let Some(median) = median(&reference.delays_ms)
-                && median > max + REAL_DELAY_SLACK_MS
-            {
-                problems.push(format!(
-                    "the real library's median delay between attempts, {median:.1} ms, is above the library's {max} ms: the declared distribution is wrong"
-                ));
-            }
-        }
-    }
+    problems.extend(delay_problems(
+        "attempts",
+        false,
+        situation.delay_ms,
+        &reference.delays_ms,
+        &model.delays_ms,
+        reference_name,
+    ));
+    problems.extend(delay_problems(
+        "refreshes",
+        true,
+        situation.refresh_ms,
+        &reference.refresh_delays_ms,
+        &model.refresh_delays_ms,
+        reference_name,
+    ));
     if problems.is_empty() {
         return None;
     }
@@ -102,6 +92,58 @@ pub fn compare(
         problems.join("\n"),
         side_by_side(reference, model, reference_name)
     ))
+}
+
+/// The delays between `what` (attempts, refreshes) against the library's `[min, max]`: the
+/// model's exactly inside it, the real library's at least its minimum and their median at most
+/// its maximum + `REAL_DELAY_SLACK_MS`. Without a declared distribution, delays are not timed
+/// (a library whose waiter is woken by a message has none) unless `required`.
+fn delay_problems(
+    what: &str,
+    required: bool,
+    declared: Option<(u64, u64)>,
+    reference: &[f64],
+    model: &[f64],
+    reference_name: &str,
+) -> Vec<String> {
+    let Some((min, max)) = declared else {
+        if !required || (model.is_empty() && (reference_name != "real" || reference.is_empty())) {
+            return Vec::new();
+        }
+        return vec![format!(
+            "delays between {what} ({reference_name} {reference:?}, model {model:?}) but the situation declares no distribution for them"
+        )];
+    };
+    let (min, max) = (min as f64, max as f64);
+    let mut problems = Vec::new();
+    if let Some(d) = model.iter().find(|d| **d < min || **d > max) {
+        problems.push(format!(
+            "a delay of the model between {what}, {d} ms, is outside the library's [{min}, {max}] ms"
+        ));
+    }
+    if reference_name == "real" {
+        if let Some(d) = reference.iter().find(|d| **d < min - REAL_DELAY_EARLY_MS) {
+            problems.push(format!(
+                "a delay of the real library between {what}, {d:.1} ms, is below the library's {min} ms: the declared distribution is wrong"
+            ));
+        }
+        if let Some(median) = median(reference)
+            && median > max + REAL_DELAY_SLACK_MS
+        {
+            problems.push(format!(
+                "the real library's median delay between {what}, {median:.1} ms, is above the library's {max} ms: the declared distribution is wrong"
+            ));
+        }
+    }
+    problems
+}
+
+/// Delays shown to a tenth of a millisecond (the real library's are measured in µs).
+fn tenths(delays_ms: &[f64]) -> Vec<f64> {
+    delays_ms
+        .iter()
+        .map(|d| (d * 10.0).round() / 10.0)
+        .collect()
 }
 
 fn median(values: &[f64]) -> Option<f64> {
@@ -146,13 +188,16 @@ pub fn side_by_side(reference: &Transcript, model: &Transcript, reference_name: 
         "  attempts: {} | {}; delays (ms): {:?} | {:?}\n",
         reference.attempts,
         model.attempts,
-        reference
-            .delays_ms
-            .iter()
-            .map(|d| (d * 10.0).round() / 10.0)
-            .collect::<Vec<_>>(),
+        tenths(&reference.delays_ms),
         model.delays_ms
     ));
+    if !reference.refresh_delays_ms.is_empty() || !model.refresh_delays_ms.is_empty() {
+        out.push_str(&format!(
+            "  delays between refreshes (ms): {:?} | {:?}\n",
+            tenths(&reference.refresh_delays_ms),
+            model.refresh_delays_ms
+        ));
+    }
     for (i, (l, r)) in reference.outcomes.iter().zip(&model.outcomes).enumerate() {
         out.push_str(&format!(
             "  outcome {}: {l} ({}) | {r} ({})\n",
@@ -180,13 +225,7 @@ fn outcomes(situation: &Situation, list: &[(String, String)]) -> (Vec<String>, V
 /// The model's transcript of a situation.
 pub fn model_transcript(situation: &Situation) -> Result<Transcript, String> {
     let run = model_side::run(situation)?;
-    let mut t = transcript::transcript(
-        &run.lines,
-        &situation.library.keys,
-        &run.skip,
-        &situation.library.attempt,
-        &run.ops,
-    );
+    let mut t = transcript::transcript(&run.lines, &situation.library, &run.skip, &run.ops);
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
     Ok(t)
 }
@@ -201,13 +240,7 @@ pub fn real_transcript(
         run.lines.first().map_or(&[][..], Vec::as_slice),
         &run.windows,
     );
-    let mut t = transcript::transcript(
-        &run.lines,
-        &situation.library.keys,
-        &run.skip,
-        &situation.library.attempt,
-        &ops,
-    );
+    let mut t = transcript::transcript(&run.lines, &situation.library, &run.skip, &ops);
     (t.outcomes, t.details) = outcomes(situation, &run.outcomes);
     Ok(t)
 }
@@ -228,6 +261,7 @@ pub fn expected_transcript(situation: &Situation) -> Option<Transcript> {
             .collect(),
         attempts: expected.attempts,
         delays_ms: Vec::new(),
+        refresh_delays_ms: Vec::new(),
         outcomes: expected.outcomes.clone(),
         details: Vec::new(),
     })

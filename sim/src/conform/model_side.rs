@@ -27,6 +27,8 @@ use super::transcript::{Line, parse_line};
 
 /// `hz 10`: the cron's period.
 const CRON_MS: u64 = 100;
+/// The address of the harness's silent subscribers (`Step::SilentSubscriber`).
+const SILENT_PEER: &str = "127.0.0.1:3";
 /// A situation that has not ended after this much virtual time is a mistake.
 const MAX_VIRTUAL_MS: u64 = 4 * 3600 * 1000;
 
@@ -137,6 +139,11 @@ impl World {
             for (client, reply) in unblocked {
                 m.replies.borrow_mut().insert(client, reply);
             }
+            // The host closes what CLIENT KILL named (`take_killed`).
+            let killed = m.server.borrow_mut().take_killed();
+            for client in killed {
+                self.disconnect(master, client);
+            }
             if resumed.is_empty() {
                 return;
             }
@@ -171,7 +178,40 @@ impl World {
         self.execute(master, admin, &argv);
     }
 
+    /// A connection from `SILENT_PEER` named `name`, subscribed to `channel`, never read.
+    fn silent_subscriber(&self, master: usize, name: &str, channel: &str) {
+        let conn = self.masters[master]
+            .server
+            .borrow_mut()
+            .connect_from(addr(SILENT_PEER), self.wall_ms());
+        self.subscribe(master, conn, Some(name), channel);
+    }
+
+    /// Names connection `conn` (when a name is given) and subscribes it to `channel`: a
+    /// library's subscription and the harness's silent subscriber alike.
+    fn subscribe(&self, master: usize, conn: ClientId, name: Option<&str>, channel: &str) {
+        if let Some(name) = name {
+            self.execute(
+                master,
+                conn,
+                &[b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()],
+            );
+        }
+        self.execute(master, conn, &[b"SUBSCRIBE".to_vec(), channel.into()]);
+    }
+
     /// Drives every task until `done` says so or virtual time reaches `until_ms`.
+    /// As the real side's drain: a call a pause still holds is in flight, and is over only
+    /// once it ran (or its client gave up on it).
+    fn run_until_quiet(&self) -> Result<(), String> {
+        self.run(MAX_VIRTUAL_MS, &|| {
+            !self
+                .masters
+                .iter()
+                .any(|m| m.server.borrow().holds_paused_commands())
+        })
+    }
+
     fn run(&self, until_ms: u64, done: &dyn Fn() -> bool) -> Result<(), String> {
         let mut cx = Context::from_waker(Waker::noop());
         loop {
@@ -322,13 +362,10 @@ impl LockEnv for Env {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let conn = self.world.connect(server);
-        self.world.execute(
-            server,
-            conn,
-            &[b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()],
-        );
+        self.world.subscribe(server, conn, client_name, channel);
         Ok(Box::new(Sub {
             world: self.world.clone(),
             master: server,
@@ -366,6 +403,15 @@ impl Subscription for Sub {
             .mailboxes
             .next_message(&self.world.time, self.conn, timeout_ms)
             .await
+    }
+    fn closed(&self) -> bool {
+        !self.world.masters[self.master]
+            .server
+            .borrow()
+            .is_connected(self.conn)
+    }
+    fn close(&self) {
+        self.world.disconnect(self.master, self.conn);
     }
 }
 
@@ -444,10 +490,16 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
     for step in &situation.steps {
         match step {
             Step::Admin { master, command } => world.admin(*master, command),
+            Step::SilentSubscriber {
+                master,
+                name,
+                channel,
+            } => world.silent_subscriber(*master, name, channel),
             Step::Sleep { ms } => {
                 let until = world.now_ms() + ms;
                 world.run(until, &|| false)?;
             }
+            Step::Quiet => world.run_until_quiet()?,
             Step::Op {
                 op,
                 lock,
@@ -500,11 +552,12 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
     }
     let until = world.now_ms() + situation.settle_ms;
     world.run(until, &|| false)?;
+    world.run_until_quiet()?;
     let lines = world.masters.iter().map(|m| m.lines.take()).collect();
     Ok(ModelRun {
         lines,
         outcomes,
         ops,
-        skip: vec!["127.0.0.1:2".to_string()],
+        skip: vec!["127.0.0.1:2".to_string(), SILENT_PEER.to_string()],
     })
 }

@@ -367,17 +367,8 @@ fn start_driver(
 /// above the few milliseconds they take on loopback, so that a loaded machine only waits.
 const BACKGROUND_LIMIT: Duration = Duration::from_secs(20);
 
-/// Ends a situation only when its transcript is complete, whatever the machine's load: each
-/// driver first waits until its library's background calls have returned (so they reached
-/// their master), then an `ECHO` of the harness on every master marks the end of what MONITOR
-/// must have shown (commands are fed to MONITOR in arrival order, replication.c:562-601).
-/// Waits, never sleeps a guessed time; bounded by `BACKGROUND_LIMIT`, past which the run is an
-/// error rather than a short transcript.
-fn settle(
-    drivers: &mut std::collections::BTreeMap<usize, Driver>,
-    admins: &mut [Conn],
-    monitors: &[Monitor],
-) -> Result<(), String> {
+/// Waits until every driver's library has no call in flight (its background calls returned).
+fn drain(drivers: &mut std::collections::BTreeMap<usize, Driver>) -> Result<(), String> {
     for (lock, driver) in drivers.iter_mut() {
         driver.send(&json!({"op": "drain", "limit_ms": BACKGROUND_LIMIT.as_millis() as u64}))?;
         let answer = driver.answer(BACKGROUND_LIMIT + Duration::from_secs(10))?;
@@ -389,6 +380,21 @@ fn settle(
             ));
         }
     }
+    Ok(())
+}
+
+/// Ends a situation only when its transcript is complete, whatever the machine's load: each
+/// driver first waits until its library's background calls have returned (so they reached
+/// their master), then an `ECHO` of the harness on every master marks the end of what MONITOR
+/// must have shown (commands are fed to MONITOR in arrival order, replication.c:562-601).
+/// Waits, never sleeps a guessed time; bounded by `BACKGROUND_LIMIT`, past which the run is an
+/// error rather than a short transcript.
+fn settle(
+    drivers: &mut std::collections::BTreeMap<usize, Driver>,
+    admins: &mut [Conn],
+    monitors: &[Monitor],
+) -> Result<(), String> {
+    drain(drivers)?;
     let marker = format!("locksim-conform-end-{}", std::process::id());
     for (admin, monitor) in admins.iter_mut().zip(monitors) {
         let who = admin.peer_name();
@@ -457,6 +463,7 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
     }
     let mut outcomes = Vec::new();
     let mut windows = Vec::new();
+    let mut silent = Vec::new();
     for step in &situation.steps {
         match step {
             Step::Admin { master, command } => {
@@ -465,6 +472,19 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
                 admins[*master].command(command)?;
             }
             Step::Sleep { ms } => std::thread::sleep(Duration::from_millis(*ms)),
+            Step::Quiet => drain(&mut drivers)?,
+            Step::SilentSubscriber {
+                master,
+                name,
+                channel,
+            } => {
+                let mut conn = Conn::open(ports[*master])?;
+                skip.push(conn.peer_name());
+                conn.command(&["CLIENT".to_string(), "SETNAME".to_string(), name.clone()])?;
+                conn.command(&["SUBSCRIBE".to_string(), channel.clone()])?;
+                // Open until the run ends, never read again.
+                silent.push(conn);
+            }
             Step::Op {
                 op, lock, until_ms, ..
             } => {
@@ -491,6 +511,7 @@ pub fn run(setup: &RealSetup, situation: &Situation) -> Result<RealRun, String> 
     std::thread::sleep(Duration::from_millis(situation.settle_ms));
     settle(&mut drivers, &mut admins, &monitors)?;
     drop(drivers);
+    drop(silent);
     drop(children);
     let lines = monitors.into_iter().map(Monitor::finish).collect();
     Ok(RealRun {

@@ -37,8 +37,19 @@ pub struct Library {
     pub keys: Vec<String>,
     /// How an acquire attempt's first command starts once abstracted (`SET lock`).
     pub attempt: Vec<String>,
+    /// How lines whose order is a race start (several processes answering one ping): each
+    /// run of them is compared in sorted order.
+    pub any_order: Vec<String>,
+    /// How a poll whose count follows the machine's timing starts: three or more in a row
+    /// compare as one line marked `(polled)`.
+    pub polls: Vec<String>,
     /// The library's delay between two attempts, ms (`[min, max]`).
     pub delay_ms: Option<(u64, u64)>,
+    /// How a background refresh's (a watchdog's renewal's) first command starts once
+    /// abstracted; empty for a library that does not refresh on its own.
+    pub refresh: Vec<String>,
+    /// The library's delay between two refreshes, ms (`[min, max]`).
+    pub refresh_ms: Option<(u64, u64)>,
     /// The client's own command timeout (a socket timeout), ms; `None`: it waits for ever.
     pub command_timeout_ms: Option<u64>,
     /// Where the behaviour comes from: repository@tag and file:lines.
@@ -62,6 +73,20 @@ pub enum Step {
     Admin { master: usize, command: Vec<String> },
     /// Time passes.
     Sleep { ms: u64 },
+    /// A harness connection to master `master` named `name` subscribes to `channel` and never
+    /// reads again: a holder that stopped answering while its connection stayed open
+    /// (portalocker's crashed holder, `portalocker/redis.py:2173-2245`). Not compared.
+    SilentSubscriber {
+        master: usize,
+        name: String,
+        channel: String,
+    },
+    /// Wait until the library's calls in flight have returned: a library that answers its
+    /// caller on a quorum (node-redlock v5, `redlock.ts` `_attemptOperation`) leaves its calls to
+    /// the other masters running, and a real run's next step would otherwise race them. The
+    /// model's calls take no virtual time, so they have returned already unless a pause holds
+    /// them.
+    Quiet,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +132,8 @@ pub struct Situation {
     pub steps: Vec<Step>,
     /// The library's delay between attempts in this configuration, ms.
     pub delay_ms: Option<(u64, u64)>,
+    /// The library's delay between refreshes in this configuration, ms.
+    pub refresh_ms: Option<(u64, u64)>,
     pub command_timeout_ms: Option<u64>,
     /// How long both sides go on after the last step (in-flight commands, held ones).
     pub settle_ms: u64,
@@ -271,7 +298,11 @@ pub fn load_library(path: &Path) -> Result<Library, String> {
         key,
         keys,
         attempt: f.strings("attempt")?,
+        any_order: f.strings("any_order")?,
+        polls: f.strings("polls")?,
         delay_ms: f.delay("delay_ms")?,
+        refresh: f.strings("refresh")?,
+        refresh_ms: f.delay("refresh_ms")?,
         command_timeout_ms: f.opt_u64("command_timeout_ms")?,
         source: f.string("source")?,
     };
@@ -342,6 +373,16 @@ pub fn load_situation(path: &Path, libraries_dir: &Path) -> Result<Situation, St
         Some(d) => Some(d),
         None => library.delay_ms,
     };
+    let refresh_ms = match f.delay("refresh_ms")? {
+        Some(d) => Some(d),
+        None => library.refresh_ms,
+    };
+    if refresh_ms.is_some() && library.refresh.is_empty() {
+        return Err(f.error(
+            "refresh_ms",
+            format!("{} has no `refresh`: it does not refresh", library.id),
+        ));
+    }
     let command_timeout_ms = match f.take("command_timeout_ms") {
         None => library.command_timeout_ms,
         Some(Value::Null) => None,
@@ -377,6 +418,7 @@ pub fn load_situation(path: &Path, libraries_dir: &Path) -> Result<Situation, St
         scheme: Value::Object(scheme),
         steps,
         delay_ms,
+        refresh_ms,
         command_timeout_ms,
         settle_ms,
         expected,
@@ -425,8 +467,29 @@ fn parse_step(
         Step::Admin { master, command }
     } else if let Some(ms) = f.opt_u64("sleep_ms")? {
         Step::Sleep { ms }
+    } else if let Some(master) = f.take("silent_subscriber") {
+        let master = master.as_u64().map(|m| m as usize).filter(|m| *m < masters);
+        let Some(master) = master else {
+            return Err(f.error(
+                "silent_subscriber",
+                format!("expected a master index below {masters}"),
+            ));
+        };
+        Step::SilentSubscriber {
+            master,
+            name: f.string("name")?,
+            channel: f.string("channel")?,
+        }
+    } else if let Some(quiet) = f.take("quiet") {
+        if quiet != Value::Bool(true) {
+            return Err(f.error("quiet", "expected true"));
+        }
+        Step::Quiet
     } else {
-        return Err(f.error("op", "a step is an op, an admin command or a sleep_ms"));
+        return Err(f.error(
+            "op",
+            "a step is an op, an admin command, a sleep_ms, a silent_subscriber or quiet",
+        ));
     };
     f.done()?;
     Ok(step)

@@ -1,7 +1,6 @@
 //! What each fault kind does to the world: `inject` and `heal` call the hooks of the resources
 //! it hits (`world::procs`, `world::time`, `world::net`, `world::storage`).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,6 @@ use crate::nodes::SENTINEL_PORT;
 use crate::nodes::resp::RespConn;
 use crate::scenario::faults::FaultKind;
 use crate::world::World;
-use crate::world::procs::node_ip;
 
 impl FaultKind {
     pub(super) fn inject(&self, world: &Arc<World>) {
@@ -92,11 +90,10 @@ impl FaultKind {
 /// Cuts (`cut`) or restores the directed links a network fault names.
 fn clog_links(world: &World, kind: &FaultKind, cut: bool) {
     for (a, b) in kind.links(&world.scenario.node_names()) {
-        let ids = (world.procs.id(&a), world.procs.id(&b));
         if cut {
-            world.net.clog(&a, &b, ids);
+            world.net.clog(&a, &b);
         } else {
-            world.net.unclog(&a, &b, ids);
+            world.net.unclog(&a, &b);
         }
     }
 }
@@ -111,9 +108,8 @@ fn machine_links(node: &str) -> FaultKind {
 /// The `failover` fault: `SENTINEL FAILOVER <master>` to the first Sentinel that answers.
 async fn request_failover(world: Arc<World>, master: String) {
     for sentinel in world.scenario.sentinel_names() {
-        let addr = SocketAddr::new(node_ip(&sentinel), SENTINEL_PORT);
         let attempt = async {
-            let mut conn = RespConn::connect(&world, "nemesis", &sentinel, addr).await?;
+            let mut conn = RespConn::connect(&world, "nemesis", &sentinel, SENTINEL_PORT).await?;
             conn.call(&[
                 b"SENTINEL".to_vec(),
                 b"FAILOVER".to_vec(),
@@ -121,7 +117,7 @@ async fn request_failover(world: Arc<World>, master: String) {
             ])
             .await
         };
-        if let Ok(Ok(reply)) = madsim::time::timeout(Duration::from_secs(1), attempt).await {
+        if let Ok(Ok(reply)) = world.time.timeout(Duration::from_secs(1), attempt).await {
             world.record(
                 "nemesis",
                 EventKind::Sentinel {

@@ -713,11 +713,11 @@ pub mod wait {
                     .init(move || {
                         let (w, out) = (w.clone(), out.clone());
                         async move {
-                            let addr = std::net::SocketAddr::new(node_ip("redis-1"), REDIS_PORT);
                             let result = async {
-                                let mut conn = RespConn::connect(&w, "client-1", "redis-1", addr)
-                                    .await
-                                    .map_err(|e| format!("probe-wait: {e:?}"))?;
+                                let mut conn =
+                                    RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
+                                        .await
+                                        .map_err(|e| format!("probe-wait: {e:?}"))?;
                                 conn.call(&words("SET k v"))
                                     .await
                                     .map_err(|e| format!("probe-wait: {e:?}"))?;

@@ -352,11 +352,11 @@ mod tests {
           "topology": { "masters": 1 },
           "network": { "latency_ms": [1, 5] },
           "scheme": { "name": "set-nx-px-lua", "ttl_ms": 5000 },
-          "clients": { "count": 2, "acquisitions": 20, "hold_ms": [10, 40], "think_ms": [0, 20],
+          "clients": { "count": 2, "acquisitions": 20, "hold_ms": [200, 400], "think_ms": [0, 20],
                        "acquire_timeout_ms": 1000, "command_timeout_ms": 300 },
           "liveness_window_ms": 800,
           "nemesis": {
-            "crash": { "every_ms": [200, 1500], "duration_ms": [10, 300], "nodes": ["redis-1"] }
+            "crash": { "every_ms": [200, 1500], "duration_ms": [10, 50], "nodes": ["redis-1"] }
           }
         }"#;
         let scenario = Scenario::parse(text, "hunt-bench-unit.json").expect("a valid scenario");
@@ -381,7 +381,8 @@ mod tests {
                 assert_eq!(c.runs_to_violation.is_some(), !c.broken.is_empty());
             }
         }
-        // A crash of the only Redis every few hundred ms loses the lock key: found.
+        // A crash of the only Redis every few hundred ms, restarted within 50 ms, loses the key of
+        // a hold of 200-400 ms that the other client then takes: found.
         assert!(one.iter().any(|f| f.found() > 0), "{one:?}");
         let table = table("unit", &settings(1), &one);
         assert!(

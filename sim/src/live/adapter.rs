@@ -504,8 +504,20 @@ impl LockEnv for RealEnv {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let mut conn = self.connection(server, self.command_timeout).await?;
+        if let Some(name) = client_name {
+            let argv = vec![b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()];
+            match conn.call(&argv, self.command_timeout).await? {
+                Reply::Status(_) => {}
+                other => {
+                    return Err(CallError::Disconnected(format!(
+                        "CLIENT SETNAME answered {other:?}"
+                    )));
+                }
+            }
+        }
         let argv = vec![b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()];
         match conn.call(&argv, self.command_timeout).await? {
             Reply::Array(_) | Reply::Push(_) => Ok(Box::new(PubSub {
@@ -565,6 +577,12 @@ impl Subscription for PubSub {
             }
             Ok(Err(_)) => None,
         }
+    }
+    fn closed(&self) -> bool {
+        self.conn.borrow().is_none()
+    }
+    fn close(&self) {
+        self.conn.borrow_mut().take();
     }
 }
 

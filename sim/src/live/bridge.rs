@@ -15,7 +15,7 @@
 //! `LOCKSIM.READ`/`LOCKSIM.WRITE` to the simulated resource's protocol (`live::resource`).
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -31,7 +31,6 @@ use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
 use crate::world::World;
 use crate::world::net::socket::NetConn;
-use crate::world::procs::node_ip;
 
 /// The real loopback address every bridge listens on.
 pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -179,8 +178,7 @@ pub async fn relay(
         Some(_) => ADOPTION_PORT,
         None => node_port(&node),
     };
-    let addr = SocketAddr::new(node_ip(&node), port);
-    let Ok(conn) = NetConn::connect(&world, &client, &node, addr).await else {
+    let Ok(conn) = NetConn::connect(&world, &client, &node, port).await else {
         return;
     };
     if let Some(id) = adopt

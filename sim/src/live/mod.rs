@@ -252,10 +252,10 @@ pub fn run(options: Options) -> Result<LiveOutput, String> {
             let servers = servers.clone();
             Box::new(move |world: &Arc<World>| start(world, live, inbox, ports, servers))
         },
-        stop: {
+        stop: Some({
             let live = live.clone();
             Arc::new(move || live.stop_reason())
-        },
+        }),
         server: servers.clone().map(|servers| {
             Arc::new(move |world, name| {
                 Box::pin(backend::server_node(world, name, servers.clone())) as ClientTask

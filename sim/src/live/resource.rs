@@ -9,7 +9,6 @@
 //! lost updates and stale fences are judged exactly as in the simulation, in the order the
 //! resource saw them.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,7 +19,6 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use crate::nodes::resource::RESOURCE_PORT;
 use crate::nodes::resp::RespConn;
 use crate::world::World;
-use crate::world::procs::node_ip;
 
 /// The simulated side of one real connection to the resource, on the client's node.
 pub async fn relay(
@@ -30,8 +28,7 @@ pub async fn relay(
     mut from_real: UnboundedReceiver<Vec<u8>>,
     to_real: UnboundedSender<Vec<u8>>,
 ) {
-    let addr = SocketAddr::new(node_ip("resource"), RESOURCE_PORT);
-    let Ok(mut conn) = RespConn::connect(&world, &client, "resource", addr).await else {
+    let Ok(mut conn) = RespConn::connect(&world, &client, "resource", RESOURCE_PORT).await else {
         return;
     };
     let mut parser = RequestParser::new();

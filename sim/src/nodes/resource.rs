@@ -12,12 +12,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use madsim::net::TcpListener;
 use model::history::EventKind;
 use model::redis::{Reply, RequestParser};
 
 use crate::world::World;
-use crate::world::net::socket::NetConn;
+use crate::world::net::socket::{NetConn, NetListener};
 
 pub const RESOURCE_PORT: u16 = 7000;
 /// The stock the counter starts with.
@@ -35,15 +34,9 @@ pub async fn resource_node(world: Arc<World>) {
         version: 0,
         max_fence: 0,
     }));
-    let listener = TcpListener::bind(("0.0.0.0", RESOURCE_PORT))
-        .await
-        .expect("the resource port is free");
+    let listener = NetListener::bind(&world, "resource", RESOURCE_PORT);
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
-        };
-        let client = world.procs.name_of(peer.ip());
-        let conn = NetConn::new(&world, "resource", &client, stream);
+        let (conn, client) = listener.accept().await;
         madsim::task::spawn_local(serve(world.clone(), counter.clone(), conn, client));
     }
 }

@@ -24,14 +24,14 @@ pub struct RespConn {
 pub use model::redis::resp::{encode_command, encode_commands};
 
 impl RespConn {
-    /// Connects node `local` to node `peer` listening at `addr`.
+    /// Connects node `local` to node `peer` listening on `port`.
     pub async fn connect(
         world: &Arc<World>,
         local: &str,
         peer: &str,
-        addr: SocketAddr,
+        port: u16,
     ) -> io::Result<RespConn> {
-        let conn = NetConn::connect(world, local, peer, addr).await?;
+        let conn = NetConn::connect(world, local, peer, port).await?;
         Ok(RespConn {
             conn,
             buf: BytesMut::with_capacity(512),
@@ -75,18 +75,9 @@ impl RespConn {
     /// Whether the server already closed this connection (an EOF or reset is waiting): what
     /// redis-py checks on a pooled connection before reusing it (`can_read`), reconnecting
     /// instead of failing the command on a connection that died while idle.
-    pub fn is_closed(&mut self) -> bool {
-        use std::task::{Context, Poll, Waker};
-        if !self.buf.is_empty() {
-            return true;
-        }
-        let mut read = std::pin::pin!(self.conn.read_buf(&mut self.buf));
-        match read.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Pending => false,
-            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => true,
-            // Unsolicited data: the connection is out of step with its requests.
-            Poll::Ready(Ok(_)) => true,
-        }
+    /// Unsolicited data counts too: the connection is out of step with its requests.
+    pub fn is_closed(&self) -> bool {
+        !self.buf.is_empty() || self.conn.is_readable()
     }
 
     pub async fn call(&mut self, argv: &[Vec<u8>]) -> io::Result<Reply> {
@@ -96,7 +87,7 @@ impl RespConn {
 }
 
 /// Long enough for a reply that already reached a paused node to be read after it resumes
-/// (madsim sleeps at least 1 ms, including the socket's own delivery wait).
+/// (madsim sleeps at least 1 ms).
 const PAUSE_GRACE: Duration = Duration::from_millis(2);
 
 /// Awaits `future` for at most `limit`, as a blocking socket read with a timeout does. If `node`
@@ -111,10 +102,10 @@ pub async fn with_timeout<T>(
 ) -> Option<T> {
     let resumes = world.procs.resumes(node);
     let mut future = pin!(future);
-    match madsim::time::timeout(limit, &mut future).await {
+    match world.time.timeout(limit, &mut future).await {
         Ok(value) => Some(value),
         Err(_) if world.procs.resumes(node) != resumes => {
-            madsim::time::timeout(PAUSE_GRACE, future).await.ok()
+            world.time.timeout(PAUSE_GRACE, future).await.ok()
         }
         Err(_) => {
             mark(Mark::CommandTimedOut);

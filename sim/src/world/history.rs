@@ -17,6 +17,8 @@ use std::sync::Mutex;
 
 use model::history::{Event, EventKind, owner_node};
 
+use crate::signal::Signal;
+
 /// A scripted fault waiting for its `nth` event.
 pub struct Trigger {
     /// The fault's index in the scenario's `faults`.
@@ -71,6 +73,8 @@ impl Budget {
 
 pub struct History {
     state: Mutex<State>,
+    /// Set when the budget runs out (the runner waits on it).
+    filled: Signal,
 }
 
 /// Triggers that count the same events (one event name, node and command) share one count:
@@ -164,6 +168,7 @@ impl History {
                 lock_writers: BTreeMap::new(),
                 granted: BTreeSet::new(),
             }),
+            filled: Signal::new(),
         }
     }
 
@@ -181,6 +186,9 @@ impl History {
         state.bytes += event.size_bytes();
         state.full =
             state.events.len() + 1 >= state.budget.events || state.bytes >= state.budget.bytes;
+        if state.full {
+            self.filled.set();
+        }
         let command_word = match &event.kind {
             EventKind::CommandSent { command, .. } => command.split(' ').next(),
             _ => None,
@@ -217,13 +225,19 @@ impl History {
         self.state().full
     }
 
+    /// Set once the run's budget is spent.
+    pub fn filled(&self) -> &Signal {
+        &self.filled
+    }
+
     /// Counts `units` of script work; past the budget's `script_work` the run must stop, as
     /// when its events fill the budget. Returns whether the budget is spent.
     pub fn add_script_work(&self, units: u64) -> bool {
         let mut state = self.state();
         state.script_work = state.script_work.saturating_add(units);
-        if state.script_work > state.budget.script_work {
+        if state.script_work > state.budget.script_work && !state.full {
             state.full = true;
+            self.filled.set();
         }
         state.full
     }

@@ -4,7 +4,7 @@
 //! | part | module | owns | fault hooks |
 //! |---|---|---|---|
 //! | `time` | `time` | true time since the start, per-node clocks | `clock_jump`, `clock_drift` |
-//! | `net` | `net` (`net::socket`) | cut links, per-link delays, open connections, the `network` node | `partition`, `isolate`, `delay`, `drop_connections`, `power_loss` |
+//! | `net` | `net` (`net::socket`) | cut links, link latencies and delays, listening ports, open connections, the `network` node | `partition`, `isolate`, `delay`, `drop_connections`, `power_loss` |
 //! | `disks` | `storage` | every node's disk: AOF (fsynced or not), config files | `power_loss` |
 //! | `procs` | `procs` | node names, ids and addresses; starts, pauses, crashes; the `nemesis` node | `pause`, `crash`, `power_loss` |
 //! | `history` | `history` | the events, lock tokens, key owners, event triggers | — |
@@ -90,12 +90,14 @@ impl World {
             }
         }
         let tracks_lock_writes = scenario.faults.iter().any(|f| f.needs_lock_writers());
+        let latency = scenario.network.latency_ms;
+        let net = Network::new((latency.min, latency.max), stream_seed(seed, "network"));
         Arc::new_cyclic(|me| World {
             scenario,
             scheme,
             seed,
             time: Time::new(),
-            net: Network::default(),
+            net,
             disks: Disks::default(),
             procs: Procs::default(),
             history: History::new(triggers, budget),

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::task::NodeId;
 
+use crate::signal::Signal;
+
 /// The simulated IP address of a node, from its name: `redis-N` 10.1.x.x, `client-N` 10.2.x.x,
 /// `resource` 10.3.0.1, `redis-N-replica-M` 10.4.N.M, `sentinel-N` 10.5.x.x, `nemesis` 10.9.0.1,
 /// `network` 10.9.0.2, `pacer` (live runs) 10.9.0.3.
@@ -50,6 +52,8 @@ pub fn node_ip(name: &str) -> IpAddr {
 #[derive(Default)]
 pub struct Procs {
     state: Mutex<State>,
+    /// Bumped whenever a client is done (`clients_done` grew): the runner waits on it.
+    client_finished: Signal,
     /// Real processes behind nodes (a live run's client processes): told of every pause,
     /// resume and crash, after the simulated node's own.
     external: OnceLock<Arc<dyn ExternalProcesses>>,
@@ -121,7 +125,14 @@ impl Procs {
     }
 
     pub fn client_done(&self, name: &str) {
-        self.state().clients_done.insert(name.to_string());
+        if self.state().clients_done.insert(name.to_string()) {
+            self.client_finished.bump();
+        }
+    }
+
+    /// Changes each time a client is done.
+    pub fn client_finished(&self) -> &Signal {
+        &self.client_finished
     }
 
     pub fn clients_done(&self) -> u32 {

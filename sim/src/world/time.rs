@@ -8,9 +8,12 @@
 //! Fault hooks: `jump` (`clock_jump`), `set_rate` (`clock_drift`, and its healing).
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
 
-use madsim::time::{Duration, TimeHandle};
+use madsim::time::{Duration, Instant, TimeHandle};
 
 /// The run's clocks: true time since the start, and one `NodeClock` per node (created on first
 /// use, at the epoch).
@@ -71,6 +74,38 @@ impl Time {
         Box::new(move || (clock.elapsed() - start).as_micros() as u64)
     }
 
+    /// The runtime's clock now, as madsim's timers count it.
+    pub fn now_instant(&self) -> Instant {
+        self.clock.now_instant()
+    }
+
+    /// Calls `waker.wake()` once at `deadline` (at least 1 ms from now, as every madsim sleep),
+    /// without a task of its own: the timer is the one a madsim `Sleep` registers for the waker
+    /// it is polled with (madsim 0.2.34 `sim/time/sleep.rs` `Sleep::poll`, `sim/time/mod.rs`
+    /// `add_timer_at`). madsim runs timer callbacks with its timer wheel locked, so `waker`
+    /// must not touch madsim's timers (waking a task is fine).
+    pub fn wake_at(&self, deadline: Instant, waker: &Waker) {
+        let mut sleep = self.clock.sleep_until(deadline);
+        let pending = Pin::new(&mut sleep)
+            .poll(&mut Context::from_waker(waker))
+            .is_pending();
+        debug_assert!(pending, "a madsim sleep lasts at least 1 ms");
+    }
+
+    /// `future` for at most `limit`. madsim's own `timeout` leaves its timer behind when the
+    /// future wins (madsim's timers cannot be cancelled) and adds one more each time it is
+    /// polled, and each of them wakes the task again at the deadline: a poll for nothing, and a
+    /// draw of madsim's random generator, per command with a timeout. This one registers one
+    /// timer, and its timer finds nothing to wake once the timeout is gone.
+    pub fn timeout<F: Future>(&self, limit: Duration, future: F) -> Timeout<F> {
+        Timeout {
+            future,
+            deadline: self.clock.now_instant() + limit,
+            clock: self.clock.clone(),
+            alarm: None,
+        }
+    }
+
     fn with_clock<R>(&self, node: &str, f: impl FnOnce(&mut NodeClock) -> R) -> R {
         let mut clocks = self.clocks.lock().expect("never poisoned");
         f(clocks.entry(node.to_string()).or_default())
@@ -117,6 +152,85 @@ impl Time {
         let now = self.now_us();
         self.with_clock(node, |c| c.set_rate(now, rate));
         self.changed(node);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Time::timeout`]: the future's output, or `Err(Elapsed)` at the deadline.
+    pub struct Timeout<F> {
+        #[pin]
+        future: F,
+        deadline: Instant,
+        clock: TimeHandle,
+        alarm: Option<Alarm>,
+    }
+}
+
+pub use madsim::time::error::Elapsed;
+
+/// The waker a timeout's timer wakes: whoever waits, or nobody once the timeout is dropped.
+struct Alarm(Arc<AlarmWaker>);
+
+#[derive(Default)]
+struct AlarmWaker {
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Wake for AlarmWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let waker = self.waker.lock().expect("never poisoned").take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl Alarm {
+    /// Sets the timer at `deadline` for the task of `cx`.
+    fn set(clock: &TimeHandle, deadline: Instant, cx: &Context<'_>) -> Alarm {
+        let alarm = Arc::new(AlarmWaker {
+            waker: Mutex::new(Some(cx.waker().clone())),
+        });
+        let mut sleep = clock.sleep_until(deadline);
+        let _ = Pin::new(&mut sleep).poll(&mut Context::from_waker(&Waker::from(alarm.clone())));
+        Alarm(alarm)
+    }
+
+    /// The task of `cx` is the one to wake now.
+    fn update(&self, cx: &Context<'_>) {
+        let mut waker = self.0.waker.lock().expect("never poisoned");
+        if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *waker = Some(cx.waker().clone());
+        }
+    }
+}
+
+impl Drop for Alarm {
+    fn drop(&mut self) {
+        self.0.waker.lock().expect("never poisoned").take();
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(output) = this.future.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        if this.clock.now_instant() >= *this.deadline {
+            return Poll::Ready(Err(Elapsed));
+        }
+        match this.alarm {
+            Some(alarm) => alarm.update(cx),
+            None => *this.alarm = Some(Alarm::set(this.clock, *this.deadline, cx)),
+        }
+        Poll::Pending
     }
 }
 

@@ -39,7 +39,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use madsim::net::TcpListener;
 use tokio::sync::mpsc::unbounded_channel;
 
 use super::links::Links;
@@ -53,7 +52,7 @@ use crate::live::process::Supervisor;
 use crate::scenario::Scenario;
 use crate::scenario::faults::FaultKind;
 use crate::world::World;
-use crate::world::net::socket::NetConn;
+use crate::world::net::socket::{NetConn, NetListener};
 use crate::world::procs::ExternalProcesses;
 
 /// How long the processes may take to settle (replication links up, every Sentinel knows the
@@ -424,22 +423,13 @@ pub async fn server_node(world: Arc<World>, name: String, servers: Arc<Servers>)
     let Some(&real) = servers.listen.get(&name) else {
         return;
     };
-    let listener = TcpListener::bind(("0.0.0.0", node_port(&name)))
-        .await
-        .expect("the node's port is free in the simulated network");
-    let adoptions = TcpListener::bind(("0.0.0.0", ADOPTION_PORT))
-        .await
-        .expect("the node's adoption port is free in the simulated network");
+    let listener = NetListener::bind(&world, &name, node_port(&name));
+    let adoptions = NetListener::bind(&world, &name, ADOPTION_PORT);
     loop {
-        let (accepted, adopt) = tokio::select! {
+        let ((conn, client), adopt) = tokio::select! {
             accepted = listener.accept() => (accepted, false),
             accepted = adoptions.accept() => (accepted, true),
         };
-        let Ok((stream, peer)) = accepted else {
-            continue;
-        };
-        let client = world.procs.name_of(peer.ip());
-        let conn = NetConn::new(&world, &name, &client, stream);
         let servers = servers.clone();
         let world = world.clone();
         if adopt {

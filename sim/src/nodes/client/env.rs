@@ -4,7 +4,6 @@
 //! stream. `ThreadEnv` is one worker thread's view of its process.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +18,6 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::nodes::resp::{RespConn, with_timeout};
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
-use crate::world::procs::node_ip;
 use crate::world::{World, stream_seed};
 
 pub struct ClientEnv {
@@ -64,6 +62,22 @@ impl Drop for Abandoned<'_> {
 }
 
 impl ClientEnv {
+    /// One command on a connection of its own (a subscription's), within the command timeout.
+    async fn call_on(&self, conn: &mut RespConn, argv: &[Vec<u8>]) -> Result<Reply, CallError> {
+        match with_timeout(
+            &self.world,
+            &self.name,
+            self.command_timeout,
+            conn.call(argv),
+        )
+        .await
+        {
+            Some(Ok(reply)) => Ok(reply),
+            Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
+            None => Err(CallError::Timeout),
+        }
+    }
+
     /// `incarnation` tells a restarted process from its earlier life (`""` for the first,
     /// `"#2"` for the second start): it seeds the token stream.
     pub fn new(world: Arc<World>, name: &str, incarnation: &str) -> ClientEnv {
@@ -107,12 +121,11 @@ impl ClientEnv {
         port: u16,
         timeout: Duration,
     ) -> Result<RespConn, CallError> {
-        let addr = SocketAddr::new(node_ip(node), port);
         match with_timeout(
             &self.world,
             &self.name,
             timeout,
-            RespConn::connect(&self.world, &self.name, node, addr),
+            RespConn::connect(&self.world, &self.name, node, port),
         )
         .await
         {
@@ -140,7 +153,7 @@ impl ClientEnv {
                 let mut sentinels = self.sentinels.borrow_mut();
                 (sentinels[i].0.clone(), sentinels[i].1.take())
             };
-            let idle = idle.and_then(|mut c| (!c.is_closed()).then_some(c));
+            let idle = idle.and_then(|c| (!c.is_closed()).then_some(c));
             let conn = match idle {
                 Some(conn) => Ok(conn),
                 None => self.open(&sentinel, SENTINEL_PORT).await,
@@ -238,7 +251,7 @@ impl ClientEnv {
         &self,
         server: usize,
     ) -> Result<(String, Option<RespConn>), CallError> {
-        while let Some(mut conn) = self.idle.borrow_mut()[server].pop() {
+        while let Some(conn) = self.idle.borrow_mut()[server].pop() {
             if !conn.is_closed() {
                 return Ok((self.current.borrow()[server].clone(), Some(conn)));
             }
@@ -349,30 +362,33 @@ impl LockEnv for ClientEnv {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
         let mut conn = match self.pooled_or_target(server).await? {
             (_, Some(conn)) => conn,
             (node, None) => self.open(&node, REDIS_PORT).await?,
         };
+        if let Some(name) = client_name {
+            let argv = vec![b"CLIENT".to_vec(), b"SETNAME".to_vec(), name.into()];
+            match self.call_on(&mut conn, &argv).await? {
+                Reply::Status(_) => {}
+                other => {
+                    return Err(CallError::Disconnected(format!(
+                        "CLIENT SETNAME answered {other:?}"
+                    )));
+                }
+            }
+        }
         let argv = vec![b"SUBSCRIBE".to_vec(), channel.as_bytes().to_vec()];
-        match with_timeout(
-            &self.world,
-            &self.name,
-            self.command_timeout,
-            conn.call(&argv),
-        )
-        .await
-        {
-            Some(Ok(Reply::Array(_))) => Ok(Box::new(PubSub {
+        match self.call_on(&mut conn, &argv).await? {
+            Reply::Array(_) => Ok(Box::new(PubSub {
                 conn: RefCell::new(Some(conn)),
                 world: self.world.clone(),
                 name: self.name.clone(),
             })),
-            Some(Ok(other)) => Err(CallError::Disconnected(format!(
+            other => Err(CallError::Disconnected(format!(
                 "SUBSCRIBE answered {other:?}"
             ))),
-            Some(Err(e)) => Err(CallError::Disconnected(e.to_string())),
-            None => Err(CallError::Timeout),
         }
     }
 
@@ -450,6 +466,12 @@ impl Subscription for PubSub {
             Some(Err(_)) => None,
         }
     }
+    fn closed(&self) -> bool {
+        self.conn.borrow().is_none()
+    }
+    fn close(&self) {
+        self.conn.borrow_mut().take();
+    }
 }
 
 struct Background(madsim::task::JoinHandle<()>);
@@ -503,8 +525,9 @@ impl LockEnv for ThreadEnv {
         &self,
         server: usize,
         channel: &str,
+        client_name: Option<&str>,
     ) -> Result<Box<dyn Subscription>, CallError> {
-        self.process.subscribe(server, channel).await
+        self.process.subscribe(server, channel, client_name).await
     }
     fn wall_ms(&self) -> i64 {
         self.process.wall_ms()

@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use madsim::net::TcpListener;
 use madsim::task::JoinHandle;
 use madsim::time::sleep;
 use model::history::{EventKind, owner_node, render_command, render_reply};
@@ -34,7 +33,7 @@ use model::redis::{
 use tokio::sync::oneshot;
 
 use crate::nodes::REDIS_PORT;
-use crate::world::net::socket::{NetConn, NetWriter};
+use crate::world::net::socket::{NetConn, NetListener, NetWriter};
 use crate::world::{World, stream_seed};
 use persistence::Fsync;
 use replication::Repl;
@@ -158,9 +157,7 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         );
         node.observe_owner("restart", now_ms);
     }
-    let listener = TcpListener::bind(("0.0.0.0", REDIS_PORT))
-        .await
-        .expect("the Redis port is free");
+    let listener = NetListener::bind(&node.world, &node.name, REDIS_PORT);
     replication::start(&node);
     madsim::task::spawn_local(active_expiry(node.clone()));
     madsim::task::spawn_local(replication::cron(node.clone()));
@@ -170,11 +167,8 @@ pub async fn redis_node(world: Arc<World>, name: String) {
         fsync,
     ));
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
-        };
-        let client = node.world.procs.name_of(peer.ip());
-        let conn = NetConn::new(&node.world, &node.name, &client, stream);
+        let (conn, client) = listener.accept().await;
+        let peer = conn.peer_addr();
         madsim::task::spawn_local(serve_connection(node.clone(), conn, client, peer));
     }
 }

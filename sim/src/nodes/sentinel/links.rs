@@ -3,7 +3,6 @@
 //! (`sentinelReconnectInstance`), with the pending commands' callbacks in order; a reply goes
 //! to the command that asked for it.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -13,7 +12,6 @@ use super::{Callback, Link, PING_PERIOD, Shared, State};
 use crate::nodes::resp::encode_command;
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
 use crate::world::net::socket::{NetConn, NetReader};
-use crate::world::procs::node_ip;
 
 impl State {
     pub(super) fn link(&mut self, node: &str) -> &mut Link {
@@ -100,12 +98,13 @@ async fn connect_link(shared: Shared, node: String, generation: u64) {
     } else {
         REDIS_PORT
     };
-    let addr = SocketAddr::new(node_ip(&node), port);
-    let result = madsim::time::timeout(
-        Duration::from_secs(5),
-        NetConn::connect(&world, &me, &node, addr),
-    )
-    .await;
+    let result = world
+        .time
+        .timeout(
+            Duration::from_secs(5),
+            NetConn::connect(&world, &me, &node, port),
+        )
+        .await;
     let mut state = shared.borrow_mut();
     let link = state.link(&node);
     if link.generation != generation {

@@ -34,7 +34,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use madsim::net::TcpListener;
 use model::history::EventKind;
 use model::marks::{Mark, mark};
 use model::redis::{Protocol, Reply, RequestParser};
@@ -42,7 +41,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::nodes::{REDIS_PORT, SENTINEL_PORT};
-use crate::world::net::socket::{NetConn, NetWriter};
+use crate::world::net::socket::{NetConn, NetListener, NetWriter};
 use crate::world::procs::node_ip;
 use crate::world::{World, stream_seed};
 
@@ -401,16 +400,10 @@ pub async fn sentinel_node(world: Arc<World>, name: String) {
         name: name.clone(),
     }));
     shared.borrow().flush_config();
-    let listener = TcpListener::bind(("0.0.0.0", SENTINEL_PORT))
-        .await
-        .expect("the Sentinel port is free");
+    let listener = NetListener::bind(&world, &name, SENTINEL_PORT);
     madsim::task::spawn_local(timer(shared.clone(), timer_seed));
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
-        };
-        let client = world.procs.name_of(peer.ip());
-        let conn = NetConn::new(&world, &name, &client, stream);
+        let (conn, _) = listener.accept().await;
         madsim::task::spawn_local(serve_connection(shared.clone(), conn));
     }
 }

@@ -1,6 +1,6 @@
-//! The network: which directed links a fault cuts, the extra latency of each link, every open
-//! connection, and the `network` node that carries bytes in flight (`socket`: the connections
-//! processes hold, over madsim TCP).
+//! The network: which directed links a fault cuts, the latency of each link, the listening
+//! ports, every open connection, and the `network` node that retransmits across cut links
+//! (`socket`: the connections processes hold and how their bytes travel).
 //!
 //! Fault hooks: `clog`/`unclog` (`partition`, `isolate`, `power_loss`: counted per directed
 //! link, so overlapping faults heal correctly), `add_delay`/`remove_delay` (`delay`),
@@ -9,16 +9,16 @@
 pub mod socket;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use madsim::net::NetSim;
 use madsim::runtime::NodeHandle;
-use madsim::task::NodeId;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
-use crate::signal::Signal;
+use socket::{Backlog, Pipe};
 
-#[derive(Default)]
 pub struct Network {
     state: Mutex<State>,
     /// Chunks processes sent (`socket::NetWriter::send`): the unit of `locksim bench`'s cost per
@@ -26,27 +26,28 @@ pub struct Network {
     messages: AtomicU64,
 }
 
-#[derive(Default)]
 struct State {
+    /// One-way latency of every link (ns, both ends included): the scenario's `network.latency_ms`.
+    latency_ns: (u64, u64),
+    /// The run's own stream for latencies (`stream_seed(seed, "network")`).
+    rng: ChaCha8Rng,
     /// How many active faults clog each directed link.
     clogs: BTreeMap<(String, String), u32>,
     /// Extra one-way latency (µs) of each directed link, summed over active `delay` faults.
     delays: BTreeMap<(String, String), u64>,
-    /// Open connections, by id.
+    /// Listening sockets: (node, port) and their accept queue.
+    listeners: BTreeMap<(String, u16), Arc<Backlog>>,
+    /// Open connections: both directions, and how many of the two ends are still open.
     conns: BTreeMap<u64, Conn>,
     next_conn: u64,
-    /// The node that runs the connections' writer queues (`socket`).
+    /// The node that runs the retransmitters of cut links (`socket`).
     node: Option<NodeHandle>,
 }
 
-/// One registered connection end.
 struct Conn {
-    local: String,
-    peer: String,
-    /// Resets this end (reads and writes fail), as a TCP RST does.
-    reset: Signal,
-    /// Set when the peer's machine lost power: this end hears nothing more (`socket`).
-    silence: Signal,
+    /// `pipes[0]` carries the connecting end's bytes, `pipes[1]` the accepting end's.
+    pipes: [Arc<Pipe>; 2],
+    open_ends: u8,
 }
 
 fn link(from: &str, to: &str) -> (String, String) {
@@ -54,42 +55,44 @@ fn link(from: &str, to: &str) -> (String, String) {
 }
 
 impl Network {
+    /// The network of a run: `latency_ms` is the one-way latency range of every link (both ends
+    /// included), drawn from a stream of the run's own.
+    pub fn new(latency_ms: (u64, u64), rng_seed: u64) -> Network {
+        Network {
+            state: Mutex::new(State {
+                latency_ns: (latency_ms.0 * 1_000_000, latency_ms.1 * 1_000_000),
+                rng: ChaCha8Rng::seed_from_u64(rng_seed),
+                clogs: BTreeMap::new(),
+                delays: BTreeMap::new(),
+                listeners: BTreeMap::new(),
+                conns: BTreeMap::new(),
+                next_conn: 0,
+                node: None,
+            }),
+            messages: AtomicU64::new(0),
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("never poisoned")
     }
 
-    /// Adds one clog on the directed link (`ids`: its ends); madsim cuts it when it was open.
-    pub fn clog(&self, from: &str, to: &str, ids: (NodeId, NodeId)) {
-        let first = {
-            let mut state = self.state();
-            let count = state.clogs.entry(link(from, to)).or_default();
-            *count += 1;
-            *count == 1
-        };
-        if first {
-            NetSim::current().clog_link(ids.0, ids.1);
-        }
+    /// Adds one clog on the directed link: bytes sent on it wait (`socket`), connections across
+    /// it are not answered.
+    pub fn clog(&self, from: &str, to: &str) {
+        *self.state().clogs.entry(link(from, to)).or_default() += 1;
     }
 
-    /// Removes one clog; madsim opens the link when it was the last.
-    pub fn unclog(&self, from: &str, to: &str, ids: (NodeId, NodeId)) {
-        let last = {
-            let mut state = self.state();
-            let key = link(from, to);
-            match state.clogs.get_mut(&key) {
-                Some(count) if *count > 1 => {
-                    *count -= 1;
-                    false
-                }
-                Some(_) => {
-                    state.clogs.remove(&key);
-                    true
-                }
-                None => false,
+    /// Removes one clog; the link opens when it was the last.
+    pub fn unclog(&self, from: &str, to: &str) {
+        let mut state = self.state();
+        let key = link(from, to);
+        match state.clogs.get_mut(&key) {
+            Some(count) if *count > 1 => *count -= 1,
+            Some(_) => {
+                state.clogs.remove(&key);
             }
-        };
-        if last {
-            NetSim::current().unclog_link(ids.0, ids.1);
+            None => {}
         }
     }
 
@@ -99,14 +102,35 @@ impl Network {
         !state.clogs.is_empty() && state.clogs.contains_key(&link(from, to))
     }
 
-    /// The extra one-way latency of the directed link now, in µs. Asked on every send: without
-    /// a `delay` fault it answers without building the link's key.
-    pub fn extra_delay_us(&self, from: &str, to: &str) -> u64 {
-        let state = self.state();
-        if state.delays.is_empty() {
-            return 0;
+    /// How long bytes sent now on the directed link take to arrive: a latency drawn from the
+    /// link's range plus its `delay` faults' extra; `None` while a fault cuts it. Asked on every
+    /// send: without faults it builds no key.
+    pub fn transit(&self, from: &str, to: &str) -> Option<Duration> {
+        self.draw(from, to, true)
+    }
+
+    /// How long a connection's handshake packet takes on the directed link: its latency
+    /// without the extra of `delay` faults, which slow the bytes a link carries (as they always
+    /// have here); `None` while a fault cuts it.
+    pub fn handshake(&self, from: &str, to: &str) -> Option<Duration> {
+        self.draw(from, to, false)
+    }
+
+    fn draw(&self, from: &str, to: &str, delayed: bool) -> Option<Duration> {
+        let mut state = self.state();
+        let state = &mut *state;
+        let key = (!state.clogs.is_empty() || !state.delays.is_empty()).then(|| link(from, to));
+        if let Some(key) = &key
+            && state.clogs.contains_key(key)
+        {
+            return None;
         }
-        state.delays.get(&link(from, to)).copied().unwrap_or(0)
+        let extra_us = key
+            .filter(|_| delayed)
+            .and_then(|key| state.delays.get(&key).copied())
+            .unwrap_or(0);
+        let latency_ns = state.rng.gen_range(state.latency_ns.0..=state.latency_ns.1);
+        Some(Duration::from_nanos(latency_ns) + Duration::from_micros(extra_us))
     }
 
     /// Counts one message sent (see `messages`).
@@ -134,70 +158,101 @@ impl Network {
         }
     }
 
-    pub fn register_conn(&self, local: &str, peer: &str, reset: Signal, silence: Signal) -> u64 {
+    /// Starts listening on `node`'s `port`, in place of any earlier listener there (the socket
+    /// of a process that is gone).
+    fn listen(&self, node: &str, port: u16, backlog: Arc<Backlog>) {
+        self.state()
+            .listeners
+            .insert((node.to_string(), port), backlog);
+    }
+
+    /// Stops listening, unless another listener took the port since.
+    fn unlisten(&self, node: &str, port: u16, backlog: &Arc<Backlog>) {
+        let mut state = self.state();
+        let key = (node.to_string(), port);
+        if state
+            .listeners
+            .get(&key)
+            .is_some_and(|b| Arc::ptr_eq(b, backlog))
+        {
+            state.listeners.remove(&key);
+        }
+    }
+
+    fn listener(&self, node: &str, port: u16) -> Option<Arc<Backlog>> {
+        self.state()
+            .listeners
+            .get(&(node.to_string(), port))
+            .cloned()
+    }
+
+    /// Registers a new connection's two directions; returns its id.
+    fn register_conn(&self, pipes: [Arc<Pipe>; 2]) -> u64 {
         let mut state = self.state();
         state.next_conn += 1;
         let id = state.next_conn;
-        let conn = Conn {
-            local: local.to_string(),
-            peer: peer.to_string(),
-            reset,
-            silence,
-        };
-        state.conns.insert(id, conn);
+        state.conns.insert(
+            id,
+            Conn {
+                pipes,
+                open_ends: 2,
+            },
+        );
         id
     }
 
-    pub fn unregister_conn(&self, id: u64) {
-        self.state().conns.remove(&id);
-    }
-
-    /// Resets one connection end (and, through the peer's EOF, the connection).
-    pub fn reset_conn(&self, id: u64) {
-        let reset = self.state().conns.get(&id).map(|c| c.reset.clone());
-        if let Some(reset) = reset {
-            reset.set();
+    /// One end of the connection was closed; it is forgotten when both are.
+    fn end_closed(&self, id: u64) {
+        let mut state = self.state();
+        if let Some(conn) = state.conns.get_mut(&id) {
+            conn.open_ends -= 1;
+            if conn.open_ends == 0 {
+                state.conns.remove(&id);
+            }
         }
     }
 
     /// Resets every connection with `node` at either end; returns how many ends were reset.
     pub fn drop_connections(&self, node: &str) -> usize {
-        let resets: Vec<Signal> = self
+        let pipes: Vec<Arc<Pipe>> = self
             .state()
             .conns
             .values()
-            .filter(|c| c.local == node || c.peer == node)
-            .map(|c| c.reset.clone())
+            .filter(|c| c.pipes[0].touches(node))
+            .flat_map(|c| c.pipes.iter().cloned())
             .collect();
-        for reset in &resets {
-            reset.set();
+        for pipe in &pipes {
+            pipe.reset_receiver();
         }
-        resets.len()
+        pipes.len()
     }
 
-    /// `node`'s machine lost power: every other end of its connections hears nothing more — no
-    /// bytes still in flight, no FIN — until its own timeouts, or until the machine is back
+    /// `node`'s machine lost power: its connections carry nothing more either way — no bytes
+    /// still in flight, no FIN — until its peers' own timeouts, or until the machine is back
     /// (`reset_silenced`). Writes to it vanish, as unacknowledged segments do.
     pub fn silence_peers(&self, node: &str) {
-        for c in self.state().conns.values() {
-            if c.peer == node && c.local != node {
-                c.silence.set();
+        for conn in self.state().conns.values() {
+            let [outgoing, incoming] = &conn.pipes;
+            if outgoing.touches(node) && outgoing.sender() != incoming.sender() {
+                outgoing.silence();
+                incoming.silence();
             }
         }
     }
 
     /// `node`'s machine is back: its kernel answers the old connections' segments with RST, so
-    /// every end it silenced is reset.
+    /// every peer end it silenced is reset.
     pub fn reset_silenced(&self, node: &str) {
-        let resets: Vec<Signal> = self
+        let toward_peers: Vec<Arc<Pipe>> = self
             .state()
             .conns
             .values()
-            .filter(|c| c.peer == node && c.silence.is_set())
-            .map(|c| c.reset.clone())
+            .flat_map(|conn| conn.pipes.iter())
+            .filter(|pipe| pipe.sender() == node && pipe.is_silenced())
+            .cloned()
             .collect();
-        for reset in &resets {
-            reset.set();
+        for pipe in &toward_peers {
+            pipe.reset_receiver();
         }
     }
 
@@ -205,9 +260,8 @@ impl Network {
         self.state().node = Some(node);
     }
 
-    /// Runs a task of the network itself (a connection's writer queue): no fault pauses or
-    /// kills it.
-    pub fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+    /// Runs a task of the network itself (a retransmitter): no fault pauses or kills it.
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
         let node = self
             .state()
             .node

@@ -354,7 +354,6 @@ pub fn start(node: &Rc<Node>) {
 
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -404,8 +403,7 @@ mod tests {
                     .init(move || {
                         let (w, out) = (w.clone(), out.clone());
                         async move {
-                            let addr = SocketAddr::new(node_ip("redis-1"), REDIS_PORT);
-                            let mut conn = RespConn::connect(&w, "client-1", "redis-1", addr)
+                            let mut conn = RespConn::connect(&w, "client-1", "redis-1", REDIS_PORT)
                                 .await
                                 .unwrap();
                             for line in ["SET k v", "WAIT 2 500", "SET k w", "WAIT 2 5000"] {

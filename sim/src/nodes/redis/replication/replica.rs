@@ -2,7 +2,6 @@
 //! the master, `PSYNC`, load a full resync's snapshot or continue, then apply the stream in
 //! order, acknowledging `REPLCONF GETACK`; on any failure, retry a second later.
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use crate::nodes::redis::Node;
 use crate::nodes::redis::persistence;
 use crate::nodes::resp::{encode_command, encode_commands};
 use crate::world::net::socket::NetConn;
-use crate::world::procs::node_ip;
+use crate::world::time::Time;
 
 /// The replica's side of the link, for as long as it replicates `master`: connect, PSYNC,
 /// apply the stream; on any failure wait a second and start over.
@@ -49,18 +48,18 @@ pub(super) async fn replica_link(node: Rc<Node>, master: String) {
     }
 }
 
-async fn read_reply(conn: &mut NetConn, buf: &mut BytesMut) -> Result<Reply, String> {
+async fn read_reply(time: &Time, conn: &mut NetConn, buf: &mut BytesMut) -> Result<Reply, String> {
     loop {
         if let Some((reply, used)) = Reply::decode(buf).map_err(|e| e.to_string())? {
             let _ = buf.split_to(used);
             return Ok(reply);
         }
-        read_more(conn, buf).await?;
+        read_more(time, conn, buf).await?;
     }
 }
 
-async fn read_more(conn: &mut NetConn, buf: &mut BytesMut) -> Result<(), String> {
-    match madsim::time::timeout(REPL_TIMEOUT, conn.read_buf(buf)).await {
+async fn read_more(time: &Time, conn: &mut NetConn, buf: &mut BytesMut) -> Result<(), String> {
+    match time.timeout(REPL_TIMEOUT, conn.read_buf(buf)).await {
         Err(_) => Err("MASTER timeout: no data nor PING received".into()),
         Ok(Ok(0)) => Err("connection closed by master".into()),
         Ok(Err(e)) => Err(e.to_string()),
@@ -69,12 +68,14 @@ async fn read_more(conn: &mut NetConn, buf: &mut BytesMut) -> Result<(), String>
 }
 
 async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
-    let addr = SocketAddr::new(node_ip(master), REDIS_PORT);
-    let mut conn = match madsim::time::timeout(
-        REPL_TIMEOUT,
-        NetConn::connect(&node.world, &node.name, master, addr),
-    )
-    .await
+    let mut conn = match node
+        .world
+        .time
+        .timeout(
+            REPL_TIMEOUT,
+            NetConn::connect(&node.world, &node.name, master, REDIS_PORT),
+        )
+        .await
     {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => return Err(e.to_string()),
@@ -98,8 +99,8 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
     ]);
     conn.send(handshake).map_err(|e| e.to_string())?;
     let mut buf = BytesMut::with_capacity(4096);
-    read_reply(&mut conn, &mut buf).await?;
-    let answer = match read_reply(&mut conn, &mut buf).await? {
+    read_reply(&node.world.time, &mut conn, &mut buf).await?;
+    let answer = match read_reply(&node.world.time, &mut conn, &mut buf).await? {
         Reply::Status(s) => s,
         Reply::Error(e) => return Err(String::from_utf8_lossy(&e).into_owned()),
         other => return Err(format!("unexpected PSYNC reply {other:?}")),
@@ -108,7 +109,7 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
     let detail = match words.as_slice() {
         ["FULLRESYNC", replid, offset] => {
             let offset: i64 = offset.parse().map_err(|_| "bad FULLRESYNC offset")?;
-            let payload = match read_reply(&mut conn, &mut buf).await? {
+            let payload = match read_reply(&node.world.time, &mut conn, &mut buf).await? {
                 Reply::Bulk(payload) => payload,
                 other => return Err(format!("unexpected RDB payload {other:?}")),
             };
@@ -155,7 +156,7 @@ async fn sync_with_master(node: &Rc<Node>, master: &str) -> Result<(), String> {
                 Err(e) => return Err(format!("protocol error from master: {e}")),
             }
         }
-        read_more(&mut conn, &mut buf).await?;
+        read_more(&node.world.time, &mut conn, &mut buf).await?;
         node.repl.borrow_mut().last_io_us = Some(node.world.time.now_us());
     }
 }
