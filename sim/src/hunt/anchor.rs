@@ -1,4 +1,4 @@
-//! Mark-anchored fault insertion: put the next fault where the first rare state is.
+//! Mark-anchored fault insertion: put the next faults where the first rare state is.
 //!
 //! A bug that needs two rare events in order (a WAIT acknowledged by one replica, then a
 //! failover) is a coincidence a fresh draw meets by luck and a mutant no likelier: nothing
@@ -6,19 +6,23 @@
 //! and finds a double grant needing two 1/1000 events in ~2,000 runs instead of ~10⁶. Here,
 //! when a run first reaches a feature (a mark, a pair of marks, a mark under a fault kind) at
 //! simulated time t, that point becomes an [`Anchor`]: its children replay the run's faults up
-//! to t exactly (`faults_in_sequence`) and insert ONE fault of a kind the nemesis allows right
-//! after it, `offset` later, lasting `duration`, both drawn around the scenario's own time
-//! scales ([`TimeScales`]: link latency, the command timeout, the holds, the lease, Sentinel's
-//! down-after) or, for the duration, from the kind's own range. Its target is named by its
-//! role at t where it has one: a client that holds the lock then (`holder`) or one that does
-//! not (`peer`), as the trigger placeholders `{holder}` and `{peer}` name them; a server by
-//! its name.
+//! to t exactly (`faults_in_sequence`) and insert 1 to [`MAX_STACK`] faults of kinds the
+//! nemesis allows right after it (stacked on distinct roles: after a partially acknowledged
+//! WAIT, a failover exposes the gap only if the replica that acknowledged is not the one
+//! promoted, and Sentinel promotes the best offset: redis 7.0.15 src/sentinel.c
+//! sentinelSelectSlave, compareSlavesForPromotion), each `offset` after t, drawn up to one of
+//! the scenario's own time scales ([`TimeScales`]: link latency, the command timeout, the
+//! holds, the lease, Sentinel's down-after), and lasting a time of the kind's own range, drawn
+//! around a time scale where that meets the range. A kind's fault comes no sooner than its
+//! `every_ms.min` after the last one of the kind (the children stay within the nemesis:
+//! `bounds`). Its target is named by its role at t where it has one: a client that holds the
+//! lock then (`holder`) or one that does not (`peer`); a server by its name.
 //!
 //! Which children come first is learnt during the campaign ([`Prior`]): each child counts as a
-//! success for its arms — (anchor mark, kind), (kind, offset scale), (kind, duration scale),
-//! (kind, target role) — when its run reached a feature no run had, or broke a verdict; anchors, kinds and scales are
-//! drawn with weight (successes + 1) / (tries + 2), so untried arms are tried and arms that
-//! paid are tried more.
+//! success for its arms — how many faults it stacked, (anchor mark, kind), (kind, offset
+//! scale), (kind, duration scale), (kind, target role) — when its run reached a feature no run
+//! had, or broke a verdict; anchors, kinds and scales are drawn with weight (successes + 1) /
+//! (tries + 2), so untried arms are tried and arms that paid are tried more.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,11 +36,16 @@ use crate::hunt::mutate::lasts_mut;
 use crate::hunt::swarm::{self, KindDraw};
 use crate::scenario::Scenario;
 use crate::scenario::faults::Fault;
-use crate::scenario::nemesis::NemesisSpec;
+use crate::scenario::nemesis::{KindSpec, NemesisSpec};
 use crate::scenario::range::MsRange;
 
 /// Children an anchor gives before it is dropped.
 pub const CHILDREN_PER_ANCHOR: u32 = 6;
+
+/// Most faults one anchored child inserts (stacked on distinct roles: a bug of two rare
+/// events may need a third fault to tell them apart, e.g. the replica that acknowledged a
+/// WAIT kept from a promotion that Sentinel would give it for its better offset).
+pub const MAX_STACK: usize = 3;
 
 /// Anchors kept waiting; past it the oldest go.
 pub const MAX_ANCHORS: usize = 64;
@@ -93,6 +102,8 @@ pub enum Arm {
     /// The inserted kind and its target's role at the anchor (`holder`, `peer`, or a server's
     /// name).
     Target(&'static str, String),
+    /// How many faults the child inserted.
+    Stack(usize),
 }
 
 /// What a child chose: its arms, credited when its run has been learnt from.
@@ -192,7 +203,8 @@ impl Anchors {
     }
 
     /// A child of an anchor drawn by its mark's weight: the anchor's faults up to its time,
-    /// and one fault after it (see the module doc); the seed it runs on and what it chose.
+    /// and 1 to [`MAX_STACK`] faults after it (see the module doc); the seed it runs on and
+    /// what it chose. `None` when no kind of the nemesis may fire near the anchor.
     pub fn child(
         &mut self,
         nemesis: &NemesisSpec,
@@ -216,69 +228,112 @@ impl Anchors {
         } else {
             anchor.clone()
         };
-        let kind_weights: Vec<f64> = nemesis
-            .kinds
-            .iter()
-            .map(|k| {
-                self.prior
-                    .weight(&Arm::MarkKind(anchor.mark, kind_name(&k.kind)))
-            })
-            .collect();
-        let kind = &nemesis.kinds[roulette(&kind_weights, rng)];
-        let name = kind_name(&kind.kind);
-        let offset_weights: Vec<f64> = scales
-            .0
-            .iter()
-            .map(|(scale, _)| self.prior.weight(&Arm::Offset(name, scale)))
-            .collect();
-        let (offset_scale, offset_of) = scales.0[roulette(&offset_weights, rng)];
-        let mut durations: Vec<(&'static str, Option<u64>)> =
-            scales.0.iter().map(|&(s, ms)| (s, Some(ms))).collect();
-        durations.push((KIND_RANGE, None));
-        let duration_weights: Vec<f64> = durations
-            .iter()
-            .map(|(scale, _)| self.prior.weight(&Arm::Duration(name, scale)))
-            .collect();
-        let (duration_scale, duration_of) = durations[roulette(&duration_weights, rng)];
         let t_ms = anchor.t_us / 1000;
-        let offset_ms = swarm::log_uniform(
-            rng,
-            MsRange {
-                min: 1,
-                max: offset_of.max(1),
-            },
-        );
-        let at_ms = (t_ms + offset_ms).min(heal_at_ms - 1);
-        let draw = KindDraw {
-            kind: kind.clone(),
-            mean_every_ms: kind.every_ms.min,
-            mean_duration_ms: kind.duration_ms.map(|r| r.min),
-            uniform: true,
-        };
-        let (mut inserted, _) = swarm::draw_fault(&draw, at_ms, rng);
-        let role = self.retarget(&mut inserted, &kind.nodes, name, &anchor.holders, rng);
-        if let (Some(scale_ms), Some(lasts)) = (duration_of, lasts_mut(&mut inserted)) {
-            let around = MsRange {
-                min: (scale_ms / 2).max(1),
-                max: scale_ms.saturating_mul(2).max(1),
-            };
-            *lasts = Some(swarm::log_uniform(rng, around));
-        }
         let mut faults: Vec<Fault> = anchor
             .faults
             .iter()
             .filter(|f| swarm::at_ms(f) <= t_ms)
             .cloned()
             .collect();
-        faults.truncate(swarm::MAX_FAULTS - 1);
-        faults.push(as_scripted(&inserted, heal_at_ms));
+        faults.truncate(swarm::MAX_FAULTS - MAX_STACK);
+        // The nemesis draws a kind's next fault no sooner than `every_ms.min` after its last.
+        let mut earliest: BTreeMap<&str, u64> = nemesis
+            .kinds
+            .iter()
+            .map(|k| (k.kind.as_str(), k.every_ms.min))
+            .collect();
+        for f in &faults {
+            if let Some(k) = nemesis.kinds.iter().find(|k| k.kind == f.kind.name()) {
+                earliest.insert(k.kind.as_str(), swarm::at_ms(f) + k.every_ms.min);
+            }
+        }
+        let near_ms = t_ms + scales.0.iter().map(|(_, ms)| *ms).max().unwrap_or(1);
+        let stack_weights: Vec<f64> = (1..=MAX_STACK)
+            .map(|n| self.prior.weight(&Arm::Stack(n)))
+            .collect();
+        let stack = 1 + roulette(&stack_weights, rng);
+        let mut arms = vec![Arm::Stack(stack)];
+        for _ in 0..stack {
+            let near: Vec<&KindSpec> = nemesis
+                .kinds
+                .iter()
+                .filter(|k| earliest[k.kind.as_str()] <= near_ms.min(heal_at_ms - 1))
+                .collect();
+            if near.is_empty() {
+                break;
+            }
+            let kind_weights: Vec<f64> = near
+                .iter()
+                .map(|k| {
+                    self.prior
+                        .weight(&Arm::MarkKind(anchor.mark, kind_name(&k.kind)))
+                })
+                .collect();
+            let kind = near[roulette(&kind_weights, rng)];
+            let name = kind_name(&kind.kind);
+            let offset_weights: Vec<f64> = scales
+                .0
+                .iter()
+                .map(|(scale, _)| self.prior.weight(&Arm::Offset(name, scale)))
+                .collect();
+            let (offset_scale, offset_of) = scales.0[roulette(&offset_weights, rng)];
+            let offset_ms = swarm::log_uniform(
+                rng,
+                MsRange {
+                    min: 1,
+                    max: offset_of.max(1),
+                },
+            );
+            let at_ms = (t_ms + offset_ms)
+                .max(earliest[kind.kind.as_str()])
+                .min(heal_at_ms - 1);
+            earliest.insert(kind.kind.as_str(), at_ms + kind.every_ms.min);
+            // Durations around a time scale, where that meets the kind's range, or the range.
+            let mut durations: Vec<(&'static str, MsRange)> = Vec::new();
+            if let Some(range) = kind.duration_ms {
+                for &(scale, ms) in &scales.0 {
+                    let around = swarm::around(ms.max(1), range);
+                    if around.min <= around.max
+                        && ms.saturating_mul(2) >= range.min
+                        && ms / 2 <= range.max
+                    {
+                        durations.push((scale, around));
+                    }
+                }
+                durations.push((KIND_RANGE, range));
+            }
+            let draw = KindDraw {
+                kind: kind.clone(),
+                mean_every_ms: kind.every_ms.min,
+                mean_duration_ms: kind.duration_ms.map(|r| r.min),
+                uniform: true,
+            };
+            let (mut inserted, _) = swarm::draw_fault(&draw, at_ms, rng);
+            let role = self.retarget(&mut inserted, &kind.nodes, name, &anchor.holders, rng);
+            arms.push(Arm::MarkKind(anchor.mark, name));
+            arms.push(Arm::Offset(name, offset_scale));
+            if !durations.is_empty() {
+                let duration_weights: Vec<f64> = durations
+                    .iter()
+                    .map(|(scale, _)| self.prior.weight(&Arm::Duration(name, scale)))
+                    .collect();
+                let (duration_scale, range) = durations[roulette(&duration_weights, rng)];
+                if let Some(lasts) = lasts_mut(&mut inserted) {
+                    *lasts = Some(if duration_scale == KIND_RANGE {
+                        rng.gen_range(range.min..=range.max)
+                    } else {
+                        swarm::log_uniform(rng, range)
+                    });
+                }
+                arms.push(Arm::Duration(name, duration_scale));
+            }
+            arms.extend(role.map(|role| Arm::Target(name, role)));
+            faults.push(as_scripted(&inserted, heal_at_ms));
+        }
+        if arms.len() == 1 {
+            return None;
+        }
         swarm::sort_by_time(&mut faults);
-        let mut arms = vec![
-            Arm::MarkKind(anchor.mark, name),
-            Arm::Offset(name, offset_scale),
-            Arm::Duration(name, duration_scale),
-        ];
-        arms.extend(role.map(|role| Arm::Target(name, role)));
         Some((faults, anchor.seed, Choice { arms }))
     }
 
@@ -387,23 +442,31 @@ mod tests {
     }
 
     #[test]
-    fn a_child_keeps_the_prefix_and_inserts_one_fault_after_the_anchor() {
+    fn a_child_keeps_the_prefix_and_inserts_up_to_three_faults_after_the_anchor() {
         let parent = vec![pause(100), pause(900), pause(5000)];
         let mut anchors = Anchors::default();
         anchors.add(&parent, 7, &[(Mark::WaitShort, 1_200_000)], &[], 10_000);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut stacks = BTreeSet::new();
         for _ in 0..CHILDREN_PER_ANCHOR {
             let (child, seed, choice) = anchors
                 .child(&nemesis(), &scales(), 10_000, &mut rng)
                 .expect("an anchor waits");
             assert_eq!(seed, 7);
-            assert_eq!(child.len(), 3, "{child:?}");
+            let Arm::Stack(stack) = choice.arms[0] else {
+                panic!("{choice:?}");
+            };
+            assert_eq!(child.len(), 2 + stack, "{child:?}");
+            stacks.insert(stack);
             assert_eq!(&child[..2], &parent[..2]);
-            let inserted = swarm::at_ms(&child[2]);
-            // At most the largest scale (1 s) after the anchor at 1.2 s.
-            assert!((1201..=2200).contains(&inserted), "{inserted}");
-            assert!(matches!(choice.arms[0], Arm::MarkKind(Mark::WaitShort, _)));
+            for inserted in &child[2..] {
+                // At most the largest scale (1 s) after the anchor at 1.2 s.
+                let at = swarm::at_ms(inserted);
+                assert!((1201..=2200).contains(&at), "{at}");
+            }
+            assert!(matches!(choice.arms[1], Arm::MarkKind(Mark::WaitShort, _)));
         }
+        assert!(stacks.len() >= 2, "{stacks:?}");
         assert!(anchors.is_empty(), "the anchor gave all its children");
         // Past the heal: no anchor.
         anchors.add(&parent, 7, &[(Mark::WaitShort, 9_999_500)], &[], 10_000);
@@ -451,6 +514,9 @@ mod tests {
             let (child, _, choice) = anchors
                 .child(&nemesis(), &scales(), 10_000, &mut rng)
                 .expect("an anchor waits");
+            if choice.arms[0] != Arm::Stack(1) {
+                continue;
+            }
             if let crate::scenario::faults::FaultKind::Pause { node } = &child[0].kind {
                 let role = choice
                     .arms
@@ -474,52 +540,70 @@ mod tests {
 
     #[test]
     fn the_prior_favours_the_arms_that_reached_new_features() {
-        let mut anchors = Anchors::default();
-        let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let (mut crashes_early, mut crashes_late) = (0, 0);
-        for round in 0..400 {
-            anchors.add(&[], 1, &[(Mark::ReplicaPromoted, 1_000_000)], &[], 10_000);
-            let (child, _, choice) = anchors
-                .child(&nemesis(), &scales(), 10_000, &mut rng)
-                .expect("an anchor waits");
-            let crash = child[0].kind.name() == "crash";
-            // A crash child always reaches something new, a pause child never.
-            anchors.prior.credit(&choice, crash);
-            if round < 40 {
-                crashes_early += usize::from(crash);
-            } else if round >= 360 {
-                crashes_late += usize::from(crash);
+        // The last 200 of 400 children, with and without crediting their arms.
+        let crash_only_children = |learn: bool| {
+            let mut anchors = Anchors::default();
+            let mut rng = ChaCha8Rng::seed_from_u64(2);
+            let mut late = 0;
+            for round in 0..400 {
+                anchors.add(&[], 1, &[(Mark::ReplicaPromoted, 1_000_000)], &[], 10_000);
+                let (child, _, choice) = anchors
+                    .child(&nemesis(), &scales(), 10_000, &mut rng)
+                    .expect("an anchor waits");
+                // A child with crashes alone always reaches something new, one with a pause
+                // never.
+                let crash_only = child.iter().all(|f| f.kind.name() == "crash");
+                if learn {
+                    anchors.prior.credit(&choice, crash_only);
+                }
+                if round >= 200 {
+                    late += usize::from(crash_only);
+                }
             }
-        }
+            late
+        };
+        let (learnt, unlearnt) = (crash_only_children(true), crash_only_children(false));
         assert!(
-            crashes_late > crashes_early + 10,
-            "crashes in the first 40 children {crashes_early}, in the last 40 {crashes_late}"
+            learnt > unlearnt + 50,
+            "crash-only children of the last 200: {learnt} learning, {unlearnt} not"
         );
     }
 
     #[test]
-    fn a_duration_drawn_around_a_time_scale_may_leave_the_kinds_range() {
+    fn durations_stay_in_the_kinds_range_around_the_scales_that_meet_it() {
+        let spec = nemesis();
         let mut anchors = Anchors::default();
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let mut restarts = Vec::new();
-        for _ in 0..200 {
+        let mut around_down_after = Vec::new();
+        for _ in 0..300 {
             anchors.add(&[], 1, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
             let (child, _, choice) = anchors
-                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .child(&spec, &scales(), 10_000, &mut rng)
                 .expect("an anchor waits");
-            if let crate::scenario::faults::FaultKind::Crash {
-                restart_after_ms, ..
-            } = child[0].kind
-                && choice.arms[2] == Arm::Duration("crash", "down_after")
+            // Sentinel's down-after (1 s) is no scale of a 3-6 s restart.
+            assert!(!choice.arms.contains(&Arm::Duration("crash", "down_after")));
+            for f in &child {
+                let range = spec.kinds.iter().find(|k| k.kind == f.kind.name()).unwrap();
+                let range = range.duration_ms.unwrap();
+                let lasts = f.kind.restart_after_ms().unwrap_or(f.duration_ms).unwrap();
+                assert!((range.min..=range.max).contains(&lasts), "{f:?}");
+            }
+            if choice.arms
+                == [
+                    Arm::Stack(1),
+                    Arm::MarkKind(Mark::KeyExpired, "pause"),
+                    choice.arms[2].clone(),
+                    Arm::Duration("pause", "down_after"),
+                    choice.arms[4].clone(),
+                ]
             {
-                restarts.push(restart_after_ms.expect("a restart"));
+                around_down_after.push(child[0].duration_ms.unwrap());
             }
         }
-        assert!(!restarts.is_empty());
-        // Around Sentinel's down-after (1 s), not the kind's 3-6 s.
+        assert!(!around_down_after.is_empty());
         assert!(
-            restarts.iter().all(|r| (500..=2000).contains(r)),
-            "{restarts:?}"
+            around_down_after.iter().all(|d| (500..=2000).contains(d)),
+            "{around_down_after:?}"
         );
     }
 }

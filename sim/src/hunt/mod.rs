@@ -23,6 +23,7 @@
 
 pub mod anchor;
 pub mod bench;
+pub mod bounds;
 pub mod corpus;
 pub mod features;
 pub mod mutate;
@@ -399,6 +400,7 @@ impl<'a> Campaign<'a> {
     /// is deterministic, to count its features.
     pub fn resume_with(&mut self, faults: Vec<Fault>, seed: u64) -> Result<Option<Found>, String> {
         self.next_seed = self.next_seed.max(seed.saturating_add(1));
+        let faults = bounds::confine(&faults, &self.target.nemesis, self.target.heal_at_ms);
         let trial = self.target.try_schedule(&faults, seed)?;
         Ok(self.learn(
             Input {
@@ -412,8 +414,17 @@ impl<'a> Campaign<'a> {
         ))
     }
 
-    /// The next input: a queued prefix child, a fresh swarm draw, or a mutated corpus entry.
+    /// The next input, within the nemesis's bounds (`bounds`): whatever a generator drew
+    /// is confined to the schedules the random nemesis could have drawn.
     fn next_input(&mut self) -> Input {
+        let mut input = self.draw_input();
+        input.faults = bounds::confine(&input.faults, &self.target.nemesis, self.target.heal_at_ms);
+        input
+    }
+
+    /// A queued prefix child, a fresh swarm draw, an anchored insertion or a mutated corpus
+    /// entry, as drawn.
+    fn draw_input(&mut self) -> Input {
         if let Some((faults, seed)) = self.queue.pop() {
             return Input {
                 faults,

@@ -1,8 +1,8 @@
 //! Swarm schedules: hunt's fresh inputs. Per draw, each fault kind the scenario's `nemesis`
 //! lists is on with p = ½ (Groce et al., "Swarm Testing", ISSTA 2012: omitting a kind finds
 //! failures it masks), and each enabled kind's mean gap and mean duration are drawn
-//! log-uniformly from its ranges, so that both "a fault every few ms" and "one rare fault" runs
-//! occur (a uniform draw over [100, 10 000] ms is under 1 s in 9 % of draws; log-uniform in
+//! log-uniformly from its ranges, so that runs with faults as frequent as the nemesis allows
+//! and runs with one rare fault both occur (a uniform draw over [100, 10 000] ms is under 1 s in 9 % of draws; log-uniform in
 //! 50 %). The faults are then drawn as the random nemesis draws them (`faults::nemesis::pick`)
 //! and written as scripted faults at their times, cut where the nemesis would heal everything:
 //! the schedule is the whole input, replayable by `locksim run`.
@@ -76,27 +76,30 @@ pub fn draw_kinds(nemesis: &NemesisSpec, rng: &mut ChaCha8Rng) -> Vec<KindDraw> 
         .collect()
 }
 
+/// ½× to 2× `mean`, within `range` (a swarm draw's gaps and durations: the nemesis's ranges
+/// bound them, `bounds`).
+pub fn around(mean: u64, range: MsRange) -> MsRange {
+    MsRange {
+        min: (mean / 2).max(range.min),
+        max: mean.saturating_mul(2).min(range.max).max(range.min),
+    }
+}
+
 /// One fault of `draw`'s kind at `at_ms`: target and parameters as the nemesis draws them,
 /// its duration around the kind's drawn mean (½× to 2×, log-uniform, within the kind's range).
 pub fn draw_fault(draw: &KindDraw, at_ms: u64, rng: &mut ChaCha8Rng) -> (Fault, String) {
     let (kind, target) = pick(&draw.kind, rng);
     let duration_ms = match (draw.mean_duration_ms, draw.kind.duration_ms) {
         (_, Some(range)) if draw.uniform => Some(rng.gen_range(range.min..=range.max)),
-        (Some(mean), Some(range)) => {
-            let around = MsRange {
-                min: (mean / 2).max(range.min),
-                max: mean.saturating_mul(2).min(range.max).max(range.min),
-            };
-            Some(log_uniform(rng, around))
-        }
+        (Some(mean), Some(range)) => Some(log_uniform(rng, around(mean, range))),
         _ => None,
     };
     (lasting(kind, at_ms, duration_ms), target)
 }
 
 /// A schedule of the enabled kinds from `from_ms` to `heal_at_ms`: each kind a process of
-/// exponential gaps around its mean, one fault per (kind, target) at a time (as the nemesis),
-/// sorted by time.
+/// gaps ½× to 2× its mean (never sooner than the nemesis's `every_ms.min`), one fault per
+/// (kind, target) at a time (as the nemesis), sorted by time.
 pub fn draw_schedule(
     kinds: &[KindDraw],
     from_ms: u64,
@@ -108,11 +111,11 @@ pub fn draw_schedule(
         let mut busy_until: BTreeMap<String, u64> = BTreeMap::new();
         let mut at_ms = from_ms;
         loop {
+            let every = draw.kind.every_ms;
             let gap = if draw.uniform {
-                rng.gen_range(draw.kind.every_ms.min..=draw.kind.every_ms.max)
+                rng.gen_range(every.min..=every.max)
             } else {
-                let gap = -(draw.mean_every_ms.max(1) as f64) * (1.0 - rng.r#gen::<f64>()).ln();
-                gap.round() as u64
+                log_uniform(rng, around(draw.mean_every_ms, every))
             };
             at_ms = at_ms.saturating_add(gap.max(1));
             if at_ms >= heal_at_ms || faults.len() >= MAX_FAULTS {
