@@ -49,12 +49,12 @@ use corpus::{Corpus, Entry, Watermark, Watermarks};
 use features::Reached;
 use swarm::KindDraw;
 
-/// Share of runs that are fresh swarm draws once the corpus has entries.
-pub const FRESH_SHARE: f64 = 0.2;
+/// Share of runs that are fresh draws once the corpus has entries.
+pub const FRESH_SHARE: f64 = 0.5;
 
 /// Share of runs that are fresh draws when no run reached a new feature in the last
 /// [`STALL_RUNS`] runs: the corpus has stalled, new ground comes from elsewhere.
-pub const STALLED_FRESH_SHARE: f64 = 0.5;
+pub const STALLED_FRESH_SHARE: f64 = 0.75;
 
 /// Runs without a new feature after which the corpus counts as stalled.
 pub const STALL_RUNS: u64 = 16;
@@ -72,12 +72,18 @@ pub const RARE_HITS: u64 = 1;
 
 /// Share of hunt's fresh inputs drawn as the random nemesis draws (every kind, uniform gaps
 /// and durations); the others are swarm draws.
-pub const NEMESIS_SHARE: f64 = 0.5;
+pub const NEMESIS_SHARE: f64 = 0.25;
 
 /// Share of mutated runs whose parent is the entry with the best of a watermark (one of the
 /// three, drawn evenly: they steer before the first violation); the others are drawn by
 /// rarity.
 pub const WATERMARK_SHARE: f64 = 0.25;
+
+/// Share of the learnt runs (not fresh) that are queued prefix children while some wait.
+pub const PREFIX_SHARE: f64 = 0.33;
+
+/// Prefix children kept waiting; past it the oldest go.
+pub const MAX_QUEUED: usize = 32;
 
 /// Prefix children queued for each mark a run reaches first.
 pub const PREFIX_CHILDREN: usize = 2;
@@ -425,14 +431,6 @@ impl<'a> Campaign<'a> {
     /// A queued prefix child, a fresh swarm draw, an anchored insertion or a mutated corpus
     /// entry, as drawn.
     fn draw_input(&mut self) -> Input {
-        if let Some((faults, seed)) = self.queue.pop() {
-            return Input {
-                faults,
-                seed,
-                origin: Origin::Prefix,
-                choice: None,
-            };
-        }
         let heal_at_ms = self.target.heal_at_ms;
         let fresh_share = if self.runs_since_new >= STALL_RUNS {
             STALLED_FRESH_SHARE
@@ -458,6 +456,16 @@ impl<'a> Campaign<'a> {
                 faults: swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
                 seed,
                 origin,
+                choice: None,
+            };
+        }
+        if self.rng.gen_bool(PREFIX_SHARE)
+            && let Some((faults, seed)) = self.queue.pop()
+        {
+            return Input {
+                faults,
+                seed,
+                origin: Origin::Prefix,
                 choice: None,
             };
         }
@@ -575,6 +583,8 @@ impl<'a> Campaign<'a> {
             for _ in 0..PREFIX_CHILDREN {
                 let child = self.target.prefix_child(faults, *t_us, &mut self.rng);
                 self.queue.push((child, seed));
+                let over = self.queue.len().saturating_sub(MAX_QUEUED);
+                self.queue.drain(..over);
             }
         }
     }
