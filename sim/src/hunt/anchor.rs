@@ -7,10 +7,11 @@
 //! when a run first reaches a feature (a mark, a pair of marks, a mark under a fault kind) at
 //! simulated time t, that point becomes an [`Anchor`]: its children replay the run's faults up
 //! to t exactly (`faults_in_sequence`) and insert 1 to [`MAX_STACK`] faults of kinds the
-//! nemesis allows right after it (stacked on distinct roles: after a partially acknowledged
-//! WAIT, a failover exposes the gap only if the replica that acknowledged is not the one
-//! promoted, and Sentinel promotes the best offset: redis 7.0.15 src/sentinel.c
-//! sentinelSelectSlave, compareSlavesForPromotion), each `offset` after t, drawn up to one of
+//! nemesis allows right after it (stacked, each with its own kind, role and offset: after a
+//! partially acknowledged WAIT, a failover exposes the gap only if the replica that
+//! acknowledged is not the one promoted, and Sentinel promotes the best offset: redis 7.0.15
+//! src/sentinel.c sentinelSelectSlave, compareSlavesForPromotion), each `offset` after t,
+//! drawn up to one of
 //! the scenario's own time scales ([`TimeScales`]: link latency, the command timeout, the
 //! holds, the lease, Sentinel's down-after), and lasting a time of the kind's own range, drawn
 //! around a time scale where that meets the range. A kind's fault comes no sooner than its
@@ -42,9 +43,9 @@ use crate::scenario::range::MsRange;
 /// Children an anchor gives before it is dropped.
 pub const CHILDREN_PER_ANCHOR: u32 = 6;
 
-/// Most faults one anchored child inserts (stacked on distinct roles: a bug of two rare
-/// events may need a third fault to tell them apart, e.g. the replica that acknowledged a
-/// WAIT kept from a promotion that Sentinel would give it for its better offset).
+/// Most faults one anchored child inserts (a bug of two rare events may need a fault on each
+/// of several roles, e.g. the replica that acknowledged a WAIT kept from a promotion that
+/// Sentinel would give it for its better offset).
 pub const MAX_STACK: usize = 3;
 
 /// Anchors kept waiting; past it the oldest go.
