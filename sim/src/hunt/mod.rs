@@ -71,7 +71,7 @@ pub const ANCHOR_SHARE: f64 = 0.5;
 pub const RARE_HITS: u64 = 1;
 
 /// Share of hunt's fresh inputs drawn as the random nemesis draws (every kind, uniform gaps
-/// and durations); the others are swarm draws.
+/// and durations) once the corpus has entries (before, all are); the others are swarm draws.
 pub const NEMESIS_SHARE: f64 = 0.25;
 
 /// Share of mutated runs whose parent is the entry with the best of a watermark (one of the
@@ -443,7 +443,11 @@ impl<'a> Campaign<'a> {
         {
             let seed = self.next_seed;
             self.next_seed += 1;
-            let as_the_nemesis = self.search == Search::Guided && self.rng.gen_bool(NEMESIS_SHARE);
+            // Until a run has been learnt from (the first round), every fresh draw is drawn as
+            // the random nemesis draws: where one fault of the scenario's own shape breaks a
+            // verdict in the first runs, hunt is then no slower than the nemesis.
+            let as_the_nemesis = self.search == Search::Guided
+                && (self.corpus.entries.is_empty() || self.rng.gen_bool(NEMESIS_SHARE));
             let (kinds, origin) = if as_the_nemesis {
                 (swarm::nemesis_kinds(&self.target.nemesis), Origin::Nemesis)
             } else {
