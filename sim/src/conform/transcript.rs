@@ -482,6 +482,7 @@ mod tests {
             refresh_ms: None,
             command_timeout_ms: None,
             source: String::new(),
+            scripts: Vec::new(),
         }
     }
 
