@@ -84,8 +84,8 @@ use async_trait::async_trait;
 
 use super::fair;
 use super::{
-    CallError, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo,
-    Subscription, argv, uuid4,
+    CallError, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, RAISED, Release,
+    SchemeInfo, Subscription, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -1072,12 +1072,20 @@ impl LockScheme for RedissonLock {
                 fence: None,
             }),
             Ok(false) => Err(format!("tryLock({timeout_ms} ms) returned false")),
-            Err(e) => Err(e.to_string()),
+            // An exception of a call `tryLock` does not catch reaches its caller.
+            Err(e) => Err(format!("{RAISED}{e}")),
         }
     }
 
-    /// `unlock()`.
+    /// `unlock()`: every failure is an exception its caller sees — nil from the script is
+    /// `IllegalMonitorStateException` (4.7.0 `RedissonBaseLock.java:172-176`, rethrown unwrapped
+    /// by `unlock()` :185-194; 3.12.5 `RedissonLock.java:475-484, :600-605`), any other is the
+    /// call's own (`RedisResponseTimeoutException`, "None of slaves were synced", ...).
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
+        let raised = |detail: String| Release {
+            ok: false,
+            detail: format!("{RAISED}{detail}"),
+        };
         match self.unlock(env).await {
             Ok(Reply::Integer(1)) => Release {
                 ok: true,
@@ -1087,22 +1095,13 @@ impl LockScheme for RedissonLock {
                 ok: true,
                 detail: "still held (reentrant)".into(),
             },
-            Ok(Reply::Nil) => Release {
-                ok: false,
-                detail: format!(
-                    "IllegalMonitorStateException: attempt to unlock lock, not locked by current thread by node id: {} thread-id: {}",
-                    self.client.borrow().id.clone().unwrap_or_default(),
-                    self.thread_id
-                ),
-            },
-            Ok(other) => Release {
-                ok: false,
-                detail: format!("unexpected reply {other:?}"),
-            },
-            Err(e) => Release {
-                ok: false,
-                detail: e.to_string(),
-            },
+            Ok(Reply::Nil) => raised(format!(
+                "IllegalMonitorStateException: attempt to unlock lock, not locked by current thread by node id: {} thread-id: {}",
+                self.client.borrow().id.clone().unwrap_or_default(),
+                self.thread_id
+            )),
+            Ok(other) => raised(format!("unexpected reply {other:?}")),
+            Err(e) => raised(e.to_string()),
         }
     }
 
@@ -1247,7 +1246,9 @@ mod tests {
         assert_eq!(old.command(&["EXISTS", "lock"]), Reply::Integer(0));
         let unlock = block_on(lb.release(&b_dyn));
         assert!(
-            unlock.detail.starts_with("IllegalMonitorStateException"),
+            unlock
+                .detail
+                .starts_with("raised: IllegalMonitorStateException"),
             "{unlock:?}"
         );
     }
