@@ -91,9 +91,9 @@ fn roundtrip(conn: &mut TcpStream, argv: &[&str]) -> Vec<u8> {
     out
 }
 
-/// Sends raw bytes on a new RESP3 connection and reads until the output ends with `last`.
-fn until_reply(port: u16, bytes: &[u8], last: &[u8]) -> Vec<u8> {
-    let mut conn = connect_with(port, Protocol::Resp3);
+/// Sends raw bytes on a new connection and reads until the output ends with `last`.
+fn until_reply(port: u16, protocol: Protocol, bytes: &[u8], last: &[u8]) -> Vec<u8> {
+    let mut conn = connect_with(port, protocol);
     conn.write_all(bytes).unwrap();
     let mut out = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -338,8 +338,8 @@ fn locksim_serve_answers_like_redis_server() {
             let own = ["SUBSCRIBE own", "PSUBSCRIBE ow*", "PUBLISH own m"]
                 .map(|line| encode_command(&line.split(' ').collect::<Vec<_>>()))
                 .concat();
-            let theirs = until_reply(real.port, &own, b":2\r\n");
-            let mine = until_reply(ours.port, &own, b":2\r\n");
+            let theirs = until_reply(real.port, protocol, &own, b":2\r\n");
+            let mine = until_reply(ours.port, protocol, &own, b":2\r\n");
             compared += 1;
             if theirs != mine {
                 mismatches.push(format!(
@@ -348,6 +348,28 @@ fn locksim_serve_answers_like_redis_server() {
                     String::from_utf8_lossy(&mine)
                 ));
             }
+        }
+        // UNSUBSCRIBE as Redisson's waiter sends it when it leaves (one channel of a
+        // connection subscribed to two), then of all that is left, then with nothing left (a
+        // nil channel); the connection is out of subscribed mode again: PING's plain reply.
+        let leave = [
+            "SUBSCRIBE redisson_lock__channel:{rlock} other",
+            "UNSUBSCRIBE redisson_lock__channel:{rlock}",
+            "UNSUBSCRIBE",
+            "UNSUBSCRIBE",
+            "PING",
+        ]
+        .map(|line| encode_command(&line.split(' ').collect::<Vec<_>>()))
+        .concat();
+        let theirs = until_reply(real.port, protocol, &leave, b"+PONG\r\n");
+        let mine = until_reply(ours.port, protocol, &leave, b"+PONG\r\n");
+        compared += 1;
+        if theirs != mine {
+            mismatches.push(format!(
+                "{protocol:?} unsubscribe\n  redis-server:  {:?}\n  locksim serve: {:?}",
+                String::from_utf8_lossy(&theirs),
+                String::from_utf8_lossy(&mine)
+            ));
         }
         // ... and every other connection is still served, old and new.
         assert_eq!(roundtrip(&mut ours_conn, &["PING"]), b"+PONG\r\n");

@@ -755,6 +755,26 @@ impl RedissonLock {
             }
         };
         time -= env.wall_ms() - current;
+        let result = self
+            .wait_for_unlock(env, wait_ms, time, &*subscription)
+            .await;
+        // `finally { unsubscribe(...) }` (4.7.0 `RedissonLock.java:307-309`, 3.12.5 :455-457):
+        // `PublishSubscribe.unsubscribe` sends `UNSUBSCRIBE` once the channel's last waiter
+        // left (4.7.0 `pubsub/PublishSubscribe.java:44-58`, 3.12.5 :49-67), asynchronously:
+        // `tryLock` returns without waiting for it.
+        let _ = env.spawn(Box::pin(async move { subscription.unsubscribe().await }));
+        result
+    }
+
+    /// The part of `tryLock` inside its `try`: try again, wait for an unlock message (the
+    /// latch) up to the TTL or the time left, until the lock is had or `time` is spent.
+    async fn wait_for_unlock(
+        &mut self,
+        env: &Rc<dyn LockEnv>,
+        wait_ms: u64,
+        mut time: i64,
+        subscription: &dyn Subscription,
+    ) -> Result<bool, Failure> {
         if time <= 0 {
             self.acquire_failed(env, wait_ms).await;
             return Ok(false);
@@ -776,7 +796,6 @@ impl RedissonLock {
                 self.acquire_failed(env, wait_ms).await;
                 return Ok(false);
             }
-            // Waiting for an unlock message (the latch) up to the TTL or the time left.
             current_time = env.wall_ms();
             let wait = if ttl >= 0 && ttl < time { ttl } else { time };
             subscription.next_message(wait.max(0) as u64).await;
@@ -1203,12 +1222,44 @@ mod tests {
         }));
         pass(&shared, 500);
         assert!(got.borrow().is_none(), "b waits (for up to the 30 s TTL)");
+        let channel = "redisson_lock__channel:{lock}";
+        assert_eq!(
+            shared.command(&["PUBSUB", "NUMSUB", channel]),
+            Reply::Array(vec![Reply::bulk(channel), Reply::Integer(1)]),
+            "b waits subscribed"
+        );
         block_on(la.release(&a));
         pass(&shared, 1);
         assert!(
             matches!(*got.borrow(), Some(Ok(_))),
             "the PUBLISH woke b at once"
         );
+        // The UNSUBSCRIBE goes out in the background, after tryLock returned.
+        pass(&shared, 1);
+        assert_eq!(
+            shared.command(&["PUBSUB", "NUMSUB", channel]),
+            Reply::Array(vec![Reply::bulk(channel), Reply::Integer(0)]),
+            "tryLock's finally unsubscribed b"
+        );
+    }
+
+    /// `unlock()` of a lock the thread does not hold throws `IllegalMonitorStateException`:
+    /// the caller sees an exception, not a refusal.
+    #[test]
+    fn unlock_of_a_lock_not_held_raises() {
+        for preset in ["redisson-4.7", "redisson-3.12"] {
+            let shared = Shared::new();
+            let a = DirectEnv::new(&shared, "a", 1);
+            let mut la = scheme(serde_json::json!({"name": "redisson", "preset": preset}));
+            let release = block_on(la.release(&a));
+            assert!(!release.ok);
+            assert!(
+                release
+                    .detail
+                    .starts_with("raised: IllegalMonitorStateException: attempt to unlock lock"),
+                "{preset}: {release:?}"
+            );
+        }
     }
 
     /// A renewal that gets no reply: Redisson 4.7 waits its 3 s `timeout`, re-sends it after

@@ -370,6 +370,7 @@ impl LockEnv for Env {
             world: self.world.clone(),
             master: server,
             conn,
+            channel: channel.as_bytes().to_vec(),
         }))
     }
     fn wall_ms(&self) -> i64 {
@@ -394,6 +395,7 @@ struct Sub {
     world: Rc<World>,
     master: usize,
     conn: ClientId,
+    channel: Vec<u8>,
 }
 
 #[async_trait(?Send)]
@@ -412,6 +414,12 @@ impl Subscription for Sub {
     }
     fn close(&self) {
         self.world.disconnect(self.master, self.conn);
+    }
+    async fn unsubscribe(&self) {
+        if !self.closed() {
+            let argv = [b"UNSUBSCRIBE".to_vec(), self.channel.clone()];
+            self.world.execute(self.master, self.conn, &argv);
+        }
     }
 }
 

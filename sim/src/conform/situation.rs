@@ -31,9 +31,9 @@ pub struct Library {
     pub scheme: Map<String, Value>,
     /// The lock's key, as the library is told it.
     pub key: String,
-    /// Every name the lock's commands carry (the key, a signal list, a channel): a command
-    /// naming none of them is the client's own business (HELLO, CLIENT SETINFO, a scheduler's
-    /// reads) and is not compared.
+    /// Every name the lock's commands carry (the key, a signal list, a channel; one ending in
+    /// `:` stands for every name it starts): a command naming none of them is the client's own
+    /// business (HELLO, CLIENT SETINFO, a scheduler's reads) and is not compared.
     pub keys: Vec<String>,
     /// How an acquire attempt's first command starts once abstracted (`SET lock`).
     pub attempt: Vec<String>,
