@@ -3,7 +3,10 @@
 # paired runs: every test runs RUNS times on each server in turn (serve, redis, serve, redis,
 # ...), so a machine whose speed drifts moves both alike, and the ratio serve / redis-server is
 # taken pair by pair; printed: each server's median requests per second and the median ratio
-# with its smallest and largest.
+# with its smallest and largest, then (lock tests) each server's CPU time per request, user +
+# system from /proc/PID/stat around each run, and their ratio redis / serve pair by pair: the
+# other processes of a loaded machine stretch wall time (requests per second) more than the
+# server's own CPU time.
 #
 # Tests: redis-benchmark's default PING/SET/GET/INCR at -P 16, and the lock commands on 100k
 # random keys (issue 32) at -P 16 and -P 1: `SET key val NX PX`, and EVAL / EVALSHA of the
@@ -60,21 +63,39 @@ tests=(
 
 rows=$(mktemp)
 trap 'kill "$redis_pid" "$serve_pid" 2>/dev/null; wait 2>/dev/null || true; rm -f "$rows"' EXIT
+# A process's CPU time so far, in clock ticks (utime + stime).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 echo "locksim serve vs redis-server: $runs paired runs per test ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ))"
 for test in "${tests[@]}"; do
   label=${test%%|*}
   read -r -a args <<< "${test#*|}"
   for i in "${!args[@]}"; do [ "${args[$i]}" = @release ] && args[$i]=$release; done
   for run in $(seq 1 "$runs"); do
-    bench "$serve_port" "${args[@]}" | sed "s/^/$label\t$run\tserve\t/" >> "$rows"
-    bench "$redis_port" "${args[@]}" | sed "s/^/$label\t$run\tredis\t/" >> "$rows"
+    for server in serve redis; do
+      if [ "$server" = serve ]; then port=$serve_port pid=$serve_pid; else port=$redis_port pid=$redis_pid; fi
+      before=$(cpu_ticks "$pid")
+      out=$(bench "$port" "${args[@]}")
+      ticks=$(($(cpu_ticks "$pid") - before))
+      if [ -n "$out" ]; then sed "s/^/$label\t$run\t$server\t$ticks\t/" <<< "$out" >> "$rows"; fi
+    done
   done
 done
-python3 - "$rows" <<'PY'
+python3 - "$rows" "$(getconf CLK_TCK)" "${tests[@]}" <<'PY'
 import collections, statistics, sys
+tick_s = 1 / int(sys.argv[2])
+# Requests per run of each lock test (its -n); the default list's run is several tests at once.
+requests = {}
+for test in sys.argv[3:]:
+    label, args = test.split("|", 1)
+    words = args.split()
+    if not label.startswith("default") and "-n" in words:
+        requests[label] = int(words[words.index("-n") + 1])
 rps = collections.defaultdict(dict)  # test -> {(run, server): rps}
+cpu_us = collections.defaultdict(dict)  # lock test -> {(run, server): CPU µs per request}
 for line in open(sys.argv[1]):
-    label, run, server, row = line.rstrip("\n").split("\t", 3)
+    label, run, server, ticks, row = line.rstrip("\n").split("\t", 4)
+    if label in requests:
+        cpu_us[label][(run, server)] = int(ticks) * tick_s * 1e6 / requests[label]
     # The test's name may hold unescaped quotes and commas (a script): the 7 figures end the row.
     fields = row.rsplit(",", 7)
     test, value = fields[0].strip('"'), fields[1].strip('"')
@@ -87,4 +108,13 @@ for name, runs in rps.items():
     redis = statistics.median(runs[(r, "redis")] for r in pairs if (r, "redis") in runs)
     serve = statistics.median(runs[(r, "serve")] for r in pairs if (r, "serve") in runs)
     print(f"{name:<22} {redis:>14,.0f} {serve:>14,.0f} {statistics.median(ratios):>8.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+print(f"\nCPU per request, us (redis-server / locksim serve: above 1, serve needs less)")
+print(f"{'test':<22} {'redis-server':>14} {'locksim serve':>14} {'ratio (min-max)':>22}")
+for name, runs in cpu_us.items():
+    pairs = sorted({r for r, _ in runs})
+    ratios = [runs[(r, "redis")] / runs[(r, "serve")] for r in pairs if (r, "redis") in runs and runs.get((r, "serve"))]
+    redis = statistics.median(runs[(r, "redis")] for r in pairs if (r, "redis") in runs)
+    serve = statistics.median(runs[(r, "serve")] for r in pairs if (r, "serve") in runs)
+    spread = f"{statistics.median(ratios):>8.2f} ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+    print(f"{name:<22} {redis:>14.2f} {serve:>14.2f} {spread}")
 PY

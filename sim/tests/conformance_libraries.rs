@@ -180,3 +180,41 @@ fn a_changed_refresh_interval_is_caught() {
         "{mismatch}"
     );
 }
+
+/// A from-source expectation names the source's script texts, not the model's: a situation
+/// whose expected `EVALSHA` digest is none of its library's `scripts` (here the digest of the
+/// text the Redisson model once laid out anew, `b9fe37ff`) does not load.
+#[test]
+fn an_expected_script_is_one_of_the_sources() {
+    let repo = common::repo();
+    let dir = std::env::temp_dir().join(format!("locksim-conform-scripts-{}", std::process::id()));
+    let (libraries, situations) = (dir.join("libraries"), dir.join("redisson@4.7.0"));
+    std::fs::create_dir_all(&libraries).expect("a scratch folder");
+    std::fs::create_dir_all(&situations).expect("a scratch folder");
+    std::fs::copy(
+        repo.join("conformance/libraries/redisson@4.7.0.json"),
+        libraries.join("redisson@4.7.0.json"),
+    )
+    .expect("the library copied");
+    let text = std::fs::read_to_string(
+        repo.join("conformance/situations/redisson@4.7.0/01-acquire-release.json"),
+    )
+    .expect("the situation");
+    let source_lock = "149c5a8bf18676fd99e9e6e24923bd64d9b62f94";
+    assert!(text.contains(source_lock), "{text}");
+    let path = situations.join("01-acquire-release.json");
+    std::fs::write(
+        &path,
+        text.replace(source_lock, "b9fe37ff02d7e0cf606d81454e85f247b4a30c85"),
+    )
+    .expect("the changed situation");
+    let loaded = load_situation(&path, &libraries);
+    std::fs::remove_dir_all(&dir).expect("the scratch folder removed");
+    let error = loaded.expect_err("a script the source does not have");
+    assert!(
+        error.contains(
+            "script b9fe37ff02d7e0cf606d81454e85f247b4a30c85 is none of redisson@4.7.0's source `scripts`"
+        ),
+        "{error}"
+    );
+}

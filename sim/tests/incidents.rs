@@ -500,7 +500,7 @@ fn redisson_the_next_lock_gets_no_watchdog() {
     pair("redisson-next-lock-without-watchdog", |events| {
         let refused = events.iter().position(|e| {
             e.node == "client-1"
-                && matches!(&e.kind, EventKind::Released { ok: false, detail } if detail.starts_with("IllegalMonitorStateException"))
+                && matches!(&e.kind, EventKind::Released { ok: false, detail } if detail.starts_with("raised: IllegalMonitorStateException"))
         })?;
         let relocked = refused
             + events[refused..].iter().position(|e| {

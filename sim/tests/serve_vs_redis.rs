@@ -91,9 +91,9 @@ fn roundtrip(conn: &mut TcpStream, argv: &[&str]) -> Vec<u8> {
     out
 }
 
-/// Sends raw bytes on a new RESP3 connection and reads until the output ends with `last`.
-fn until_reply(port: u16, bytes: &[u8], last: &[u8]) -> Vec<u8> {
-    let mut conn = connect_with(port, Protocol::Resp3);
+/// Sends raw bytes on a new connection and reads until the output ends with `last`.
+fn until_reply(port: u16, protocol: Protocol, bytes: &[u8], last: &[u8]) -> Vec<u8> {
+    let mut conn = connect_with(port, protocol);
     conn.write_all(bytes).unwrap();
     let mut out = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -332,23 +332,47 @@ fn locksim_serve_answers_like_redis_server() {
                 ));
             }
         }
-        // RESP3: a connection that publishes to its own channel and pattern gets the pushes
-        // before PUBLISH's reply (Redis writes them into its buffer during the command).
-        if protocol == Protocol::Resp3 {
-            let own = ["SUBSCRIBE own", "PSUBSCRIBE ow*", "PUBLISH own m"]
+        // One connection's whole exchange, sent at once and read up to its last reply.
+        let mut exchange = |what: &str, lines: &[&str], last: &[u8]| {
+            let bytes = lines
+                .iter()
                 .map(|line| encode_command(&line.split(' ').collect::<Vec<_>>()))
+                .collect::<Vec<_>>()
                 .concat();
-            let theirs = until_reply(real.port, &own, b":2\r\n");
-            let mine = until_reply(ours.port, &own, b":2\r\n");
+            let theirs = until_reply(real.port, protocol, &bytes, last);
+            let mine = until_reply(ours.port, protocol, &bytes, last);
             compared += 1;
             if theirs != mine {
                 mismatches.push(format!(
-                    "Resp3 publish to itself\n  redis-server:  {:?}\n  locksim serve: {:?}",
+                    "{protocol:?} {what}\n  redis-server:  {:?}\n  locksim serve: {:?}",
                     String::from_utf8_lossy(&theirs),
                     String::from_utf8_lossy(&mine)
                 ));
             }
+        };
+        // RESP3: a connection that publishes to its own channel and pattern gets the pushes
+        // before PUBLISH's reply (Redis writes them into its buffer during the command).
+        if protocol == Protocol::Resp3 {
+            exchange(
+                "publish to itself",
+                &["SUBSCRIBE own", "PSUBSCRIBE ow*", "PUBLISH own m"],
+                b":2\r\n",
+            );
         }
+        // UNSUBSCRIBE as Redisson's waiter sends it when it leaves (one channel of a
+        // connection subscribed to two), then of all that is left, then with nothing left (a
+        // nil channel); the connection is out of subscribed mode again: PING's plain reply.
+        exchange(
+            "unsubscribe",
+            &[
+                "SUBSCRIBE redisson_lock__channel:{rlock} other",
+                "UNSUBSCRIBE redisson_lock__channel:{rlock}",
+                "UNSUBSCRIBE",
+                "UNSUBSCRIBE",
+                "PING",
+            ],
+            b"+PONG\r\n",
+        );
         // ... and every other connection is still served, old and new.
         assert_eq!(roundtrip(&mut ours_conn, &["PING"]), b"+PONG\r\n");
         assert_eq!(roundtrip(&mut connect(ours.port), &["PING"]), b"+PONG\r\n");

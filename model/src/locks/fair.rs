@@ -73,203 +73,209 @@ pub struct Config {
     pub thread_wait_ms: u64,
 }
 
-/// Redisson 4.7.0's lock script (`EVAL_LONG`).
-const LOCK: &str = "while true do
-    local firstThreadId2 = redis.call('lindex', KEYS[2], 0);
-    if firstThreadId2 == false then
-        break;
-    end;
-    local timeout = redis.call('zscore', KEYS[3], firstThreadId2);
-    if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then
-        redis.call('zrem', KEYS[3], firstThreadId2);
-        redis.call('lpop', KEYS[2]);
-    else
-        break;
-    end;
-end;
-if (redis.call('exists', KEYS[1]) == 0)
-        and ((redis.call('exists', KEYS[2]) == 0)
-            or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then
-    redis.call('lpop', KEYS[2]);
-    redis.call('zrem', KEYS[3], ARGV[2]);
-    local keys = redis.call('zrange', KEYS[3], 0, -1);
-    for i = 1, #keys, 1 do
-        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]);
-    end;
-    redis.call('hset', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-local timeout = redis.call('zscore', KEYS[3], ARGV[2]);
-if timeout ~= false then
-    local ttl = redis.call('pttl', KEYS[1]);
-    return math.max(0, ttl);
-end;
-local lastThreadId = redis.call('lindex', KEYS[2], -1);
-local ttl;
-if lastThreadId ~= false and lastThreadId ~= ARGV[2]
-        and redis.call('zscore', KEYS[3], lastThreadId) ~= false then
-    ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]);
-else
-    ttl = redis.call('pttl', KEYS[1]);
-end;
-local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]);
-if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then
-    redis.call('rpush', KEYS[2], ARGV[2]);
-end;
-return ttl;
-";
+/// Redisson 4.7.0's lock script (`EVAL_LONG`): `RedissonFairLock.java:155-226` (sha1 8f6ed299).
+const LOCK: &str = concat!(
+    "while true do ",
+    "local firstThreadId2 = redis.call('lindex', KEYS[2], 0);",
+    "if firstThreadId2 == false then ",
+    "break;",
+    "end;",
+    "local timeout = redis.call('zscore', KEYS[3], firstThreadId2);",
+    "if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then ",
+    "redis.call('zrem', KEYS[3], firstThreadId2);",
+    "redis.call('lpop', KEYS[2]);",
+    "else ",
+    "break;",
+    "end;",
+    "end;",
+    "if (redis.call('exists', KEYS[1]) == 0) ",
+    "and ((redis.call('exists', KEYS[2]) == 0) ",
+    "or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then ",
+    "redis.call('lpop', KEYS[2]);",
+    "redis.call('zrem', KEYS[3], ARGV[2]);",
+    "local keys = redis.call('zrange', KEYS[3], 0, -1);",
+    "for i = 1, #keys, 1 do ",
+    "redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]);",
+    "end;",
+    "redis.call('hset', KEYS[1], ARGV[2], 1);",
+    "redis.call('pexpire', KEYS[1], ARGV[1]);",
+    "return nil;",
+    "end;",
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then ",
+    "redis.call('hincrby', KEYS[1], ARGV[2],1);",
+    "redis.call('pexpire', KEYS[1], ARGV[1]);",
+    "return nil;",
+    "end;",
+    "local timeout = redis.call('zscore', KEYS[3], ARGV[2]);",
+    "if timeout ~= false then ",
+    "local ttl = redis.call('pttl', KEYS[1]);",
+    "return math.max(0, ttl); ",
+    "end;",
+    "local lastThreadId = redis.call('lindex', KEYS[2], -1);",
+    "local ttl;",
+    "if lastThreadId ~= false and lastThreadId ~= ARGV[2] and redis.call('zscore', KEYS[3], lastThreadId) ~= false then ",
+    "ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]);",
+    "else ",
+    "ttl = redis.call('pttl', KEYS[1]);",
+    "end;",
+    "local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]);",
+    "if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then ",
+    "redis.call('rpush', KEYS[2], ARGV[2]);",
+    "end;",
+    "return ttl;",
+);
 
-/// Redisson 3.12.5's lock script.
-const LOCK_3_12: &str = "while true do
-    local firstThreadId2 = redis.call('lindex', KEYS[2], 0);
-    if firstThreadId2 == false then
-        break;
-    end;
-    local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));
-    if timeout <= tonumber(ARGV[4]) then
-        redis.call('zrem', KEYS[3], firstThreadId2);
-        redis.call('lpop', KEYS[2]);
-    else
-        break;
-    end;
-end;
-if (redis.call('exists', KEYS[1]) == 0)
-        and ((redis.call('exists', KEYS[2]) == 0)
-            or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then
-    redis.call('lpop', KEYS[2]);
-    redis.call('zrem', KEYS[3], ARGV[2]);
-    local keys = redis.call('zrange', KEYS[3], 0, -1);
-    for i = 1, #keys, 1 do
-        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]);
-    end;
-    redis.call('hset', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-local timeout = redis.call('zscore', KEYS[3], ARGV[2]);
-if timeout ~= false then
-    return timeout - tonumber(ARGV[3]) - tonumber(ARGV[4]);
-end;
-local lastThreadId = redis.call('lindex', KEYS[2], -1);
-local ttl;
-if lastThreadId ~= false and lastThreadId ~= ARGV[2] then
-    ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]);
-else
-    ttl = redis.call('pttl', KEYS[1]);
-end;
-local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]);
-if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then
-    redis.call('rpush', KEYS[2], ARGV[2]);
-end;
-return ttl;
-";
+/// Redisson 3.12.5's lock script (`EVAL_LONG`): `RedissonFairLock.java:149-218` (sha1 762bfafa).
+const LOCK_3_12: &str = concat!(
+    "while true do ",
+    "local firstThreadId2 = redis.call('lindex', KEYS[2], 0);",
+    "if firstThreadId2 == false then ",
+    "break;",
+    "end;",
+    "local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));",
+    "if timeout <= tonumber(ARGV[4]) then ",
+    "redis.call('zrem', KEYS[3], firstThreadId2);",
+    "redis.call('lpop', KEYS[2]);",
+    "else ",
+    "break;",
+    "end;",
+    "end;",
+    "if (redis.call('exists', KEYS[1]) == 0) ",
+    "and ((redis.call('exists', KEYS[2]) == 0) ",
+    "or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then ",
+    "redis.call('lpop', KEYS[2]);",
+    "redis.call('zrem', KEYS[3], ARGV[2]);",
+    "local keys = redis.call('zrange', KEYS[3], 0, -1);",
+    "for i = 1, #keys, 1 do ",
+    "redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]);",
+    "end;",
+    "redis.call('hset', KEYS[1], ARGV[2], 1);",
+    "redis.call('pexpire', KEYS[1], ARGV[1]);",
+    "return nil;",
+    "end;",
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then ",
+    "redis.call('hincrby', KEYS[1], ARGV[2],1);",
+    "redis.call('pexpire', KEYS[1], ARGV[1]);",
+    "return nil;",
+    "end;",
+    "local timeout = redis.call('zscore', KEYS[3], ARGV[2]);",
+    "if timeout ~= false then ",
+    "return timeout - tonumber(ARGV[3]) - tonumber(ARGV[4]);",
+    "end;",
+    "local lastThreadId = redis.call('lindex', KEYS[2], -1);",
+    "local ttl;",
+    "if lastThreadId ~= false and lastThreadId ~= ARGV[2] then ",
+    "ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]);",
+    "else ",
+    "ttl = redis.call('pttl', KEYS[1]);",
+    "end;",
+    "local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]);",
+    "if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then ",
+    "redis.call('rpush', KEYS[2], ARGV[2]);",
+    "end;",
+    "return ttl;",
+);
 
-/// Redisson 4.7.0's unlock script, with the unlock latch (`KEYS[5]`).
-const UNLOCK: &str = "local val = redis.call('get', KEYS[5]);
-if val ~= false then
-    return tonumber(val);
-end;
-while true do
-    local firstThreadId2 = redis.call('lindex', KEYS[2], 0);
-    if firstThreadId2 == false then
-        break;
-    end;
-    local timeout = redis.call('zscore', KEYS[3], firstThreadId2);
-    if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then
-        redis.call('zrem', KEYS[3], firstThreadId2);
-        redis.call('lpop', KEYS[2]);
-    else
-        break;
-    end;
-end;
-if (redis.call('exists', KEYS[1]) == 0) then
-    local nextThreadId = redis.call('lindex', KEYS[2], 0);
-    if nextThreadId ~= false then
-        redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]);
-    end;
-    redis.call('set', KEYS[5], 1, 'px', ARGV[6]);
-    return 1;
-end;
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    redis.call('set', KEYS[5], 0, 'px', ARGV[6]);
-    return 0;
-end;
-redis.call('del', KEYS[1]);
-redis.call('set', KEYS[5], 1, 'px', ARGV[6]);
-local nextThreadId = redis.call('lindex', KEYS[2], 0);
-if nextThreadId ~= false then
-    redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]);
-end;
-return 1;
-";
+/// Redisson 4.7.0's unlock script, with the unlock latch (`KEYS[5]`): `RedissonFairLock.java:237-281`
+/// (sha1 367f80bd).
+const UNLOCK: &str = concat!(
+    "local val = redis.call('get', KEYS[5]); ",
+    "if val ~= false then ",
+    "return tonumber(val);",
+    "end; ",
+    "while true do ",
+    "local firstThreadId2 = redis.call('lindex', KEYS[2], 0);",
+    "if firstThreadId2 == false then ",
+    "break;",
+    "end; ",
+    "local timeout = redis.call('zscore', KEYS[3], firstThreadId2);",
+    "if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then ",
+    "redis.call('zrem', KEYS[3], firstThreadId2); ",
+    "redis.call('lpop', KEYS[2]); ",
+    "else ",
+    "break;",
+    "end; ",
+    "end;",
+    "if (redis.call('exists', KEYS[1]) == 0) then ",
+    "local nextThreadId = redis.call('lindex', KEYS[2], 0); ",
+    "if nextThreadId ~= false then ",
+    "redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); ",
+    "end; ",
+    "redis.call('set', KEYS[5], 1, 'px', ARGV[6]); ",
+    "return 1; ",
+    "end;",
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
+    "return nil;",
+    "end; ",
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
+    "if (counter > 0) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
+    "redis.call('set', KEYS[5], 0, 'px', ARGV[6]); ",
+    "return 0; ",
+    "end; ",
+    "redis.call('del', KEYS[1]); ",
+    "redis.call('set', KEYS[5], 1, 'px', ARGV[6]); ",
+    "local nextThreadId = redis.call('lindex', KEYS[2], 0); ",
+    "if nextThreadId ~= false then ",
+    "redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); ",
+    "end; ",
+    "return 1; ",
+);
 
-/// Redisson 3.12.5's unlock script.
-const UNLOCK_3_12: &str = "while true do
-    local firstThreadId2 = redis.call('lindex', KEYS[2], 0);
-    if firstThreadId2 == false then
-        break;
-    end;
-    local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));
-    if timeout <= tonumber(ARGV[4]) then
-        redis.call('zrem', KEYS[3], firstThreadId2);
-        redis.call('lpop', KEYS[2]);
-    else
-        break;
-    end;
-end;
-if (redis.call('exists', KEYS[1]) == 0) then
-    local nextThreadId = redis.call('lindex', KEYS[2], 0);
-    if nextThreadId ~= false then
-        redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]);
-    end;
-    return 1;
-end;
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    return 0;
-end;
-redis.call('del', KEYS[1]);
-local nextThreadId = redis.call('lindex', KEYS[2], 0);
-if nextThreadId ~= false then
-    redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]);
-end;
-return 1;
-";
+/// Redisson 3.12.5's unlock script: `RedissonFairLock.java:230-265` (sha1 35d32367).
+const UNLOCK_3_12: &str = concat!(
+    "while true do ",
+    "local firstThreadId2 = redis.call('lindex', KEYS[2], 0);",
+    "if firstThreadId2 == false then ",
+    "break;",
+    "end; ",
+    "local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));",
+    "if timeout <= tonumber(ARGV[4]) then ",
+    "redis.call('zrem', KEYS[3], firstThreadId2); ",
+    "redis.call('lpop', KEYS[2]); ",
+    "else ",
+    "break;",
+    "end; ",
+    "end;",
+    "if (redis.call('exists', KEYS[1]) == 0) then ",
+    "local nextThreadId = redis.call('lindex', KEYS[2], 0); ",
+    "if nextThreadId ~= false then ",
+    "redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]); ",
+    "end; ",
+    "return 1; ",
+    "end;",
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
+    "return nil;",
+    "end; ",
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
+    "if (counter > 0) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
+    "return 0; ",
+    "end; ",
+    "redis.call('del', KEYS[1]); ",
+    "local nextThreadId = redis.call('lindex', KEYS[2], 0); ",
+    "if nextThreadId ~= false then ",
+    "redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]); ",
+    "end; ",
+    "return 1; ",
+);
 
-/// Both releases' `acquireFailedAsync`.
-const ACQUIRE_FAILED: &str = "local queue = redis.call('lrange', KEYS[1], 0, -1);
-local i = 1;
-while i <= #queue and queue[i] ~= ARGV[1] do
-    i = i + 1;
-end;
-i = i + 1;
-while i <= #queue do
-    redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), queue[i]);
-    i = i + 1;
-end;
-redis.call('zrem', KEYS[2], ARGV[1]);
-redis.call('lrem', KEYS[1], 0, ARGV[1]);
-";
+/// `acquireFailedAsync`'s script: `RedissonFairLock.java:78-93` at 4.7.0, the same text as 3.12.5's
+/// :76-91 (sha1 d1ddef65).
+const ACQUIRE_FAILED: &str = concat!(
+    "local queue = redis.call('lrange', KEYS[1], 0, -1);",
+    "local i = 1;",
+    "while i <= #queue and queue[i] ~= ARGV[1] do ",
+    "i = i + 1;",
+    "end;",
+    "i = i + 1;",
+    "while i <= #queue do ",
+    "redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), queue[i]);",
+    "i = i + 1;",
+    "end;",
+    "redis.call('zrem', KEYS[2], ARGV[1]);",
+    "redis.call('lrem', KEYS[1], 0, ARGV[1]);",
+);
 
 fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
     let old = params.value("preset").and_then(|v| v.as_str()) == Some("redisson-3.12");

@@ -91,6 +91,18 @@ pub trait Subscription {
     /// Closes the connection without `UNSUBSCRIBE`, as redis-py's `PubSub.close()` does: the
     /// server drops the subscription with the connection.
     fn close(&self);
+    /// Sends `UNSUBSCRIBE <channel>` and reads up to its confirmation, dropping messages still
+    /// in flight; the connection stays open, out of subscribed mode (Redisson's
+    /// `PublishSubscribeService.unsubscribe`, which keeps it in its pool). Nothing to do on a
+    /// closed connection; a failure closes it (the server then drops the subscription too).
+    async fn unsubscribe(&self);
+}
+
+/// Whether `reply` is the server's confirmation of an `UNSUBSCRIBE` (`["unsubscribe", channel,
+/// count]`, an array in RESP2 and a push in RESP3, `pubsub.c` `addReplyPubsubUnsubscribed`).
+pub fn is_unsubscribe_confirmation(reply: &Reply) -> bool {
+    matches!(reply, Reply::Array(parts) | Reply::Push(parts)
+        if parts.first().and_then(Reply::as_bulk) == Some(b"unsubscribe"))
 }
 
 /// The world as one lock client sees it.

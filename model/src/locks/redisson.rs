@@ -57,11 +57,17 @@
 //!   same thread's next lock re-enters it (issues 4706, 4822; 3.20.0 undoes the lock first,
 //!   `handleNoSync`, as `redisson-4.7`).
 //!
-//! The Lua performs the same Redis calls in the same order as Redisson's scripts; it is laid out
-//! anew rather than pasted. Threads (`clients.threads`) share one Redisson client
-//! (`LockScheme::share`): one UUID, one renewal entry; thread ids are 1, 2, ... Not modelled:
-//! the subscription semaphore the threads of one process share (each thread subscribes on its
-//! own), `WAITAOF` (Redis 7.0 has none), cluster slots.
+//! The scripts are Redisson's own texts, byte for byte, of 4.7.0 and 3.12.5 (so their `EVALSHA`
+//! digests are the real ones); `redisson-2.11`, `-3.12.0` and `-3.19` send 3.12.5's, which
+//! differ from their own only in text (3.19.3's lock script is 4.7.0's) or, for 2.11.5, in a free
+//! lock taken by `HSET` rather than `HINCRBY` (the same hash): no situation checks these.
+//! Threads (`clients.threads`) share one Redisson client (`LockScheme::share`): one UUID, one
+//! renewal entry; thread ids are 1, 2, ... A waiter subscribes to the unlock channel after its
+//! first try and, in `tryLock`'s `finally`, sends `UNSUBSCRIBE` in the background. Not modelled:
+//! the subscription entry and semaphore the threads of one process share (each thread here
+//! subscribes and unsubscribes on its own connection, where Redisson sends one `SUBSCRIBE` for
+//! the first waiter and one `UNSUBSCRIBE` when the last leaves), `WAITAOF` (Redis 7.0 has none),
+//! cluster slots.
 //!
 //! Parameters: `key` (`lock`), `preset`, `ttl_ms` (`lockWatchdogTimeout`, 30 000), `lease_ms` (an
 //! explicit `leaseTime`: the lock then expires after it and no watchdog runs), and the client's
@@ -78,8 +84,8 @@ use async_trait::async_trait;
 
 use super::fair;
 use super::{
-    CallError, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo,
-    Subscription, argv, uuid4,
+    CallError, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, RAISED, Release,
+    SchemeInfo, Subscription, argv, uuid4,
 };
 use crate::redis::Reply;
 
@@ -136,71 +142,95 @@ const LOCK_PRESETS: &[&str] = &[
     "redisson-3.19",
 ];
 
-const LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0)
-        or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-return redis.call('pttl', KEYS[1]);
-";
+/// `tryLockInnerAsync`'s script: `RedissonLock.java:216-222` at 4.7.0 (sha1 149c5a8b).
+const LOCK: &str = concat!(
+    "if ((redis.call('exists', KEYS[1]) == 0) ",
+    "or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then ",
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return nil; ",
+    "end; ",
+    "return redis.call('pttl', KEYS[1]);",
+);
 
-const UNLOCK: &str = "local val = redis.call('get', KEYS[3]);
-if val ~= false then
-    return tonumber(val);
-end;
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5]);
-    return 0;
-else
-    redis.call('del', KEYS[1]);
-    redis.call(ARGV[4], KEYS[2], ARGV[1]);
-    redis.call('set', KEYS[3], 1, 'px', ARGV[5]);
-    return 1;
-end;
-";
+/// Redisson 3.12.5's lock script: `RedissonLock.java:355-365` (sha1 dad0f8d6).
+const LOCK_3_12: &str = concat!(
+    "if (redis.call('exists', KEYS[1]) == 0) then ",
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return nil; ",
+    "end; ",
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return nil; ",
+    "end; ",
+    "return redis.call('pttl', KEYS[1]);",
+);
 
-/// Redisson 3.12.5's unlock: no latch.
-const UNLOCK_3_12: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    return 0;
-else
-    redis.call('del', KEYS[1]);
-    redis.call('publish', KEYS[2], ARGV[1]);
-    return 1;
-end;
-return nil;
-";
+/// `unlockInnerAsync`'s script, with the unlock latch: `RedissonLock.java:349-367` at 4.7.0
+/// (sha1 68664592).
+const UNLOCK: &str = concat!(
+    "local val = redis.call('get', KEYS[3]); ",
+    "if val ~= false then ",
+    "return tonumber(val);",
+    "end; ",
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
+    "return nil;",
+    "end; ",
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
+    "if (counter > 0) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
+    "redis.call('set', KEYS[3], 0, 'px', ARGV[5]); ",
+    "return 0; ",
+    "else ",
+    "redis.call('del', KEYS[1]); ",
+    "redis.call(ARGV[4], KEYS[2], ARGV[1]); ",
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); ",
+    "return 1; ",
+    "end; ",
+);
 
-/// Redisson 3.12.5's `renewExpirationAsync`.
-const RENEW_3_12: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return 1;
-end;
-return 0;
-";
+/// Redisson 3.12.5's unlock script, no latch: `RedissonLock.java:571-583` (sha1 3ffe249c).
+const UNLOCK_3_12: &str = concat!(
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
+    "return nil;",
+    "end; ",
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
+    "if (counter > 0) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
+    "return 0; ",
+    "else ",
+    "redis.call('del', KEYS[1]); ",
+    "redis.call('publish', KEYS[2], ARGV[1]); ",
+    "return 1; ",
+    "end; ",
+    "return nil;",
+);
 
-/// Redisson 4.7's `LockTask` chunk script: one result per lock name.
-const RENEW: &str = "local result = {}
-for i = 1, #KEYS, 1 do
-    if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then
-        redis.call('pexpire', KEYS[i], ARGV[1]);
-        table.insert(result, 1);
-    else
-        table.insert(result, 0);
-    end;
-end;
-return result;
-";
+/// Redisson 3.12.5's `renewExpirationAsync`: `RedissonLock.java:314-318` (sha1 8e19a1dd).
+const RENEW_3_12: &str = concat!(
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return 1; ",
+    "end; ",
+    "return 0;",
+);
+
+/// Redisson 4.7's `LockTask` chunk script, one result per lock name: `renewal/LockTask.java:84-93`
+/// at 4.7.0 (sha1 6a3d3157).
+const RENEW: &str = concat!(
+    "local result = {} ",
+    "for i = 1, #KEYS, 1 do ",
+    "if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then ",
+    "redis.call('pexpire', KEYS[i], ARGV[1]); ",
+    "table.insert(result, 1); ",
+    "else ",
+    "table.insert(result, 0); ",
+    "end; ",
+    "end; ",
+    "return result;",
+);
 
 /// `LockPubSub.UNLOCK_MESSAGE`, as `LongCodec` writes it.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -464,10 +494,14 @@ impl RedissonLock {
         } else {
             let name = self.lock_name(env);
             let key = self.key();
+            let script = match self.config().version {
+                Version::V3_12 => LOCK_3_12,
+                Version::V4_7 => LOCK,
+            };
             synced_eval(
                 self,
                 env,
-                LOCK,
+                script,
                 &[&key],
                 &[&lease.to_string(), &name],
                 false,
@@ -721,6 +755,26 @@ impl RedissonLock {
             }
         };
         time -= env.wall_ms() - current;
+        let result = self
+            .wait_for_unlock(env, wait_ms, time, &*subscription)
+            .await;
+        // `finally { unsubscribe(...) }` (4.7.0 `RedissonLock.java:307-309`, 3.12.5 :455-457):
+        // `PublishSubscribe.unsubscribe` sends `UNSUBSCRIBE` once the channel's last waiter
+        // left (4.7.0 `pubsub/PublishSubscribe.java:44-58`, 3.12.5 :49-67), asynchronously:
+        // `tryLock` returns without waiting for it.
+        let _ = env.spawn(Box::pin(async move { subscription.unsubscribe().await }));
+        result
+    }
+
+    /// The part of `tryLock` inside its `try`: try again, wait for an unlock message (the
+    /// latch) up to the TTL or the time left, until the lock is had or `time` is spent.
+    async fn wait_for_unlock(
+        &mut self,
+        env: &Rc<dyn LockEnv>,
+        wait_ms: u64,
+        mut time: i64,
+        subscription: &dyn Subscription,
+    ) -> Result<bool, Failure> {
         if time <= 0 {
             self.acquire_failed(env, wait_ms).await;
             return Ok(false);
@@ -742,7 +796,6 @@ impl RedissonLock {
                 self.acquire_failed(env, wait_ms).await;
                 return Ok(false);
             }
-            // Waiting for an unlock message (the latch) up to the TTL or the time left.
             current_time = env.wall_ms();
             let wait = if ttl >= 0 && ttl < time { ttl } else { time };
             subscription.next_message(wait.max(0) as u64).await;
@@ -1039,12 +1092,20 @@ impl LockScheme for RedissonLock {
                 fence: None,
             }),
             Ok(false) => Err(format!("tryLock({timeout_ms} ms) returned false")),
-            Err(e) => Err(e.to_string()),
+            // An exception of a call `tryLock` does not catch reaches its caller.
+            Err(e) => Err(format!("{RAISED}{e}")),
         }
     }
 
-    /// `unlock()`.
+    /// `unlock()`: every failure is an exception its caller sees — nil from the script is
+    /// `IllegalMonitorStateException` (4.7.0 `RedissonBaseLock.java:172-176`, rethrown unwrapped
+    /// by `unlock()` :185-194; 3.12.5 `RedissonLock.java:475-484, :600-605`), any other is the
+    /// call's own (`RedisResponseTimeoutException`, "None of slaves were synced", ...).
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
+        let raised = |detail: String| Release {
+            ok: false,
+            detail: format!("{RAISED}{detail}"),
+        };
         match self.unlock(env).await {
             Ok(Reply::Integer(1)) => Release {
                 ok: true,
@@ -1054,22 +1115,13 @@ impl LockScheme for RedissonLock {
                 ok: true,
                 detail: "still held (reentrant)".into(),
             },
-            Ok(Reply::Nil) => Release {
-                ok: false,
-                detail: format!(
-                    "IllegalMonitorStateException: attempt to unlock lock, not locked by current thread by node id: {} thread-id: {}",
-                    self.client.borrow().id.clone().unwrap_or_default(),
-                    self.thread_id
-                ),
-            },
-            Ok(other) => Release {
-                ok: false,
-                detail: format!("unexpected reply {other:?}"),
-            },
-            Err(e) => Release {
-                ok: false,
-                detail: e.to_string(),
-            },
+            Ok(Reply::Nil) => raised(format!(
+                "IllegalMonitorStateException: attempt to unlock lock, not locked by current thread by node id: {} thread-id: {}",
+                self.client.borrow().id.clone().unwrap_or_default(),
+                self.thread_id
+            )),
+            Ok(other) => raised(format!("unexpected reply {other:?}")),
+            Err(e) => raised(e.to_string()),
         }
     }
 
@@ -1171,12 +1223,44 @@ mod tests {
         }));
         pass(&shared, 500);
         assert!(got.borrow().is_none(), "b waits (for up to the 30 s TTL)");
+        let channel = "redisson_lock__channel:{lock}";
+        assert_eq!(
+            shared.command(&["PUBSUB", "NUMSUB", channel]),
+            Reply::Array(vec![Reply::bulk(channel), Reply::Integer(1)]),
+            "b waits subscribed"
+        );
         block_on(la.release(&a));
         pass(&shared, 1);
         assert!(
             matches!(*got.borrow(), Some(Ok(_))),
             "the PUBLISH woke b at once"
         );
+        // The UNSUBSCRIBE goes out in the background, after tryLock returned.
+        pass(&shared, 1);
+        assert_eq!(
+            shared.command(&["PUBSUB", "NUMSUB", channel]),
+            Reply::Array(vec![Reply::bulk(channel), Reply::Integer(0)]),
+            "tryLock's finally unsubscribed b"
+        );
+    }
+
+    /// `unlock()` of a lock the thread does not hold throws `IllegalMonitorStateException`:
+    /// the caller sees an exception, not a refusal.
+    #[test]
+    fn unlock_of_a_lock_not_held_raises() {
+        for preset in ["redisson-4.7", "redisson-3.12"] {
+            let shared = Shared::new();
+            let a = DirectEnv::new(&shared, "a", 1);
+            let mut la = scheme(serde_json::json!({"name": "redisson", "preset": preset}));
+            let release = block_on(la.release(&a));
+            assert!(!release.ok);
+            assert!(
+                release
+                    .detail
+                    .starts_with("raised: IllegalMonitorStateException: attempt to unlock lock"),
+                "{preset}: {release:?}"
+            );
+        }
     }
 
     /// A renewal that gets no reply: Redisson 4.7 waits its 3 s `timeout`, re-sends it after
@@ -1214,7 +1298,9 @@ mod tests {
         assert_eq!(old.command(&["EXISTS", "lock"]), Reply::Integer(0));
         let unlock = block_on(lb.release(&b_dyn));
         assert!(
-            unlock.detail.starts_with("IllegalMonitorStateException"),
+            unlock
+                .detail
+                .starts_with("raised: IllegalMonitorStateException"),
             "{unlock:?}"
         );
     }

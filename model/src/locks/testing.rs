@@ -287,6 +287,7 @@ impl LockEnv for DirectEnv {
         Ok(Box::new(DirectSubscription {
             shared: self.shared.clone(),
             client,
+            channel: channel.as_bytes().to_vec(),
         }))
     }
     fn wall_ms(&self) -> i64 {
@@ -310,6 +311,7 @@ impl LockEnv for DirectEnv {
 struct DirectSubscription {
     shared: Rc<Shared>,
     client: ClientId,
+    channel: Vec<u8>,
 }
 
 #[async_trait(?Send)]
@@ -326,6 +328,14 @@ impl Subscription for DirectSubscription {
     }
     fn close(&self) {
         self.shared.server.borrow_mut().disconnect(self.client);
+    }
+    async fn unsubscribe(&self) {
+        if !self.closed() {
+            self.shared.execute(
+                self.client,
+                &[b"UNSUBSCRIBE".to_vec(), self.channel.clone()],
+            );
+        }
     }
 }
 

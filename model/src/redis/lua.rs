@@ -64,9 +64,14 @@ local function protect(real, strict)
     __metatable = false,
   }
   if strict then
-    mt.__index = function(_, k)
-      local v = real[k]
-      if v == nil and lazy[k] then
+    -- Only a name `real` lacks reaches the function: `redis`, `KEYS` and `ARGV` are found in
+    -- `real` as a table lookup, without a Lua call per access (three per lock script: 8 % of
+    -- `locksim serve`'s EVALSHA, issue 32), as Redis finds them in its read-only globals table
+    -- (`script_lua.c` `luaSetErrorMetatable`: its `__index` only sees missing names). The
+    -- function is called from the script's frame either way, so level 2 is the script's line.
+    setmetatable(real, {__index = function(_, k)
+      local v
+      if lazy[k] then
         v = lazy[k]()
         lazy[k] = nil
         rawset(real, k, v)
@@ -75,7 +80,7 @@ local function protect(real, strict)
         error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
       end
       return v
-    end
+    end})
   end
   readonly[proxy] = real
   return setmetatable(proxy, mt)
@@ -302,7 +307,10 @@ struct Sandbox {
     runner: Vec<u8>,
 }
 
-const RUNNER: &str = "local f, h = ... return xpcall(f, h)";
+/// Stores KEYS and ARGV (`set_arrays` over its light userdata) then runs the script under its
+/// error handler: one call into Lua per script (KEYS and ARGV were a protected call of their
+/// own, 5 % of `locksim serve`'s EVALSHA, issue 32).
+const RUNNER: &str = "local set, arrays, f, h = ... set(arrays) return xpcall(f, h)";
 
 impl Sandbox {
     fn compiled() -> &'static Sandbox {
@@ -814,8 +822,16 @@ impl LuaEngine {
             self.spilled_shas.contains(sha).then_some(())?;
             table.raw_get::<Function>(sha).ok()
         };
-        let Some(function) = self.functions.get(sha).cloned().or_else(spilled) else {
-            return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+        let spilled_function;
+        let function = match self.functions.get(sha) {
+            Some(function) => function,
+            None => {
+                spilled_function = spilled();
+                match &spilled_function {
+                    Some(function) => function,
+                    None => return Reply::error("NOSCRIPT No matching script. Please use EVAL."),
+                }
+            }
         };
         self.protocol.set(Protocol::Resp2);
         self.run.relax_hook();
@@ -825,8 +841,12 @@ impl LuaEngine {
         // borrow ends.
         let host = unsafe { std::mem::transmute::<*mut CallFn<'_>, *mut CallFn<'static>>(call) };
         let outer = self.call.host.replace(Some(host));
-        let result = self.set_keys_and_argv(keys, args).and_then(|()| {
-            let out: MultiValue = self.runner.call((function, self.handler.clone()))?;
+        let arrays = Arrays { keys, args };
+        let arrays = mlua::LightUserData(&arrays as *const Arrays as *mut c_void);
+        let result = (|| {
+            let out: MultiValue =
+                self.runner
+                    .call((&self.set_arrays, arrays, function, &self.handler))?;
             let mut values = out.into_iter();
             let ok = matches!(values.next(), Some(Value::Boolean(true)));
             let value = values.next().unwrap_or(Value::Nil);
@@ -835,7 +855,7 @@ impl LuaEngine {
             } else {
                 script_error_reply(sha, &value)
             })
-        });
+        })();
         self.call.host.set(outer);
         if let Some(payload) = self.call.panic.take() {
             std::panic::resume_unwind(payload);
@@ -872,15 +892,6 @@ impl LuaEngine {
         reply
     }
 
-    /// `luaSetGlobalArray` for KEYS and ARGV: both tables built by one C function, called once
-    /// (through mlua's API each string and each store was its own protected call, and each
-    /// protected call allocated three C closures: 9 % of the baseline, issue 15).
-    fn set_keys_and_argv(&self, keys: &[Vec<u8>], args: &[Vec<u8>]) -> mlua::Result<()> {
-        let arrays = Arrays { keys, args };
-        self.set_arrays
-            .call::<()>(mlua::LightUserData(&arrays as *const Arrays as *mut c_void))
-    }
-
     /// Lua memory in use, as INFO prints it.
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
@@ -900,8 +911,11 @@ fn c_closure(lua: &Lua, upvalue: impl IntoLua, f: ffi::lua_CFunction) -> mlua::R
     unsafe { lua.exec_raw(upvalue, |state| ffi::lua_pushcclosure(state, f, 1)) }
 }
 
-/// Called (protected, by `Function::call`) with a light userdata pointing to `Arrays` that
-/// outlives the call; stores both arrays in upvalue 1. Only borrows are alive here, so a
+/// `luaSetGlobalArray` for KEYS and ARGV, both tables built by one C function (through mlua's
+/// API each string and each store was its own protected call, and each protected call
+/// allocated three C closures: 9 % of the baseline, issue 15). Called by `RUNNER` (inside the
+/// engine's protected call) with a light userdata pointing to `Arrays` that outlives the call;
+/// stores both arrays in upvalue 1. Only borrows are alive here, so a
 /// memory error long-jumping out skips no destructor.
 unsafe extern "C-unwind" fn set_arrays(state: *mut ffi::lua_State) -> c_int {
     /// `globals[name] = {items...}`; at most three slots pushed (LUA_MINSTACK is 20).

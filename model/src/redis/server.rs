@@ -511,13 +511,15 @@ impl RedisServer {
             ));
         }
         let in_multi = state.multi.is_some();
+        // Once per command: a script's flags come from its shebang, found by its sha1.
+        let flags = commands::effective_flags(spec, &argv, &self.core.scripts);
         let is_write = if spec.name == "exec" {
             state
                 .multi
                 .as_ref()
                 .is_some_and(|m| m.flags & flags::WRITE != 0)
         } else {
-            commands::effective_flags(spec, &argv, &self.core.scripts) & flags::WRITE != 0
+            flags & flags::WRITE != 0
         };
         if is_write && let Some(error) = &self.core.write_refusal {
             let error = Reply::error(error.clone());
@@ -528,7 +530,6 @@ impl RedisServer {
             return Outcome::Reply(self.reject(client, Some(spec), error));
         }
         let state = &self.core.clients[&client];
-        let flags = commands::effective_flags(spec, &argv, &self.core.scripts);
         let may_replicate = if spec.name == "exec" {
             state
                 .multi
@@ -571,7 +572,6 @@ impl RedisServer {
                 "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
             )
         {
-            let flags = commands::effective_flags(spec, &argv, &self.core.scripts);
             if let Some(multi) = self
                 .core
                 .clients

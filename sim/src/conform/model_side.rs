@@ -370,6 +370,7 @@ impl LockEnv for Env {
             world: self.world.clone(),
             master: server,
             conn,
+            channel: channel.as_bytes().to_vec(),
         }))
     }
     fn wall_ms(&self) -> i64 {
@@ -394,14 +395,21 @@ struct Sub {
     world: Rc<World>,
     master: usize,
     conn: ClientId,
+    channel: Vec<u8>,
 }
 
 #[async_trait(?Send)]
 impl Subscription for Sub {
+    /// A wait of 0 ms lasts to the next virtual ms. Commands take no virtual time here, so a
+    /// library that waits 0 ms and tries again (Redisson at a lock's exact expiry: the key
+    /// lives while now ≤ its expiry, `PTTL` answers 0, `latch.tryAcquire(0, ms)` returns at
+    /// once, `RedissonLock.java:295-296` at 4.7.0) would send its next command at the same
+    /// instant for ever; a real client's next command reaches the server a round trip later,
+    /// which the millisecond clock rounds up to its next tick.
     async fn next_message(&self, timeout_ms: u64) -> Option<Vec<u8>> {
         self.world.masters[self.master]
             .mailboxes
-            .next_message(&self.world.time, self.conn, timeout_ms)
+            .next_message(&self.world.time, self.conn, timeout_ms.max(1))
             .await
     }
     fn closed(&self) -> bool {
@@ -412,6 +420,12 @@ impl Subscription for Sub {
     }
     fn close(&self) {
         self.world.disconnect(self.master, self.conn);
+    }
+    async fn unsubscribe(&self) {
+        if !self.closed() {
+            let argv = [b"UNSUBSCRIBE".to_vec(), self.channel.clone()];
+            self.world.execute(self.master, self.conn, &argv);
+        }
     }
 }
 

@@ -31,9 +31,9 @@ pub struct Library {
     pub scheme: Map<String, Value>,
     /// The lock's key, as the library is told it.
     pub key: String,
-    /// Every name the lock's commands carry (the key, a signal list, a channel): a command
-    /// naming none of them is the client's own business (HELLO, CLIENT SETINFO, a scheduler's
-    /// reads) and is not compared.
+    /// Every name the lock's commands carry (the key, a signal list, a channel; one ending in
+    /// `:` stands for every name it starts): a command naming none of them is the client's own
+    /// business (HELLO, CLIENT SETINFO, a scheduler's reads) and is not compared.
     pub keys: Vec<String>,
     /// How an acquire attempt's first command starts once abstracted (`SET lock`).
     pub attempt: Vec<String>,
@@ -54,6 +54,20 @@ pub struct Library {
     pub command_timeout_ms: Option<u64>,
     /// Where the behaviour comes from: repository@tag and file:lines.
     pub source: String,
+    /// The scripts a library not runnable here sends, as its source spells them: every
+    /// script an expected transcript names (`EVALSHA <sha1>`, `<script sha1-prefix>`) must be
+    /// one of these, so the expectation is the source's text, not the model's.
+    pub scripts: Vec<SourceScript>,
+}
+
+/// One script of a library's source, byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceScript {
+    /// `file:lines` at the library's tag.
+    pub source: String,
+    pub text: String,
+    /// The sha1 of `text`, in hex.
+    pub sha1: String,
 }
 
 /// One operation of the library, or something the harness does to a master.
@@ -305,12 +319,85 @@ pub fn load_library(path: &Path) -> Result<Library, String> {
         refresh_ms: f.delay("refresh_ms")?,
         command_timeout_ms: f.opt_u64("command_timeout_ms")?,
         source: f.string("source")?,
+        scripts: source_scripts(&mut f)?,
     };
     if library.attempt.is_empty() {
         return Err(f.error("attempt", "missing"));
     }
     f.done()?;
     Ok(library)
+}
+
+/// `scripts`: a list of `{"source": "file:lines", "text": "..."}`.
+fn source_scripts(f: &mut Fields<'_>) -> Result<Vec<SourceScript>, String> {
+    let list = match f.take("scripts") {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(other) => return Err(f.error("scripts", format!("expected a list, got {other}"))),
+    };
+    list.into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let name = format!("scripts[{i}]");
+            let Value::Object(map) = item else {
+                return Err(f.error(&name, "expected {\"source\": ..., \"text\": ...}"));
+            };
+            let mut g = Fields::new(f.path, &f.name(&name), map);
+            let (source, text) = (g.string("source")?, g.string("text")?);
+            g.done()?;
+            let sha1 = model::redis::lua::sha1_hex(text.as_bytes());
+            Ok(SourceScript { source, text, sha1 })
+        })
+        .collect()
+}
+
+/// The scripts an expected line names: the digest of an `EVALSHA` and every `<script
+/// sha1-prefix>` (a script text sent by `EVAL` or `SCRIPT LOAD`).
+fn named_scripts(line: &str) -> Vec<&str> {
+    let words: Vec<&str> = line.split(' ').collect();
+    let mut out = Vec::new();
+    for (i, word) in words.iter().enumerate() {
+        if i > 0 && words[i - 1].eq_ignore_ascii_case("EVALSHA") {
+            out.push(*word);
+        } else if word.starts_with("<script") {
+            let next = words.get(i + 1).copied().unwrap_or("");
+            if let Some(prefix) = next.strip_suffix('>') {
+                out.push(prefix);
+            }
+        }
+    }
+    out
+}
+
+/// Every script `expected` names is one of the library's source `scripts`.
+fn check_named_scripts(path: &Path, library: &Library, expected: &Expected) -> Result<(), String> {
+    if library.scripts.is_empty() {
+        return Ok(());
+    }
+    for (m, lines) in expected.masters.iter().enumerate() {
+        for (l, line) in lines.iter().enumerate() {
+            let command = line.split("  # ").next().unwrap_or("");
+            for sha in named_scripts(command) {
+                if !library.scripts.iter().any(|s| s.sha1.starts_with(sha)) {
+                    return Err(field_error(
+                        path,
+                        &format!("expected.masters[{m}][{l}]"),
+                        format!(
+                            "script {sha} is none of {}'s source `scripts` ({})",
+                            library.id,
+                            library
+                                .scripts
+                                .iter()
+                                .map(|s| format!("{} {}", &s.sha1[..8], s.source))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `conformance/situations/<library>/<name>.json`; its library is the folder's name.
@@ -399,6 +486,9 @@ pub fn load_situation(path: &Path, libraries_dir: &Path) -> Result<Situation, St
         None => None,
         Some(value) => Some(parse_expected(path, value, masters)?),
     };
+    if let Some(expected) = &expected {
+        check_named_scripts(path, &library, expected)?;
+    }
     f.done()?;
     if (library.runtime == Runtime::Source) != expected.is_some() {
         return Err(field_error(

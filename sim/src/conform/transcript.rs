@@ -122,8 +122,13 @@ pub fn lock_lines<'a>(
 }
 
 /// Whether `arg` is `key` or a name made from it (`key-<suffix>`: portalocker's private
-/// response channels and connection names, `portalocker/redis.py:1110-1133, :2418`).
+/// response channels and connection names, `portalocker/redis.py:1110-1133, :2418`). A key
+/// ending in `:` names every name that starts with it (RedissonFairLock's channel per waiter,
+/// `redisson_lock__channel:{name}:<uuid>:<thread>`).
 fn names(arg: &[u8], key: &str) -> bool {
+    if key.ends_with(':') {
+        return arg.len() > key.len() && arg.starts_with(key.as_bytes());
+    }
     arg.strip_prefix(key.as_bytes())
         .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"-"))
 }
@@ -482,6 +487,7 @@ mod tests {
             refresh_ms: None,
             command_timeout_ms: None,
             source: String::new(),
+            scripts: Vec::new(),
         }
     }
 

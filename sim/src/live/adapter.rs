@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::BytesMut;
-use model::locks::{CallError, LocalBoxFuture, LockEnv, LockScheme, Subscription, TaskGuard};
+use model::locks::{
+    CallError, LocalBoxFuture, LockEnv, LockScheme, Subscription, TaskGuard,
+    is_unsubscribe_confirmation,
+};
 use model::redis::Reply;
 use model::redis::resp::encode_command;
 use rand::{Rng, SeedableRng};
@@ -522,6 +525,8 @@ impl LockEnv for RealEnv {
         match conn.call(&argv, self.command_timeout).await? {
             Reply::Array(_) | Reply::Push(_) => Ok(Box::new(PubSub {
                 conn: RefCell::new(Some(conn)),
+                channel: channel.as_bytes().to_vec(),
+                command_timeout: self.command_timeout,
             })),
             other => Err(CallError::Disconnected(format!(
                 "SUBSCRIBE answered {other:?}"
@@ -557,6 +562,9 @@ impl LockEnv for RealEnv {
 
 struct PubSub {
     conn: RefCell<Option<Conn>>,
+    channel: Vec<u8>,
+    /// How long `unsubscribe` waits for its confirmation.
+    command_timeout: Duration,
 }
 
 #[async_trait(?Send)]
@@ -583,6 +591,24 @@ impl Subscription for PubSub {
     }
     fn close(&self) {
         self.conn.borrow_mut().take();
+    }
+    async fn unsubscribe(&self) {
+        let Some(mut conn) = self.conn.borrow_mut().take() else {
+            return;
+        };
+        let argv = [b"UNSUBSCRIBE".to_vec(), self.channel.clone()];
+        let confirmed = tokio::time::timeout(self.command_timeout, async {
+            conn.send(&argv).await?;
+            loop {
+                if is_unsubscribe_confirmation(&conn.read_reply().await?) {
+                    return Ok::<(), CallError>(());
+                }
+            }
+        })
+        .await;
+        if matches!(confirmed, Ok(Ok(()))) {
+            *self.conn.borrow_mut() = Some(conn);
+        }
     }
 }
 

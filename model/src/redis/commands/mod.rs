@@ -29,6 +29,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
+use foldhash::fast::FixedState;
+
 use super::number;
 use super::reply::Reply;
 use super::server::{ClientId, Ctx, Outcome, RedisServer};
@@ -659,10 +661,12 @@ const LONGEST_NAME: usize = 32;
 
 /// The table by lower-case name, the first entry of each, built once: `lookup` runs for every
 /// command, and scanning the table for it was 3.6 % of `locksim serve`'s time under EVALSHA.
-fn command_index() -> &'static HashMap<Vec<u8>, &'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<Vec<u8>, &'static CommandSpec>> = OnceLock::new();
+/// foldhash, not SipHash: no one chooses the names, and two SipHashes per command (its own and
+/// each `redis.call`'s) were 4 % of `locksim serve`'s EVALSHA (issue 32).
+fn command_index() -> &'static HashMap<Vec<u8>, &'static CommandSpec, FixedState> {
+    static INDEX: OnceLock<HashMap<Vec<u8>, &'static CommandSpec, FixedState>> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut index = HashMap::new();
+        let mut index = HashMap::with_hasher(FixedState::default());
         for spec in COMMANDS {
             assert!(spec.name.len() <= LONGEST_NAME, "{} is too long", spec.name);
             index

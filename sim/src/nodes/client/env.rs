@@ -11,7 +11,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use madsim::time::sleep;
 use model::history::{EventKind, render_command, render_reply};
-use model::locks::{CallError, LocalBoxFuture, LockEnv, Subscription, TaskGuard};
+use model::locks::{
+    CallError, LocalBoxFuture, LockEnv, Subscription, TaskGuard, is_unsubscribe_confirmation,
+};
 use model::redis::Reply;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -385,6 +387,8 @@ impl LockEnv for ClientEnv {
                 conn: RefCell::new(Some(conn)),
                 world: self.world.clone(),
                 name: self.name.clone(),
+                channel: channel.as_bytes().to_vec(),
+                command_timeout: self.command_timeout,
             })),
             other => Err(CallError::Disconnected(format!(
                 "SUBSCRIBE answered {other:?}"
@@ -445,6 +449,9 @@ struct PubSub {
     conn: RefCell<Option<RespConn>>,
     world: Arc<World>,
     name: String,
+    channel: Vec<u8>,
+    /// How long `unsubscribe` waits for its confirmation.
+    command_timeout: Duration,
 }
 
 #[async_trait(?Send)]
@@ -471,6 +478,30 @@ impl Subscription for PubSub {
     }
     fn close(&self) {
         self.conn.borrow_mut().take();
+    }
+    async fn unsubscribe(&self) {
+        let Some(mut conn) = self.conn.borrow_mut().take() else {
+            return;
+        };
+        if conn
+            .send(&[b"UNSUBSCRIBE".to_vec(), self.channel.clone()])
+            .is_err()
+        {
+            return;
+        }
+        let confirmed = with_timeout(&self.world, &self.name, self.command_timeout, async {
+            loop {
+                match conn.read_reply().await {
+                    Ok(reply) if is_unsubscribe_confirmation(&reply) => return true,
+                    Ok(_) => {}
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await;
+        if confirmed == Some(true) {
+            *self.conn.borrow_mut() = Some(conn);
+        }
     }
 }
 
