@@ -168,15 +168,10 @@ impl Supervisor {
         self.stop(&mut all, grace)
     }
 
-    /// SIGCONT + SIGTERM to every group, one grace period, SIGKILL, reap.
+    /// SIGCONT + SIGTERM to every group, one grace period, SIGKILL, reap. Which processes had
+    /// already exited is read before any signal is sent: read after, a child that SIGTERM ends
+    /// at once would pass for one that had exited on its own.
     fn stop(&self, processes: &mut [&mut Process], grace: Duration) -> Vec<(String, String)> {
-        for process in processes.iter_mut() {
-            if process.exited().is_none() {
-                self.signal(process.pid, libc::SIGCONT);
-                self.signal(process.pid, libc::SIGTERM);
-            }
-        }
-        let deadline = Instant::now() + grace;
         let mut ended: Vec<Option<String>> = processes
             .iter_mut()
             .map(|p| {
@@ -184,6 +179,13 @@ impl Supervisor {
                     .map(|status| format!("had already exited ({status})"))
             })
             .collect();
+        for (process, end) in processes.iter().zip(&ended) {
+            if end.is_none() {
+                self.signal(process.pid, libc::SIGCONT);
+                self.signal(process.pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline && ended.iter().any(Option::is_none) {
             std::thread::sleep(Duration::from_millis(5));
             for (process, end) in processes.iter_mut().zip(ended.iter_mut()) {
