@@ -416,6 +416,7 @@ fn kind_name(kind: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hunt::features::tests::event;
     use rand::SeedableRng;
 
     fn nemesis() -> NemesisSpec {
@@ -472,15 +473,6 @@ mod tests {
         // Past the heal: no anchor.
         anchors.add(&parent, 7, &[(Mark::WaitShort, 9_999_500)], &[], 10_000);
         assert!(anchors.is_empty());
-    }
-
-    fn event(t_ms: u64, node: &str, kind: EventKind) -> Event {
-        Event {
-            t_us: t_ms * 1000,
-            node: node.into(),
-            thread: None,
-            kind,
-        }
     }
 
     #[test]

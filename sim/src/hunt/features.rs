@@ -303,10 +303,11 @@ fn least_write_margin_ms(events: &[Event]) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn event(t_ms: u64, node: &str, kind: EventKind) -> Event {
+    /// A trace event at `t_ms` on `node` (the anchor tests build theirs with it too).
+    pub(in crate::hunt) fn event(t_ms: u64, node: &str, kind: EventKind) -> Event {
         Event {
             t_us: t_ms * 1000,
             node: node.into(),
