@@ -37,6 +37,13 @@
 //!   `Extend`; v4.0.3 compares the script replies as `interface{}` with untyped constants
 //!   (`status != 0`, `status != "ERR"`, `mutex.go:172, :193`), so `Unlock` and `Extend` report
 //!   success whatever the masters answered; v4.0.4 compares with `int64(0)` (PR 61).
+//! - `redsync@4.3.0`, go-redsync/redsync@v4.3.0: v4.0.4 with `redsync.go:33-35`'s rand[50, 250)
+//!   ms between tries: no timeout of its own per call (v4.5.0 added `timeoutFactor`), the
+//!   first `deleteScript` (`mutex.go:167-173`), and `ExtendContext` (`mutex.go:108-116`) a
+//!   quorum of touches (`:196-207`, `status != int64(0)`) with no validity check (PR 71 added
+//!   it in v4.4.0): a touch that ran just before the key's expiry extends it, however long
+//!   the call took. The rest (`LockContext` `:51-84`, `UnlockContext` `:92-100`, go-redis v8's
+//!   `SetNX`, `EVALSHA` then `EVAL` on `NOSCRIPT`, `redis/goredis/v8/goredis.go:42-66`) as v4.0.4.
 //! - `node-redlock`, mike-marcacci/node-redlock@v5.0.0-beta.2 `src/index.ts`: one value per
 //!   `acquire` (16 random bytes, hex, `:276-278, :306`); its acquire script (`:12-27`) votes
 //!   *against* a key that exists, even one holding its own value; every master at once,
@@ -168,7 +175,7 @@ const PRESET_ROWS: &[PresetInfo] = &[
     },
     PresetInfo {
         name: "redsync@4.3.0",
-        summary: "redsync v4.3.0: Extend() as v4.0.4, a quorum of touches with no validity check (PR 71 added it in v4.4.0); otherwise redsync",
+        summary: "redsync v4.3.0: v4.0.4 with rand[50, 250) ms between tries; Extend() a quorum of touches with no validity check (PR 71 added it in v4.4.0)",
         lease: Lease::Ms,
         same_as: Some("redlock:redsync"),
     },
@@ -186,8 +193,8 @@ const RB_PTTL: &str =
 /// redsync v4.17.0's `deleteScript`.
 const REDSYNC_DELETE: &str = "\n\tlocal val = redis.call(\"GET\", KEYS[1])\n\tif val == ARGV[1] then\n\t\treturn redis.call(\"DEL\", KEYS[1])\n\telseif val == false then\n\t\treturn -1\n\telse\n\t\treturn 0\n\tend\n";
 
-/// redsync v4.0.3's and v4.0.4's `deleteScript` (`mutex.go:154-160`): no `-1` for a key that is
-/// gone.
+/// redsync v4.0.3's and v4.0.4's `deleteScript` (`mutex.go:154-160`; v4.3.0 `mutex.go:167-173`):
+/// no `-1` for a key that is gone.
 const REDSYNC_4_0_DELETE: &str = "\n\tif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n\t\treturn redis.call(\"DEL\", KEYS[1])\n\telse\n\t\treturn 0\n\tend\n";
 
 /// redsync's `touchScript` (the same text in v4.0.3 and v4.17.0) and v4.12.0's
@@ -275,11 +282,12 @@ pub struct Redlock {
     errors_abort: bool,
     /// How `extend` (`clients.extend`) goes.
     extension: ExtendRule,
-    /// redsync v4.0.x: a constant 500 ms between tries, no timeout of its own per call, its
-    /// first `deleteScript`; `Some(true)` for v4.0.3, whose `release` compares the script's
-    /// `int64` reply with the untyped `0` (`status != 0` on an `interface{}`: always true), so
-    /// `Unlock` reports success whatever the masters answered (both fixed by PR 61 in v4.0.4).
-    redsync_4_0: Option<bool>,
+    /// redsync before v4.5.0 (v4.0.3, v4.0.4, v4.3.0): no timeout of its own per call (v4.5.0
+    /// added `timeoutFactor`), its first `deleteScript` (no `-1`); `Some(true)` for v4.0.3,
+    /// whose `release` compares the script's `int64` reply with the untyped `0` (`status != 0`
+    /// on an `interface{}`: always true), so `Unlock` reports success whatever the masters
+    /// answered (fixed by PR 61 in v4.0.4).
+    redsync_pre_4_5: Option<bool>,
     token: Option<String>,
 }
 
@@ -362,13 +370,13 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             fanout: Fanout::Sequential,
             lock_timeout_ms: Some(5000),
             unlock_timeout_ms: Some(5000),
-            redsync_4_0: None,
+            redsync_pre_4_5: None,
             token: None,
         },
         "redsync" | "redsync@4.0.3" | "redsync@4.0.4" | "redsync@4.3.0" => Redlock {
-            redsync_4_0: match preset.as_str() {
+            redsync_pre_4_5: match preset.as_str() {
                 "redsync@4.0.3" => Some(true),
-                "redsync@4.0.4" => Some(false),
+                "redsync@4.0.4" | "redsync@4.3.0" => Some(false),
                 _ => None,
             },
             errors_abort: false,
@@ -424,7 +432,7 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             },
             lock_timeout_ms: None,
             unlock_timeout_ms: None,
-            redsync_4_0: None,
+            redsync_pre_4_5: None,
             token: None,
         },
         _ => Redlock {
@@ -446,22 +454,26 @@ fn build(params: &mut Params, no_validity: bool) -> Result<Box<dyn LockScheme>, 
             fanout: Fanout::Sequential,
             lock_timeout_ms: Some(100),
             unlock_timeout_ms: Some(100),
-            redsync_4_0: None,
+            redsync_pre_4_5: None,
             token: None,
         },
     };
     s.ttl_ms = params.positive("ttl_ms", s.ttl_ms)?;
-    if s.library == Library::Redsync && s.redsync_4_0.is_none() {
-        // redsync (v4.1.0+): timeoutFactor 0.05 of the expiry.
+    if s.library == Library::Redsync && s.redsync_pre_4_5.is_none() {
+        // redsync (v4.5.0+): timeoutFactor 0.05 of the expiry.
         s.lock_timeout_ms = Some((s.ttl_ms / 20).max(1));
     }
-    if s.redsync_4_0.is_some() {
-        // v4.0.x `redsync.go:27`: `delayFunc` is a constant 500 ms; no per-call timeout (the
-        // client's own, go-redis's read timeout), for locking and unlocking alike.
-        s.retry_delay_ms = 500;
-        s.retry_jitter_ms = 0;
+    if s.redsync_pre_4_5.is_some() {
+        // Before v4.5.0 no per-call timeout (the client's own, go-redis's read timeout), for
+        // locking and unlocking alike (v4.3.0 `mutex.go:51-116`: no context deadline).
         s.lock_timeout_ms = None;
         s.unlock_timeout_ms = None;
+    }
+    if matches!(preset.as_str(), "redsync@4.0.3" | "redsync@4.0.4") {
+        // v4.0.x `redsync.go:27`: `delayFunc` is a constant 500 ms (v4.3.0 `redsync.go:33-35`
+        // draws rand[50, 250) as later releases).
+        s.retry_delay_ms = 500;
+        s.retry_jitter_ms = 0;
     }
     // The Ruby libraries and node-redlock count retries after the first try; redsync counts
     // tries; antirez's `retry_count` is the number of tries.
@@ -718,7 +730,7 @@ impl Redlock {
         timeout: Option<u64>,
     ) -> LocalBoxFuture<'static, Result<bool, CallError>> {
         let (env, key, value) = (env.clone(), self.key.clone(), value.to_string());
-        let (library, redsync_4_0) = (self.library, self.redsync_4_0);
+        let (library, redsync_pre_4_5) = (self.library, self.redsync_pre_4_5);
         Box::pin(async move {
             let reply = match library {
                 Library::AntirezRb => {
@@ -730,14 +742,14 @@ impl Redlock {
                     evalsha(&env, server, library, RB_UNLOCK, &key, &[&value], timeout).await
                 }
                 Library::Redsync => {
-                    let script = match redsync_4_0 {
+                    let script = match redsync_pre_4_5 {
                         Some(_) => REDSYNC_4_0_DELETE,
                         None => REDSYNC_DELETE,
                     };
                     let reply =
                         evalsha(&env, server, library, script, &key, &[&value], timeout).await?;
                     // v4.0.3 `status != 0`: any reply that is not an error counts.
-                    if redsync_4_0 == Some(true) && !matches!(reply, Reply::Error(_)) {
+                    if redsync_pre_4_5 == Some(true) && !matches!(reply, Reply::Error(_)) {
                         return Ok(true);
                     }
                     Ok(reply)
