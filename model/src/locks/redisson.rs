@@ -40,27 +40,50 @@
 //!   - `timeout` 3000, `retryAttempts` 3, `retryInterval` 1500 ms (`config/BaseConfig.java:54-58`);
 //!     a response timeout is re-sent at once (`command/RedisExecutor.java:312-331`).
 //!
-//! - `redisson-3.12.0`, Redisson 3.12.0 (`RedissonLock.java:567-590`): as 3.12.5, but an
-//!   `unlock()` whose script answered nil (the lock had expired: `IllegalMonitorStateException`)
-//!   leaves the lock's renewal entry in place, so the next lock of that name finds it and
-//!   schedules no watchdog (`scheduleExpirationRenewal`, `:230-239`): it expires under its
-//!   holder after `lockWatchdogTimeout` (issue 2515, fixed by PR 2518 in 3.12.1).
-//! - `redisson-2.11`, Redisson 2.11.5 (`RedissonLock.java:241-283, :487-517`): as 3.12.5 without
-//!   `WAIT`, but `unlock()` cancels the renewal only when the script answered 1 (released): an
-//!   unlock that failed (a timeout, a broken connection) leaves the watchdog renewing a lock
-//!   its holder thinks it released, for ever (issue 1602, fixed in 2.13.1/3.8.1: cancelled
-//!   whatever the outcome).
-//! - `redisson-3.19`, Redisson 3.19.3 (`RedissonBaseLock.java:186-217`): the 3.12.5 scripts and
-//!   watchdog, each script sent after an `INFO REPLICATION` and batched with `WAIT
-//!   <connected_slaves> 1000`; none acknowledging fails the call (`IllegalStateException: None
-//!   of slaves were synced`) although the script ran: the hold count it added stays, and the
-//!   same thread's next lock re-enters it (issues 4706, 4822; 3.20.0 undoes the lock first,
-//!   `handleNoSync`, as `redisson-4.7`).
+//! - `redisson-3.12.0`, Redisson 3.12.0: as 3.12.5 (the same unlock and renew scripts, by
+//!   `EVAL`: `useScriptCache` false, `config/Config.java:84`; `timeout` 3000, `retryAttempts` 3,
+//!   `retryInterval` 1500, `config/BaseConfig.java:61-65`), but
+//!   - its lock script takes a free lock by `HSET` (`RedissonLock.java:342-358`), and every
+//!     script goes by `commandExecutor.evalWriteAsync` alone: no batch, never a `WAIT`
+//!     (3.12.5's `WAIT` came with its `evalWriteAsync` batch);
+//!   - an `unlock()` whose script answered nil (the lock had expired:
+//!     `IllegalMonitorStateException`) leaves the lock's renewal entry in place
+//!     (`RedissonLock.java:567-591`), so the next lock of that name finds it and schedules no
+//!     watchdog (`scheduleExpirationRenewal`, `:301-310`): it expires under its holder after
+//!     `lockWatchdogTimeout` (issue 2515, fixed by PR 2518 in 3.12.1).
+//! - `redisson-2.11`, Redisson 2.11.5 (`timeout` 3000, `retryAttempts` 3, `retryInterval` 1500,
+//!   `config/BaseConfig.java:61-65`; every script by `EVAL`, no script cache, no `WAIT`,
+//!   `command/CommandAsyncService.java:392-395, :440-449`):
+//!   - lock script with `HSET` (`RedissonLock.java:245-261`); unlock script that answers 1
+//!     after publishing when the lock no longer exists (`:446-467`), so unlocking an expired
+//!     (or never taken) lock succeeds;
+//!   - one renewal timer per lock name (`:198-236`), created only when none is pending and
+//!     renewing the thread that created it; its entry is removed when the renewal's reply
+//!     comes, re-created after a 1, so a failed or refused renewal ends the watchdog;
+//!   - `unlock()` (`:363-372`, `unlockAsync` `:469-497`) cancels the renewal only when the
+//!     script answered 1: an unlock that failed (a timeout, a broken connection) leaves the
+//!     watchdog renewing a lock its holder thinks it released, for ever (issue 1602, fixed in
+//!     2.13.1/3.8.1: cancelled whatever the outcome);
+//!   - a command whose reply does not come within `timeout` fails at once: the retry timer
+//!     only re-sends a command not yet written (`command/CommandAsyncService.java:519-590,
+//!     :699-706`).
+//! - `redisson-3.19`, Redisson 3.19.3 (`timeout` 3000, `retryAttempts` 3, `retryInterval` 1500,
+//!   `config/BaseConfig.java:56-60`; `useScriptCache` false, `config/Config.java:79`: `EVAL`):
+//!   - 4.7.0's lock script text (`RedissonLock.java:197-207`), 3.12.5's unlock and renew texts
+//!     (`:322-338`, `RedissonBaseLock.java:179-188`);
+//!   - every script through `RedissonBaseLock.evalWriteAsync` (`:209-241`): when the entry
+//!     has replicas (through Sentinel here) an `INFO REPLICATION` first, then the script
+//!     batched with `WAIT <connected_slaves> 1000`; none acknowledging fails the call
+//!     (`IllegalStateException: None of slaves were synced`) although the script ran: the
+//!     hold count it added stays, and the same thread's next lock re-enters it (issues
+//!     4706, 4822; 3.20.0 undoes the lock first, `handleNoSync`, as `redisson-4.7`);
+//!   - the watchdog (`RedissonBaseLock.java:123-160`) removes its entry after a renewal that
+//!     failed and cancels it after one that answered 0, so the next lock starts a new one;
+//!   - a response timeout is re-sent after `retryInterval` (`command/RedisExecutor.java:
+//!     377-393`).
 //!
-//! The scripts are Redisson's own texts, byte for byte, of 4.7.0 and 3.12.5 (so their `EVALSHA`
-//! digests are the real ones); `redisson-2.11`, `-3.12.0` and `-3.19` send 3.12.5's, which
-//! differ from their own only in text (3.19.3's lock script is 4.7.0's) or, for 2.11.5, in a free
-//! lock taken by `HSET` rather than `HINCRBY` (the same hash): no situation checks these.
+//! The scripts are Redisson's own texts, byte for byte, of each release (so their `EVALSHA`
+//! digests are the real ones), built from the Java concatenations cited at each constant.
 //! Threads (`clients.threads`) share one Redisson client (`LockScheme::share`): one UUID, one
 //! renewal entry; thread ids are 1, 2, ... A waiter subscribes to the unlock channel after its
 //! first try and, in `tryLock`'s `finally`, sends `UNSUBSCRIBE` in the background. Not modelled:
@@ -142,7 +165,8 @@ const LOCK_PRESETS: &[&str] = &[
     "redisson-3.19",
 ];
 
-/// `tryLockInnerAsync`'s script: `RedissonLock.java:216-222` at 4.7.0 (sha1 149c5a8b).
+/// `tryLockInnerAsync`'s script: `RedissonLock.java:216-222` at 4.7.0 (sha1 149c5a8b); the same
+/// text at 3.19.3 (`RedissonLock.java:199-205`).
 const LOCK: &str = concat!(
     "if ((redis.call('exists', KEYS[1]) == 0) ",
     "or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then ",
@@ -157,6 +181,22 @@ const LOCK: &str = concat!(
 const LOCK_3_12: &str = concat!(
     "if (redis.call('exists', KEYS[1]) == 0) then ",
     "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return nil; ",
+    "end; ",
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return nil; ",
+    "end; ",
+    "return redis.call('pttl', KEYS[1]);",
+);
+
+/// Redisson 2.11.5's and 3.12.0's lock script: a free lock taken by `HSET` (2.11.5
+/// `RedissonLock.java:249-259`, 3.12.0 `RedissonLock.java:346-356`; sha1 9401052d).
+const LOCK_HSET: &str = concat!(
+    "if (redis.call('exists', KEYS[1]) == 0) then ",
+    "redis.call('hset', KEYS[1], ARGV[2], 1); ",
     "redis.call('pexpire', KEYS[1], ARGV[1]); ",
     "return nil; ",
     "end; ",
@@ -191,7 +231,8 @@ const UNLOCK: &str = concat!(
     "end; ",
 );
 
-/// Redisson 3.12.5's unlock script, no latch: `RedissonLock.java:571-583` (sha1 3ffe249c).
+/// Redisson 3.12.5's unlock script, no latch: `RedissonLock.java:571-583` (sha1 3ffe249c); the
+/// same text at 3.12.0 (`:550-562`) and 3.19.3 (`:324-336`).
 const UNLOCK_3_12: &str = concat!(
     "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
     "return nil;",
@@ -208,7 +249,32 @@ const UNLOCK_3_12: &str = concat!(
     "return nil;",
 );
 
-/// Redisson 3.12.5's `renewExpirationAsync`: `RedissonLock.java:314-318` (sha1 8e19a1dd).
+/// Redisson 2.11.5's unlock script: a lock that no longer exists answers 1 (released) after
+/// publishing the unlock message, so the unlock of an expired lock succeeds
+/// (`RedissonLock.java:448-464`; sha1 93cfc048).
+const UNLOCK_2_11: &str = concat!(
+    "if (redis.call('exists', KEYS[1]) == 0) then ",
+    "redis.call('publish', KEYS[2], ARGV[1]); ",
+    "return 1; ",
+    "end;",
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
+    "return nil;",
+    "end; ",
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
+    "if (counter > 0) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
+    "return 0; ",
+    "else ",
+    "redis.call('del', KEYS[1]); ",
+    "redis.call('publish', KEYS[2], ARGV[1]); ",
+    "return 1; ",
+    "end; ",
+    "return nil;",
+);
+
+/// Redisson 3.12.5's `renewExpirationAsync`: `RedissonLock.java:314-318` (sha1 8e19a1dd); the
+/// same text at 2.11.5 (`:208-212`), 3.12.0 (`:314-318`) and 3.19.3 (`RedissonBaseLock.java:
+/// 181-185`).
 const RENEW_3_12: &str = concat!(
     "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
     "redis.call('pexpire', KEYS[1], ARGV[1]); ",
@@ -241,7 +307,8 @@ const NO_SYNC: &str = "None of slaves were synced. Try to increase slavesSyncTim
 /// The Redisson scripts and watchdog a preset follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Version {
-    /// 3.12.5 (also 2.11.5, 3.12.0, 3.19.3).
+    /// 3.12.5's client and watchdog (also 2.11.5, 3.12.0, 3.19.3, with their [`Tag`]'s
+    /// differences).
     V3_12,
     /// 4.7.0.
     V4_7,
@@ -250,13 +317,16 @@ pub(crate) enum Version {
 /// The release a preset follows, where it differs from its [`Version`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tag {
-    /// 2.11.5: unlock cancels the renewal only once released; no `WAIT`.
+    /// 2.11.5: its own lock and unlock scripts; unlock cancels the renewal only once
+    /// released; a renewal's outcome removes its entry; no `WAIT`; no re-send after a timeout.
     R2_11_5,
-    /// 3.12.0: an unlock answered nil keeps the renewal entry.
+    /// 3.12.0: the `HSET` lock script; no `WAIT`; an unlock answered nil keeps the renewal
+    /// entry.
     R3_12_0,
     /// 3.12.5.
     R3_12_5,
-    /// 3.19.3: `WAIT` checked, no undo.
+    /// 3.19.3: 4.7.0's lock script; `INFO REPLICATION` and a checked `WAIT`, no undo; a
+    /// failed renewal removes its entry; a timeout re-sent after `retryInterval`.
     R3_19_3,
     /// 4.7.0.
     R4_7_0,
@@ -494,9 +564,10 @@ impl RedissonLock {
         } else {
             let name = self.lock_name(env);
             let key = self.key();
-            let script = match self.config().version {
-                Version::V3_12 => LOCK_3_12,
-                Version::V4_7 => LOCK,
+            let script = match self.config().tag {
+                Tag::R2_11_5 | Tag::R3_12_0 => LOCK_HSET,
+                Tag::R3_12_5 => LOCK_3_12,
+                Tag::R3_19_3 | Tag::R4_7_0 => LOCK,
             };
             synced_eval(
                 self,
@@ -556,10 +627,14 @@ impl RedissonLock {
             let (key, channel) = (self.key(), self.channel_name());
             match config.version {
                 Version::V3_12 => {
+                    let script = match config.tag {
+                        Tag::R2_11_5 => UNLOCK_2_11,
+                        _ => UNLOCK_3_12,
+                    };
                     synced_eval(
                         self,
                         env,
-                        UNLOCK_3_12,
+                        script,
                         &[&key, &channel],
                         &[UNLOCK_MESSAGE, &lease, &name],
                         true,
@@ -599,8 +674,13 @@ impl RedissonLock {
     fn schedule_expiration_renewal(&self, env: &Rc<dyn LockEnv>) {
         let version = self.config().version;
         let mut client = self.client.borrow_mut();
+        let tag = client.config.tag;
         if let Some(entry) = client.renewal.as_mut() {
-            add_thread(entry, self.thread_id);
+            // 2.11.5 (`RedissonLock.java:198-201`): an entry for the lock name schedules nothing
+            // and counts nothing; its renewal renews the thread that created it.
+            if tag != Tag::R2_11_5 {
+                add_thread(entry, self.thread_id);
+            }
             return;
         }
         client.renewal = Some(vec![(self.thread_id, 1)]);
@@ -650,8 +730,18 @@ impl RedissonLock {
                     true,
                 )
                 .await;
-                // "Can't update lock ... expiration" is logged; nothing re-arms the timer.
+                // "Can't update lock ... expiration" is logged; nothing re-arms the timer. 2.11.5
+                // removes the entry whatever the outcome before it re-arms (`RedissonLock.java:
+                // 215-228`), 3.19.3 after an exception or a 0 (`RedissonBaseLock.java:142-155`),
+                // so the next lock starts a new watchdog; 3.12.x keeps it until the unlock.
                 if renewed != Ok(Reply::Integer(1)) {
+                    let tag = client.borrow().config.tag;
+                    if matches!(tag, Tag::R2_11_5 | Tag::R3_19_3) {
+                        let mut c = client.borrow_mut();
+                        c.renewal = None;
+                        // This task is the timer: it ends here, nothing to cancel.
+                        drop(c.timer.take());
+                    }
                     return;
                 }
             }
@@ -823,7 +913,10 @@ impl RedissonLock {
                 _ => true,
             };
             if cancels {
-                self.cancel_expiration_renewal(Some(self.thread_id));
+                // 2.11.5's `cancelExpirationRenewal()` drops the lock name's entry whichever
+                // thread unlocks (`RedissonLock.java:238-243`).
+                let thread = (config.tag != Tag::R2_11_5).then_some(self.thread_id);
+                self.cancel_expiration_renewal(thread);
             }
             if config.version == Version::V4_7 && !matches!(result, Ok(Reply::Integer(0))) {
                 let mut client = self.client.borrow_mut();
@@ -917,9 +1010,13 @@ async fn batch(
         };
         let retry = attempt < config.retry_attempts;
         match error {
-            CallError::Timeout if retry && resend => {
+            // 2.11.5 fails a command whose reply did not come in time (its retry timer only
+            // re-sends one not yet written, `command/CommandAsyncService.java:519-590, :700-706`).
+            CallError::Timeout if retry && resend && config.tag != Tag::R2_11_5 => {
                 crate::marks::mark(crate::marks::Mark::TimedOutCommandResent);
-                if config.version == Version::V4_7 {
+                // 3.12.x re-sends at once (`command/RedisExecutor.java:312-331` at 3.12.5); 3.19.3
+                // after `retryInterval` (`:377-393`), as 4.7 after its retry delay.
+                if matches!(config.tag, Tag::R3_19_3 | Tag::R4_7_0) {
                     env.sleep_ms(config.retry_delay_ms(env, attempt)).await;
                 }
             }
@@ -978,8 +1075,9 @@ pub(crate) async fn synced_eval(
     let eval = eval_command(script, keys, args);
     if config.version == Version::V3_12 {
         let mut replicas = match config.tag {
-            // 2.11.5's evalWriteAsync sends the script alone.
-            Tag::R2_11_5 => 0,
+            // 2.11.5's and 3.12.0's scripts go by `commandExecutor.evalWriteAsync` alone
+            // (2.11.5 `RedissonLock.java:248`, 3.12.0 `:345`): no batch, no `WAIT`.
+            Tag::R2_11_5 | Tag::R3_12_0 => 0,
             _ if env.sentinel() => env.replicas() as i64,
             _ => 0,
         };
@@ -1348,6 +1446,69 @@ mod tests {
         assert_eq!(sent[..3], ["WAIT 0 0", "WAITAOF 0 0 0", "INFO ALL"]);
         assert!(sent[3].starts_with("EVAL \""), "{sent:?}");
         assert_eq!(sent.len(), 4, "no replica, no WAIT: {sent:?}");
+    }
+
+    /// An unlock whose reply never comes: 3.12.5 sends it again once its `timeout` passed and
+    /// the lock is released; 2.11.5 fails the call (`command/CommandAsyncService.java:699-706`)
+    /// and, the script not having answered 1, leaves its watchdog renewing (issue 1602).
+    #[test]
+    fn a_lost_unlock_is_resent_by_3_12_and_fails_in_2_11_which_renews_on() {
+        for (preset, resent) in [("redisson-3.12", true), ("redisson-2.11", false)] {
+            let shared = Shared::new();
+            let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
+            let a_dyn: Rc<dyn LockEnv> = a.clone();
+            let mut la = scheme(serde_json::json!({"name": "redisson", "preset": preset,
+                "ttl_ms": 3000, "timeout_ms": 500}));
+            block_on(la.acquire(&a_dyn, 100)).unwrap();
+            a.mishap("EVAL", Mishap::Drop);
+            let release = block_on(la.release(&a_dyn));
+            let unlocks = a
+                .sent
+                .borrow()
+                .iter()
+                .filter(|c| c.contains("redisson_lock__channel"))
+                .count();
+            assert_eq!(release.ok, resent, "{preset}: {release:?}");
+            assert_eq!(unlocks, if resent { 2 } else { 1 }, "{preset}");
+            pass(&shared, 10_000);
+            let exists = if resent { 0 } else { 1 };
+            assert_eq!(
+                shared.command(&["EXISTS", "lock"]),
+                Reply::Integer(exists),
+                "{preset}: the watchdog renews the lock only after 2.11.5's failed unlock"
+            );
+        }
+    }
+
+    /// Through Sentinel with a replica, 3.12.5's batch ends with `WAIT 1 1000`; 3.12.0 and
+    /// 2.11.5 send the script alone (`commandExecutor.evalWriteAsync`), and take a free lock by
+    /// `HSET`.
+    #[test]
+    fn only_3_12_5_batches_a_wait_and_older_ones_lock_by_hset() {
+        for (preset, waits) in [
+            ("redisson-3.12", true),
+            ("redisson-3.12.0", false),
+            ("redisson-2.11", false),
+        ] {
+            let shared = Shared::new();
+            let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
+            a.set_sentinel(true);
+            a.set_replicas(1);
+            let a_dyn: Rc<dyn LockEnv> = a.clone();
+            let mut la = scheme(serde_json::json!({"name": "redisson", "preset": preset}));
+            block_on(la.acquire(&a_dyn, 100)).unwrap();
+            let sent = a.sent.borrow();
+            assert_eq!(
+                sent.iter().any(|c| c.starts_with("WAIT 1 1000")),
+                waits,
+                "{preset}: {sent:?}"
+            );
+            assert_eq!(
+                sent[0].contains("'hset'"),
+                !waits,
+                "{preset}: its own lock script, {sent:?}"
+            );
+        }
     }
 
     #[test]
