@@ -1011,7 +1011,7 @@ async fn batch(
         let retry = attempt < config.retry_attempts;
         match error {
             // 2.11.5 fails a command whose reply did not come in time (its retry timer only
-            // re-sends one not yet written, `command/CommandAsyncService.java:519-590, :700-706`).
+            // re-sends one not yet written, `command/CommandAsyncService.java:519-590, :699-706`).
             CallError::Timeout if retry && resend && config.tag != Tag::R2_11_5 => {
                 crate::marks::mark(crate::marks::Mark::TimedOutCommandResent);
                 // 3.12.x re-sends at once (`command/RedisExecutor.java:312-331` at 3.12.5); 3.19.3
