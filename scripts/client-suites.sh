@@ -251,13 +251,18 @@ setup_conformance() {
   setup_node
 }
 
-# The conformance venvs of pottery, python-redis-lock and aioredlock, their redis-py pinned.
+# The conformance venvs of pottery, python-redis-lock, aioredlock and sherlock, their redis-py
+# pinned.
 setup_conformance_py() {
   conformance_venv venv-pottery-3.0.1 python3 "pottery==3.0.1" "redis==$REDIS_PY"
   conformance_venv venv-python-redis-lock-4.0.1 python3 "python-redis-lock==4.0.1" "redis==$REDIS_PY"
   # aioredlock/redis.py:5 imports distutils, which setuptools provides from Python 3.12 on.
   conformance_venv venv-aioredlock-0.7.3 python3 "aioredlock==0.7.3" "aioredis==1.3.1" \
     "setuptools==65.5.0"
+  # sherlock 0.4.x asks for redis>=4.3.4,<5 (its `redis` extra): the last 4.x, one venv per
+  # version (0.4.1 differs in one line of sherlock/lock.py).
+  conformance_venv venv-sherlock-0.4.0 python3 "sherlock==0.4.0" "redis==4.6.0"
+  conformance_venv venv-sherlock-0.4.1 python3 "sherlock==0.4.1" "redis==4.6.0"
 }
 
 run_node() {

@@ -337,6 +337,48 @@ class Portalocker(LockObject):
         return outcome("granted", "acquired")
 
 
+class Sherlock(LockObject):
+    """py-sherlock's `RedisLock` (sherlock/lock.py): one lock object per `lock`, each on the
+    driver's one redis-py client (`client=`, the situation's `socket_timeout` if any; sherlock
+    sets none), with the situation's `expire`, `timeout`, `retry_interval` and `namespace`
+    where given (else sherlock's defaults, `__init__.py:476-486`); `acquire()` (blocking, or
+    `blocking=False`), `release()`, `renew()`. `LockTimeoutException` (a blocking acquire ran
+    out of tries) and `LockException` (not held: release; renew) are its no, as is `renew()`
+    returning False; any other exception (a Redis error, a timeout) is an error."""
+
+    REFUSALS = {"LockTimeoutException", "LockException"}
+
+    def __init__(self, setup):
+        from redis import StrictRedis
+
+        cfg = setup["config"]
+        self.client = StrictRedis(
+            host="127.0.0.1", port=setup["ports"][0], socket_timeout=cfg.get("socket_timeout")
+        )
+        self.keep(setup, self.client)
+
+    def lock(self, n):
+        from sherlock import RedisLock
+
+        if n not in self.locks:
+            names = ("expire", "timeout", "retry_interval", "namespace")
+            kwargs = {name: self.cfg[name] for name in names if name in self.cfg}
+            self.locks[n] = RedisLock(self.key, client=self.client, **kwargs)
+        return self.locks[n]
+
+    def acquire(self, n):
+        got = self.lock(n).acquire(blocking=self.cfg.get("blocking", True))
+        return outcome("granted" if got else "refused", f"acquire returned {got}")
+
+    def release(self, n):
+        self.lock(n).release()
+        return outcome("granted", "released")
+
+    def extend(self, n):
+        got = self.lock(n).renew()
+        return outcome("granted" if got else "refused", f"renew returned {got}")
+
+
 LIBRARIES = {
     "redis-py": RedisPy,
     "redbeat": RedBeat,
@@ -344,6 +386,7 @@ LIBRARIES = {
     "python-redis-lock": PythonRedisLock,
     "aioredlock": AioRedlock,
     "portalocker": Portalocker,
+    "sherlock": Sherlock,
 }
 
 

@@ -24,16 +24,25 @@
 //! seconds, default 5000 as the class), `preset`:
 //! - `seed-002` (default): `TechlogLock` as above.
 //! - `sherlock@0.4.0`: py-sherlock's `RedisLock` (py-sherlock/sherlock@v0.4.0
-//!   `sherlock/lock.py:409-520`), the same SETNX-then-EXPIRE in one script but with
-//!   `ARGV = [owner, expire]` (`_acquire_script`, `:415-420`), owner `str(uuid.uuid4())`
-//!   (`:481`), `expire` 60 s, `timeout` 10 s and `retry_interval` 0.1 s (`__init__.py:479-486`;
-//!   `ttl_ms`, the workload's acquire timeout, `retry_delay_ms`); `acquire` counts the timeout
-//!   down by `retry_interval` per failed try and sleeps in between (`:173-184`); `release` runs
-//!   `_release_script` (compare-and-delete, `:422-429`), 0 raises `LockException`. Its
-//!   `renew()` (`clients.extend`) calls `_release_func` instead of `_renew_func` (`:505-514`):
-//!   it *deletes* the lock it holds and answers True (issue 66), so another process gets in.
+//!   `sherlock/lock.py:367-520`), the same SETNX-then-EXPIRE in one script but with
+//!   `ARGV = [owner, expire]` (`_acquire_script`, `:414-420`), a new owner `str(uuid.uuid4())`
+//!   per try (`:482-491`), key `<namespace>_<name>` with a namespace (`:474-480`; the `key`
+//!   parameter), `expire` 60 s, `timeout` 10 s and `retry_interval` 0.1 s
+//!   (`sherlock/__init__.py:476-486`; `ttl_ms`, the workload's acquire timeout,
+//!   `retry_delay_ms`); `acquire` counts the timeout down by `retry_interval` per failed try
+//!   in Python floats and sleeps while some is left (`lock.py:177-190`, see
+//!   `sherlock_countdown`); scripts by redis-py's `Script` (`register_script`, `:470-472`:
+//!   EVALSHA, SCRIPT LOAD + EVALSHA on NOSCRIPT); `release` runs `_release_script`
+//!   (compare-and-delete, `:422-429`), 0 raises `LockException` and keeps the owner
+//!   (`:493-503`). Its `renew()` (`clients.extend`) calls `_release_func` instead of
+//!   `_renew_func` (`:505-514`): it *deletes* the lock it holds and answers True (issue 66),
+//!   so another process gets in.
 //! - `sherlock@0.4.1`: `renew()` runs `_renew_script` (`EXPIRE` if the owner still holds it,
-//!   `:431-441`), as it was meant to (fix of issue 66).
+//!   `:431-442`), as it was meant to (fix of issue 66; the one line of `lock.py` that differs
+//!   from v0.4.0, `:510`).
+//!
+//! Both checked against the real library (PyPI `sherlock` 0.4.0 and 0.4.1, redis-py 4.6.0),
+//! command for command: `conformance/situations/sherlock@0.4.*/`.
 //!
 //! What breaks it: a hold longer than the TTL — the next holder gets the lock and the first one's
 //! DEL removes it (foreign release, mutual exclusion violated); `sherlock@0.4.0`'s renew.
@@ -43,9 +52,10 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::set::del_release;
+use super::set_nx_px_lua::raised_by_redis_py;
 use super::{
-    CallError, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release,
-    SchemeInfo, command, evalsha, not_acquired, uuid1, uuid4, whole_seconds,
+    CallError, Extension, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, RAISED,
+    Release, SchemeInfo, command, evalsha, not_acquired, uuid1, uuid4, whole_seconds,
 };
 use crate::redis::Reply;
 
@@ -226,23 +236,50 @@ pub struct SherlockLock {
     owner: Option<String>,
 }
 
-/// What a sherlock script answered: 1, or why not.
+/// What a sherlock script answered: 1, or the exception redis-py raised (an error reply is a
+/// `ResponseError`; no reply a `TimeoutError` / `ConnectionError`), which escapes to the caller.
 fn sherlock_one(reply: Result<Reply, CallError>) -> Result<bool, String> {
     match reply {
         Ok(Reply::Integer(n)) => Ok(n == 1),
-        Ok(Reply::Error(e)) => Err(String::from_utf8_lossy(&e).into_owned()),
-        Ok(other) => Err(format!("unexpected reply {other:?}")),
-        Err(e) => Err(e.to_string()),
+        Ok(Reply::Error(e)) => Err(format!(
+            "{RAISED}ResponseError: {}",
+            String::from_utf8_lossy(&e)
+        )),
+        Ok(_) => Ok(false),
+        Err(e) => Err(format!("{RAISED}{}", raised_by_redis_py(&e))),
     }
+}
+
+/// `BaseLock.acquire(blocking=True)`'s countdown in Python floats (py-sherlock/sherlock@v0.4.0
+/// `sherlock/lock.py:177-185`): one item per try, `timeout` (s) less `retry_interval` (s) after
+/// it, `Some(retry_interval_ms)` when the rest is still `> 0` (a sleep before the next try),
+/// `None` when it is 0 (the next try at once); no more tries once it is below 0. Float
+/// subtraction decides the last try: 0.3 s by 0.1 s leaves -2.8e-17 after 3 tries (whole ms
+/// would leave 0 and try a fourth time at once), 0.5 s leaves +2.8e-17 after 5 and sleeps once
+/// more before a sixth. Both are `ms / 1000.0`, the doubles Python reads for `0.3`, `0.1`.
+fn sherlock_countdown(
+    timeout_ms: u64,
+    retry_interval_ms: u64,
+) -> impl Iterator<Item = Option<u64>> {
+    let retry_interval = retry_interval_ms as f64 / 1000.0;
+    let mut timeout = timeout_ms as f64 / 1000.0;
+    std::iter::from_fn(move || {
+        if timeout < 0.0 {
+            return None;
+        }
+        timeout -= retry_interval;
+        Some((timeout > 0.0).then_some(retry_interval_ms))
+    })
 }
 
 #[async_trait(?Send)]
 impl LockScheme for SherlockLock {
-    /// `BaseLock.acquire(blocking=True)`: `timeout` counted down by `retry_interval` per failed
-    /// try, a sleep of `retry_interval` while some is left; an exception escapes.
+    /// `BaseLock.acquire(blocking=True)` (`lock.py:167-192`): one try of `_acquire` (a new
+    /// `str(uuid.uuid4())` each, `:482-491`) per step of [`sherlock_countdown`], the sleep it
+    /// says after a failed one; `LockTimeoutException` when the countdown ends; an exception
+    /// of redis-py escapes.
     async fn acquire(&mut self, env: &Rc<dyn LockEnv>, timeout_ms: u64) -> Result<Grant, String> {
-        let mut timeout = timeout_ms as i64;
-        while timeout >= 0 {
+        for sleep_ms in sherlock_countdown(timeout_ms, self.retry_interval_ms) {
             let owner = uuid4(env.as_ref());
             env.register_token(&owner);
             let expire = self.expire_s.to_string();
@@ -254,26 +291,34 @@ impl LockScheme for SherlockLock {
                     fence: None,
                 });
             }
-            timeout -= self.retry_interval_ms as i64;
-            if timeout > 0 {
-                env.sleep_ms(self.retry_interval_ms).await;
+            if let Some(ms) = sleep_ms {
+                env.sleep_ms(ms).await;
             }
         }
         Err(format!(
-            "LockTimeoutException: Timeout elapsed after {timeout_ms} ms while trying to acquiring lock."
+            "LockTimeoutException: Timeout elapsed after {} seconds while trying to acquiring lock.",
+            timeout_ms as f64 / 1000.0
         ))
     }
 
+    /// `_release` (`lock.py:493-503`): `_owner` is cleared only when the script answered 1; a
+    /// release that raised keeps it, so the next `release()` runs the script again.
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        let Some(owner) = self.owner.take() else {
-            return not_acquired();
+        let Some(owner) = self.owner.clone() else {
+            return Release {
+                ok: false,
+                detail: "LockException: Lock was not set by this process.".into(),
+            };
         };
         let reply = evalsha(env, 0, SHERLOCK_RELEASE, &[&self.key], &[&owner]).await;
         match sherlock_one(reply) {
-            Ok(true) => Release {
-                ok: true,
-                detail: "deleted".into(),
-            },
+            Ok(true) => {
+                self.owner = None;
+                Release {
+                    ok: true,
+                    detail: "deleted".into(),
+                }
+            }
             Ok(false) => Release {
                 ok: false,
                 detail: "LockException: Lock could not be released because it was not acquired by this instance.".into(),
@@ -289,8 +334,8 @@ impl LockScheme for SherlockLock {
         true
     }
 
-    /// `renew()`: 0.4.0 runs the release script (the lock is deleted, True is answered), 0.4.1
-    /// the renew script.
+    /// `renew()` (`lock.py:505-514`): 0.4.0 runs the release script (the lock is deleted, True
+    /// is answered), 0.4.1 the renew script; either way `_owner` stays.
     async fn extend(&mut self, env: &Rc<dyn LockEnv>) -> Extension {
         let Some(owner) = self.owner.clone() else {
             return Extension {
@@ -376,6 +421,44 @@ mod tests {
                 "{preset}: b gets the lock a still holds"
             );
         }
+    }
+
+    #[test]
+    fn sherlock_counts_its_timeout_down_in_python_floats() {
+        let tries = |timeout_ms, retry_ms| {
+            super::sherlock_countdown(timeout_ms, retry_ms).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            tries(300, 100),
+            [Some(100), Some(100), None],
+            "-2.8e-17 s left"
+        );
+        let half = tries(500, 100);
+        assert_eq!(half.len(), 6);
+        assert_eq!(half[4], Some(100), "2.8e-17 s left: one more sleep");
+        assert_eq!(
+            tries(200, 100),
+            [Some(100), None, None],
+            "0.0 left: a try at once"
+        );
+        assert_eq!(tries(0, 100), [None]);
+    }
+
+    #[test]
+    fn a_sherlock_release_that_fails_keeps_the_owner() {
+        use crate::locks::testing::two_clients;
+        let (shared, (a, mut la), _) = two_clients(serde_json::json!(
+            {"name": "lua-setnx-expire", "preset": "sherlock@0.4.1", "ttl_ms": 1000}
+        ));
+        let grant = block_on(la.acquire(&a, 0)).unwrap();
+        shared.command(&["SET", "lock", "thief"]);
+        assert!(!block_on(la.release(&a)).ok);
+        shared.command(&["SET", "lock", &grant.token]);
+        assert!(
+            block_on(la.release(&a)).ok,
+            "the second release sends its owner again"
+        );
+        assert_eq!(shared.command(&["EXISTS", "lock"]), Reply::Integer(0));
     }
 
     #[test]

@@ -12,18 +12,25 @@
 //! - `seeds` (default): as above.
 //! - `spring-integration@5.1.1`: Spring Integration's `RedisLockRegistry` lock,
 //!   spring-projects/spring-integration@v5.1.1.RELEASE `spring-integration-redis/src/main/java/
-//!   org/springframework/integration/redis/util/RedisLockRegistry.java`: the value is the
-//!   registry's `clientId` (`UUID.randomUUID()`, `:99-101`), taken by `OBTAIN_LOCK_SCRIPT`
-//!   (`:83-92`: `SET key clientId PX expireAfter` when free, `PEXPIRE` when already this
-//!   client's) through Spring Data's script executor (`EVALSHA`, `EVAL` on `NOSCRIPT`) every
-//!   100 ms (`tryLock`, `:262-282`), `expireAfter` 60 s (`:81`); `unlock()` (`:295-330`)
-//!   removes the key whoever holds it: `UNLINK` once `INFO server` showed Redis 4 or later
-//!   (`RedisUtils.isUnlinkAvailable`), else `DEL`. A holder whose lock expired deletes the next
-//!   holder's.
-//! - `spring-integration@5.1.2`: PR 2661: `unlock()` first reads the key and, when it no longer
-//!   holds this `clientId`, throws `IllegalStateException` ("Lock was released in the store due
-//!   to expiration") instead of removing it (`isAcquiredInThisProcess`; a `GET`, then the
-//!   `UNLINK`).
+//!   org/springframework/integration/redis/util/RedisLockRegistry.java`: the key is
+//!   `registryKey:path` (`:194-196`; the `key` parameter), the value the registry's `clientId`
+//!   (`UUID.randomUUID()`, `:110`; one per scheme object, a process's registry), taken by
+//!   `OBTAIN_LOCK_SCRIPT` (`:83-92`: `SET key clientId PX expireAfter` when free, `PEXPIRE`
+//!   when already this client's, so a second hold of the same thread is granted) through Spring
+//!   Data's script executor (`EVALSHA`, `EVAL` on `NOSCRIPT`); `tryLock(time)` (`:260-282`)
+//!   sleeps 100 ms after a failed try while the wall clock is before its end, so one try
+//!   follows the end; `expireAfter` 60 s (`:81`); `unlock()` (`:294-321`) lets a reentrant hold
+//!   go locally and otherwise removes the key whoever holds it: `UNLINK` once `INFO server`
+//!   showed Redis 4 or later (`:323-330`, `RedisUtils.isUnlinkAvailable`, `RedisUtils.java:59-71`),
+//!   else `DEL`. A holder whose lock expired deletes the next holder's.
+//! - `spring-integration@5.1.2`: PR 2661: `unlock()` first reads the key
+//!   (`isAcquiredInThisProcess`, a `GET`) and, when it no longer holds this `clientId`, throws
+//!   `IllegalStateException` ("Lock was released in the store due to expiration") instead of
+//!   removing it (@v5.1.2.RELEASE `:306-310`); the rest of the lock is 5.1.1's (the diff of the
+//!   file between the tags moves fields and makes `obtainLock` null-safe, `:283-295`).
+//!
+//! Both are checked against transcripts written from their sources at the tags
+//! (`conformance/situations/spring-integration@5.1.*/`).
 //!
 //! What breaks it: a hold longer than the TTL (foreign release, mutual exclusion violated).
 
@@ -34,8 +41,8 @@ use async_trait::async_trait;
 use super::set::del_release;
 use super::set_nx_px_lua::set_nx_px;
 use super::{
-    Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo, command,
-    evalsha_or_eval, not_acquired, retry_until, try_until, undashed, uuid4,
+    Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, RAISED, Release, SchemeInfo,
+    command, evalsha_or_eval, not_acquired, retry_until, undashed, uuid4,
 };
 use crate::redis::Reply;
 
@@ -115,6 +122,7 @@ fn build(params: &mut Params) -> Result<Box<dyn LockScheme>, String> {
         flavour,
         client_id: None,
         unlink: None,
+        holds: 0,
         held: false,
     }))
 }
@@ -128,12 +136,18 @@ pub struct SetNxPxDel {
     client_id: Option<String>,
     /// Spring: whether `UNLINK` is available, once `INFO server` told.
     unlink: Option<bool>,
+    /// Spring: the local `ReentrantLock`'s hold count.
+    holds: u32,
     held: bool,
 }
 
 impl SetNxPxDel {
-    /// `RedisLock.tryLock(time)`: the obtain script every 100 ms until it answers true or the
-    /// time is over; an exception escapes.
+    /// `RedisLock.tryLock(time)` (`RedisLockRegistry.java:260-282`): the local `ReentrantLock`
+    /// (held already by this thread: a second hold), then the obtain script (`obtainLock`,
+    /// `:284-292`: `SET` when free, `PEXPIRE` when already this client's) until it answers true,
+    /// sleeping 100 ms after a failed try while `System.currentTimeMillis() < expire`: the
+    /// try after the last sleep comes even when the time is up by then. An exception escapes
+    /// as `CannotAcquireLockException` (`:226-228`).
     async fn spring_try_lock(
         &mut self,
         env: &Rc<dyn LockEnv>,
@@ -144,36 +158,38 @@ impl SetNxPxDel {
             .get_or_insert_with(|| uuid4(env.as_ref()))
             .clone();
         env.register_token(&client_id);
-        let (key, expire) = (self.key.clone(), self.ttl_ms.to_string());
-        let grant = try_until(
-            env,
-            timeout_ms,
-            self.retry_delay_ms,
-            async || match evalsha_or_eval(
+        let (key, expire_after) = (self.key.clone(), self.ttl_ms.to_string());
+        let expire = env.wall_ms() + timeout_ms as i64;
+        let raised = |why: String| {
+            format!("{RAISED}CannotAcquireLockException: Failed to lock mutex at {key}: {why}")
+        };
+        loop {
+            let reply = evalsha_or_eval(
                 env,
                 0,
                 SPRING_OBTAIN_LOCK,
                 &[&key],
-                &[&client_id, &expire],
+                &[&client_id, &expire_after],
             )
-            .await
-            {
-                Ok(Reply::Integer(1)) => Ok(Some(Grant {
-                    token: client_id.clone(),
+            .await;
+            let acquired = match reply {
+                Ok(Reply::Integer(n)) => n == 1,
+                Ok(Reply::Nil) => false,
+                Ok(other) => return Err(raised(format!("{other:?}"))),
+                Err(e) => return Err(raised(e.to_string())),
+            };
+            if acquired {
+                self.holds += 1;
+                return Ok(Grant {
+                    token: client_id,
                     fence: None,
-                })),
-                Ok(Reply::Nil | Reply::Integer(_)) => Ok(None),
-                Ok(other) => Err(format!(
-                    "CannotAcquireLockException: Failed to lock mutex at {key}: {other:?}"
-                )),
-                Err(e) => Err(format!(
-                    "CannotAcquireLockException: Failed to lock mutex at {key}: {e}"
-                )),
-            },
-        )
-        .await?;
-        self.held = true;
-        Ok(grant)
+                });
+            }
+            if env.wall_ms() >= expire {
+                return Err(format!("tryLock returned false after {timeout_ms} ms"));
+            }
+            env.sleep_ms(self.retry_delay_ms).await;
+        }
     }
 
     /// `RedisLock.unlock()`: 5.1.2 first checks the key still holds this client's id; then
@@ -192,7 +208,7 @@ impl SetNxPxDel {
                 Err(e) => {
                     return Release {
                         ok: false,
-                        detail: e.to_string(),
+                        detail: format!("{RAISED}{e}"),
                     };
                 }
             }
@@ -235,7 +251,7 @@ impl SetNxPxDel {
             },
             Err(e) => Release {
                 ok: false,
-                detail: e.to_string(),
+                detail: format!("{RAISED}{e}"),
             },
         }
     }
@@ -263,12 +279,31 @@ impl LockScheme for SetNxPxDel {
         Ok(grant)
     }
 
+    /// Spring's `unlock()` (`RedisLockRegistry.java:294-321`): not held by this thread,
+    /// `IllegalStateException` without a command; held more than once, only the local lock is
+    /// let go; else the key is removed (5.1.2: after its check) and the local lock let go.
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
+        if self.flavour != Flavour::Seeds {
+            return match self.holds {
+                0 => Release {
+                    ok: false,
+                    detail: format!("IllegalStateException: You do not own lock at {}", self.key),
+                },
+                1 => {
+                    self.holds = 0;
+                    self.spring_unlock(env).await
+                }
+                _ => {
+                    self.holds -= 1;
+                    Release {
+                        ok: true,
+                        detail: "a reentrant hold let go (hold count > 1)".into(),
+                    }
+                }
+            };
+        }
         if !std::mem::take(&mut self.held) {
             return not_acquired();
-        }
-        if self.flavour != Flavour::Seeds {
-            return self.spring_unlock(env).await;
         }
         del_release(env, &self.key).await
     }
@@ -314,5 +349,47 @@ mod tests {
                 "{preset}"
             );
         }
+    }
+
+    #[test]
+    fn spring_try_lock_tries_once_past_its_time_and_holds_reentrantly() {
+        use std::rc::Rc;
+
+        use crate::locks::LockEnv;
+        use crate::locks::testing::{DirectEnv, Shared, scheme};
+
+        let shared = Shared::new();
+        shared.command(&["SET", "lock", "someone-else"]);
+        let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
+        let a_dyn: Rc<dyn LockEnv> = a.clone();
+        let mut lock = scheme(
+            serde_json::json!({"name": "set-nx-px-del", "preset": "spring-integration@5.1.1"}),
+        );
+        assert!(block_on(lock.acquire(&a_dyn, 250)).is_err());
+        let tries = a
+            .sent
+            .borrow()
+            .iter()
+            .filter(|c| c.starts_with("EVALSHA"))
+            .count();
+        assert_eq!(
+            tries, 4,
+            "at 0, 100, 200 and 300 ms: the last past the 250 ms"
+        );
+        shared.command(&["DEL", "lock"]);
+        block_on(lock.acquire(&a_dyn, 0)).unwrap();
+        block_on(lock.acquire(&a_dyn, 0)).unwrap();
+        assert!(block_on(lock.release(&a_dyn)).ok);
+        assert_eq!(
+            shared.command(&["EXISTS", "lock"]),
+            Reply::Integer(1),
+            "a reentrant hold let go"
+        );
+        assert!(block_on(lock.release(&a_dyn)).ok);
+        assert_eq!(shared.command(&["EXISTS", "lock"]), Reply::Integer(0));
+        assert!(
+            !block_on(lock.release(&a_dyn)).ok,
+            "not held: IllegalStateException"
+        );
     }
 }

@@ -15,20 +15,33 @@
 //! `retry_delay_ms` (100), `preset`:
 //! - `seeds` (default): as above.
 //! - `laravel@5.7`: Laravel's cache lock (`Cache::lock($name, $seconds)->block($wait)`) on its
-//!   Redis store, laravel/framework@v5.7.28 `src/Illuminate/Cache/RedisLock.php:31-52`: `SETNX
-//!   name 1`, then `EXPIRE name seconds` when it answered 1 and `seconds > 0`; every process
-//!   writes the same value `1`, so it names nobody (not registered as an owner token); `release()`
-//!   is `DEL name` whoever holds it; `block()` tries every 250 ms (`Lock.php:96-113`); a Redis
-//!   error escapes `block()`. `Cache::lock`'s default `$seconds` is 0, no `EXPIRE` at all: without
-//!   `ttl_ms` the preset sets none. A holder whose release comes after its lock expired deletes
-//!   the next holder's lock, and a third process gets in (laravel/framework#26213).
+//!   Redis store, laravel/framework@v5.7.28 `src/Illuminate/Cache/RedisLock.php:34-53`: `SETNX
+//!   name 1` (phpredis's answer cast to int, `Redis/Connections/PhpRedisConnection.php:92-95`),
+//!   then `EXPIRE name seconds` when it answered 1 and `seconds > 0`; every process writes the
+//!   same value `1`, so it names nobody (not registered as an owner token); `release()` is
+//!   `DEL name` whoever holds it and returns nothing; `block()` (`Lock.php:82-101`) sleeps
+//!   250 ms after each failed try and gives up when the wall clock, in whole seconds
+//!   (`Support/InteractsWithTime.php:60-63`), is `$wait` past the second it began in: no try
+//!   after the last sleep, `LockTimeoutException`; a Redis error escapes. `Cache::lock`'s
+//!   default `$seconds` is 0 (`RedisStore.php:175-178`), no `EXPIRE` at all: without `ttl_ms`
+//!   the preset sets none. A holder whose release comes after its lock expired deletes the
+//!   next holder's lock, and a third process gets in (laravel/framework#26213).
 //! - `laravel@5.8`: laravel/framework@v5.8.0 (PR 26645): the value is the lock's owner,
-//!   `Str::random()` (16 letters and digits, `Lock.php:43-50`), and `release()` runs
-//!   `LuaScripts::releaseLock()` by `EVAL` (`RedisLock.php:51-54`, `LuaScripts.php`): the
-//!   compare-and-delete of redis.io. Acquire and release stay so up to v6.11.0: a process that
-//!   dies (or loses Redis) between `SETNX` and `EXPIRE` leaves a key without TTL (issue 31166).
-//! - `laravel@6.12`: laravel/framework@v6.12.0 `RedisLock.php:33-40` (PR 31168, 8683a3d): with
-//!   seconds given, one `SET name owner EX seconds NX`; without, `SETNX` as before.
+//!   `Str::random()` (16 letters and digits, `Lock.php:43-52`; a new `Cache::lock()` object,
+//!   so a new owner, per acquisition), and `release()` runs `LuaScripts::releaseLock()`
+//!   (`LuaScripts.php:15-24`, the compare-and-delete of redis.io) by `EVAL`
+//!   (`RedisLock.php:51-54`), still returning nothing: a release that deleted nothing looks
+//!   like one that did. Acquire stays so up to v6.11.0 (release returns the script's answer
+//!   from v6.0.0, dca45985ab): a process that dies (or loses Redis) between `SETNX` and
+//!   `EXPIRE` leaves a key without TTL (issue 31166).
+//! - `laravel@6.12`: laravel/framework@v6.12.0 `RedisLock.php:35-42` (PR 31168, 8683a3d): with
+//!   seconds given, one `SET name owner EX seconds NX` (phpredis 5.1.1 orders the options so,
+//!   `redis_commands.c:1369-1372`); without, `SETNX` as before; `release()` returns
+//!   `(bool)` the script's answer (`:49-52`).
+//!
+//! The three are checked against transcripts written from their sources at the tags
+//! (`conformance/situations/laravel@*/`): the key is the store's prefix and the name (an empty
+//! prefix there), block() begins at a whole second of the model's clock.
 //!
 //! What breaks it: a crash between SETNX and EXPIRE — the key never expires (liveness `stuck`);
 //! with `laravel@5.7`, a release delayed past the lock's seconds deletes the next holder's lock.
@@ -41,8 +54,8 @@ use super::set::del_release;
 use super::set_nx_px_lua::compare_and_delete;
 use super::setnx_del::setnx;
 use super::{
-    Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo, Release, SchemeInfo, command,
-    not_acquired, retry_until, try_until, uuid4, whole_seconds,
+    COMPARE_AND_DELETE, CallError, Family, Grant, Lease, LockEnv, LockScheme, Params, PresetInfo,
+    RAISED, Release, SchemeInfo, command, eval, not_acquired, retry_until, uuid4, whole_seconds,
 };
 use crate::redis::Reply;
 
@@ -132,7 +145,7 @@ pub struct SetnxExpire {
     ttl_s: Option<u64>,
     retry_delay_ms: u64,
     flavour: Flavour,
-    /// The value of the lock held, if any.
+    /// The value of the lock held, if any; Laravel: the owner of the lock object last used.
     token: Option<String>,
 }
 
@@ -178,74 +191,124 @@ impl LockScheme for SetnxExpire {
         Ok(grant)
     }
 
+    /// Laravel's `release()` asks nobody whether the lock was acquired: it runs on a lock
+    /// object that never got the lock too (a fresh `Cache::lock()` has its owner already).
     async fn release(&mut self, env: &Rc<dyn LockEnv>) -> Release {
-        let Some(token) = self.token.take() else {
-            return not_acquired();
-        };
-        match self.flavour {
-            Flavour::Laravel58 | Flavour::Laravel612 => {
-                compare_and_delete(env, 0, &self.key, &token).await
+        if self.flavour == Flavour::Seeds {
+            if self.token.take().is_none() {
+                return not_acquired();
             }
-            _ => del_release(env, &self.key).await,
+            return del_release(env, &self.key).await;
         }
+        let token = match &self.token {
+            Some(token) => token.clone(),
+            None => {
+                let token = self.laravel_owner(env.as_ref());
+                self.token = Some(token.clone());
+                token
+            }
+        };
+        self.laravel_release(env, &token).await
     }
 }
 
 impl SetnxExpire {
-    /// Laravel's `block($seconds)`: `acquire()` (SETNX, then EXPIRE when it answered 1 and
-    /// seconds were given; 6.12: one SET ... EX ... NX) every 250 ms until the wait is over; a
-    /// Redis error escapes.
+    /// Laravel's `block($seconds)` (`Lock.php:82-101` at v5.7.28, `:105-126` at v5.8.0 and
+    /// v6.12.0): `acquire()` (SETNX, then EXPIRE when it answered 1 and seconds were given;
+    /// 6.12: one SET ... EX ... NX), and after each failed one `usleep(250 * 1000)`, then
+    /// `LockTimeoutException` once `currentTime() - $seconds >= $starting`: `currentTime()` is
+    /// the wall clock in whole seconds (`Support/InteractsWithTime.php:60-63`,
+    /// `Carbon::now()->getTimestamp()`), so the wait ends at the first whole second `$seconds`
+    /// after the one it began in, and no try follows the last sleep. A Redis error escapes.
     async fn laravel_block(
         &mut self,
         env: &Rc<dyn LockEnv>,
         timeout_ms: u64,
     ) -> Result<Grant, String> {
-        let token = match self.flavour {
-            // Every process writes 1: the value names nobody.
-            Flavour::Laravel57 => "1".to_string(),
-            _ => {
-                let owner = laravel_random(env.as_ref());
-                env.register_token(&owner);
-                owner
+        let token = self.laravel_owner(env.as_ref());
+        // The owner of the lock object this acquisition uses, got or not.
+        self.token = Some(token.clone());
+        let seconds = timeout_ms as f64 / 1000.0;
+        let current_time = || env.wall_ms().div_euclid(1000) as f64;
+        let starting = current_time();
+        while !self.laravel_acquire(env, &token).await? {
+            env.sleep_ms(self.retry_delay_ms).await;
+            if current_time() - seconds >= starting {
+                return Err("LockTimeoutException".into());
             }
-        };
-        let (key, ttl_s, atomic) = (
-            self.key.clone(),
-            self.ttl_s,
-            self.flavour == Flavour::Laravel612,
-        );
-        let grant = try_until(env, timeout_ms, self.retry_delay_ms, async || {
-            if let (true, Some(ttl_s)) = (atomic, ttl_s) {
-                let set = command(
-                    env,
-                    0,
-                    &["SET", &key, &token, "EX", &ttl_s.to_string(), "NX"],
-                )
+        }
+        Ok(Grant { token, fence: None })
+    }
+
+    /// A new `Cache::lock()` object's owner: 5.7 writes `1` (the value names nobody); from
+    /// 5.8, `Str::random()` (`Lock.php:43-52`).
+    fn laravel_owner(&self, env: &dyn LockEnv) -> String {
+        if self.flavour == Flavour::Laravel57 {
+            return "1".to_string();
+        }
+        let owner = laravel_random(env);
+        env.register_token(&owner);
+        owner
+    }
+
+    /// `RedisLock::acquire()`; a Redis error (phpredis's `RedisException`) escapes it.
+    async fn laravel_acquire(&self, env: &Rc<dyn LockEnv>, token: &str) -> Result<bool, String> {
+        let raised = |e: CallError| format!("{RAISED}RedisException: {e}");
+        let key = self.key.as_str();
+        if let (Flavour::Laravel612, Some(ttl_s)) = (self.flavour, self.ttl_s) {
+            let set = command(env, 0, &["SET", key, token, "EX", &ttl_s.to_string(), "NX"])
                 .await
-                .map_err(|e| e.to_string())?;
-                return Ok(
-                    matches!(set, Reply::Status(ref s) if s == "OK").then(|| Grant {
-                        token: token.clone(),
-                        fence: None,
-                    }),
-                );
+                .map_err(raised)?;
+            return Ok(matches!(set, Reply::Status(ref s) if s == "OK"));
+        }
+        let won = match command(env, 0, &["SETNX", key, token]).await {
+            Ok(Reply::Integer(n)) => n == 1,
+            Ok(Reply::Error(e)) => {
+                return Err(format!(
+                    "{RAISED}RedisException: {}",
+                    String::from_utf8_lossy(&e)
+                ));
             }
-            if !setnx(env, &key, &token).await? {
-                return Ok(None);
+            Ok(_) => false,
+            Err(e) => return Err(raised(e)),
+        };
+        if won && let Some(ttl_s) = self.ttl_s {
+            command(env, 0, &["EXPIRE", key, &ttl_s.to_string()])
+                .await
+                .map_err(raised)?;
+        }
+        Ok(won)
+    }
+
+    /// `RedisLock::release()`: 5.7 `DEL` (`RedisLock.php:50-53` at v5.7.28), 5.8 the
+    /// compare-and-delete script (`:51-54` at v5.8.0), both returning nothing: the caller learns
+    /// only of an error, a release that deleted nothing looks like one that did. 6.12 returns
+    /// the script's answer as a bool (`:49-52`, since v6.0.0).
+    async fn laravel_release(&self, env: &Rc<dyn LockEnv>, token: &str) -> Release {
+        match self.flavour {
+            Flavour::Laravel58 => {
+                match eval(env, 0, COMPARE_AND_DELETE, &[&self.key], &[token]).await {
+                    Ok(Reply::Integer(1)) => Release {
+                        ok: true,
+                        detail: "deleted".into(),
+                    },
+                    Ok(Reply::Integer(_)) => Release {
+                        ok: true,
+                        detail: "release() returns nothing (not the owner any more)".into(),
+                    },
+                    Ok(other) => Release {
+                        ok: false,
+                        detail: format!("unexpected reply {other:?}"),
+                    },
+                    Err(e) => Release {
+                        ok: false,
+                        detail: e.to_string(),
+                    },
+                }
             }
-            if let Some(ttl_s) = ttl_s {
-                command(env, 0, &["EXPIRE", &key, &ttl_s.to_string()])
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(Some(Grant {
-                token: token.clone(),
-                fence: None,
-            }))
-        })
-        .await?;
-        self.token = Some(grant.token.clone());
-        Ok(grant)
+            Flavour::Laravel612 => compare_and_delete(env, 0, &self.key, token).await,
+            _ => del_release(env, &self.key).await,
+        }
     }
 }
 
@@ -330,6 +393,47 @@ mod tests {
             two_clients(serde_json::json!({"name": "setnx-expire", "preset": "laravel@5.7"}));
         block_on(la.acquire(&a, 100)).unwrap();
         assert_eq!(shared.command(&["TTL", "lock"]), Reply::Integer(-1));
+    }
+
+    #[test]
+    fn laravel_block_counts_whole_seconds_of_the_wall_clock() {
+        // The clock starts at a whole second: block(1) begun there tries at 0, 250, 500 and
+        // 750 ms; begun 600 ms in, at 600 and 850 ms.
+        for (start_ms, tries) in [(0, 4), (600, 2)] {
+            let shared = Shared::new();
+            shared.command(&["SET", "lock", "someone-else"]);
+            pass(&shared, start_ms);
+            let a = Rc::new(DirectEnv::concrete(&shared, "a", 1));
+            let a_dyn: Rc<dyn LockEnv> = a.clone();
+            let mut lock = crate::locks::testing::scheme(
+                serde_json::json!({"name": "setnx-expire", "preset": "laravel@5.7", "ttl_ms": 10000}),
+            );
+            assert!(block_on(lock.acquire(&a_dyn, 1000)).is_err());
+            let sent = a.sent.borrow();
+            assert_eq!(sent.len(), tries, "begun at {start_ms} ms: {sent:?}");
+        }
+    }
+
+    #[test]
+    fn laravel_release_runs_for_any_lock_object_and_only_6_12_reports_it() {
+        use crate::locks::testing::two_clients;
+        for (preset, ok, left) in [
+            ("laravel@5.7", true, 0),
+            ("laravel@5.8", true, 1),
+            ("laravel@6.12", false, 1),
+        ] {
+            let (shared, (a, mut la), (b, mut lb)) = two_clients(serde_json::json!(
+                {"name": "setnx-expire", "preset": preset, "ttl_ms": 2000}
+            ));
+            block_on(la.acquire(&a, 0)).unwrap();
+            let release = block_on(lb.release(&b));
+            assert_eq!(release.ok, ok, "{preset}: {release:?}");
+            assert_eq!(
+                shared.command(&["EXISTS", "lock"]),
+                Reply::Integer(left),
+                "{preset}"
+            );
+        }
     }
 
     #[test]

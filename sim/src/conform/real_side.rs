@@ -183,6 +183,8 @@ struct Monitor {
     stream: TcpStream,
     lines: Arc<Mutex<Vec<Line>>>,
     reader: Option<JoinHandle<()>>,
+    /// Where the harness's end marker is among `lines`, once seen.
+    end: std::cell::Cell<Option<usize>>,
 }
 
 impl Monitor {
@@ -219,6 +221,7 @@ impl Monitor {
             stream,
             lines,
             reader: Some(handle),
+            end: std::cell::Cell::new(None),
         })
     }
 
@@ -232,14 +235,14 @@ impl Monitor {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .rev()
-                .any(|l| {
+                .position(|l| {
                     l.who.as_deref() == Some(who)
                         && l.argv.len() == 2
                         && l.argv[0].eq_ignore_ascii_case(b"ECHO")
                         && l.argv[1] == marker.as_bytes()
                 });
-            if seen {
+            if let Some(at) = seen {
+                self.end.set(Some(at));
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -252,12 +255,19 @@ impl Monitor {
         }
     }
 
+    /// The lines up to the end marker: what a driver's process sends while it exits (a
+    /// library's finalizer, such as sherlock's `BaseLock.__del__` releasing,
+    /// `sherlock/lock.py:229-233` at v0.4.0) comes after the situation ended.
     fn finish(mut self) -> Vec<Line> {
         let _ = self.stream.shutdown(Shutdown::Both);
         if let Some(handle) = self.reader.take() {
             let _ = handle.join();
         }
-        std::mem::take(&mut *self.lines.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut lines = std::mem::take(&mut *self.lines.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(end) = self.end.get() {
+            lines.truncate(end);
+        }
+        lines
     }
 }
 
