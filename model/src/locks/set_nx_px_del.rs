@@ -202,7 +202,9 @@ impl SetNxPxDel {
                 Ok(_) => {
                     return Release {
                         ok: false,
-                        detail: "IllegalStateException: Lock was released in the store due to expiration. The integrity of data protected by this lock may have been compromised.".into(),
+                        detail: format!(
+                            "{RAISED}IllegalStateException: Lock was released in the store due to expiration. The integrity of data protected by this lock may have been compromised."
+                        ),
                     };
                 }
                 Err(e) => {
@@ -287,7 +289,10 @@ impl LockScheme for SetNxPxDel {
             return match self.holds {
                 0 => Release {
                     ok: false,
-                    detail: format!("IllegalStateException: You do not own lock at {}", self.key),
+                    detail: format!(
+                        "{RAISED}IllegalStateException: You do not own lock at {}",
+                        self.key
+                    ),
                 },
                 1 => {
                     self.holds = 0;
