@@ -635,7 +635,11 @@ impl<'a> Campaign<'a> {
         }
         let better_watermark = self.progress.improve(&trial.reached);
         let learns = self.search == Search::Guided;
-        if learns {
+        // A random nemesis run's faults, replayed as a scripted schedule, do not replay its
+        // trace (madsim's scheduling draws differ without the nemesis's tasks, as `shrink`
+        // reports): its times are no branch points. Its schedule is still a parent for mutants.
+        let replays = origin != Origin::Nemesis;
+        if learns && replays {
             let reached_at: Vec<(model::marks::Mark, u64)> = trial
                 .reached
                 .first_at
@@ -652,7 +656,9 @@ impl<'a> Campaign<'a> {
             );
         }
         if learns && (keep || !new.is_empty() || better_watermark) {
-            self.branch_prefixes(&faults, seed, &new, &trial.reached);
+            if replays {
+                self.branch_prefixes(&faults, seed, &new, &trial.reached);
+            }
             let watermarks = Watermarks::of(&trial.reached);
             self.corpus.entries.push(Entry {
                 faults,
@@ -921,6 +927,28 @@ mod tests {
             hunt.tried.len() > hunt_swarm.len() + nemesis.len(),
             "no learnt input ran: the test shows nothing"
         );
+    }
+
+    /// A random nemesis run's schedule does not replay its trace: a parent, never an anchor
+    /// or a prefix branch point.
+    #[test]
+    fn a_random_nemesis_run_is_kept_but_not_branched_at() {
+        let target = target();
+        let mut campaign = Campaign::new(&target, 2);
+        let mut inputs = vec![campaign.next_input()];
+        assert_eq!(inputs[0].origin, Origin::Nemesis);
+        let trials = run_all(&target, &mut inputs, 1).expect("runs");
+        let input = inputs.pop().expect("one input");
+        assert!(
+            !input.faults.is_empty(),
+            "the nemesis injected nothing: the test shows nothing"
+        );
+        let trial = trials.into_iter().next().expect("one trial");
+        assert!(!trial.reached.first_us.is_empty(), "no mark fired");
+        campaign.learn(input, trial, true);
+        assert_eq!(campaign.corpus.entries.len(), 1);
+        assert!(campaign.anchors.is_empty());
+        assert!(campaign.queue.is_empty());
     }
 
     #[test]
