@@ -10,13 +10,14 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use model::marks::Mark;
 use serde_json::{Map, Value, json};
 
 use super::artifacts::{path_component, write_file};
 use super::catalog::select_one_scheme;
 use super::shrink::{DEFAULT_MAX_RUNS, ordered_json, read_object, rebase, row_file, shrink};
 use crate::hunt::bench::{Bench, Settings, table};
-use crate::hunt::{Campaign, Limits, Target};
+use crate::hunt::{Campaign, Limits, Origin, Target};
 use crate::scenario::Scenario;
 use crate::scenario::faults::{Fault, FaultSpec};
 
@@ -63,6 +64,11 @@ pub struct Args {
     /// `--bench`: feature-counting campaigns per search.
     #[arg(long, default_value_t = 5)]
     feature_campaigns: u64,
+    /// `--bench`: the path of the bug the class is after, as marks in order (e.g.
+    /// `wait_partially_acked,promoted_while_held`); the table counts the violations whose run
+    /// fired them in that order.
+    #[arg(long, value_delimiter = ',')]
+    mechanism: Vec<String>,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -86,8 +92,15 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     }
     // The runs hunt made: a written schedule replays as it ran (`Target::new`).
     base.insert("faults_in_sequence".into(), json!(true));
+    let mut nemesis = read_object(&scenario.path)?
+        .remove("nemesis")
+        .unwrap_or(Value::Null);
+    if let Value::Object(nemesis) = &mut nemesis {
+        nemesis.insert("swarm".into(), json!(false));
+    }
     let writer = ScenarioWriter {
         base,
+        nemesis,
         from: PathBuf::from(&scenario.path),
     };
     let corpus_dir = out.join("corpus");
@@ -133,7 +146,13 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         return Ok(ExitCode::FAILURE);
     };
     let failing = out.join("failing.json");
-    writer.write(&failing, &found.faults, found.seed, &scenario.name)?;
+    if found.origin == Origin::Nemesis {
+        // The random nemesis's own run: the file with its nemesis (swarm off) on that seed fails
+        // as it ran; shrinking turns its faults into a scripted schedule.
+        writer.write_nemesis(&failing, found.seed, &scenario.name)?;
+    } else {
+        writer.write(&failing, &found.faults, found.seed, &scenario.name)?;
+    }
     println!(
         "run {} breaks {} (seed {}, {} faults, {}): {}",
         outcome.progress.runs,
@@ -170,16 +189,49 @@ fn bench(args: &Args, scenario: &Scenario, scheme: usize) -> Result<ExitCode, St
         feature_campaigns: args.feature_campaigns,
         jobs: args.jobs,
     };
+    let mechanism = args
+        .mechanism
+        .iter()
+        .map(|name| {
+            Mark::ALL
+                .iter()
+                .copied()
+                .find(|m| m.name() == name)
+                .ok_or_else(|| {
+                    format!(
+                        "--mechanism: no mark is named '{name}' (marks: {})",
+                        Mark::ALL
+                            .iter()
+                            .map(|m| m.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+        })
+        .collect::<Result<Vec<Mark>, String>>()?;
     let bench = Bench::new(scenario, scheme)?;
     let figures = bench.run(&settings, |method, c, result| {
         eprintln!(
-            "{} campaign {c}: {}{}",
+            "{} campaign {c}: {}{}{}",
             method.name(),
             result
                 .runs_to_violation
                 .map_or(format!("nothing in {} runs", settings.max_runs), |n| {
                     format!("{} after {n} runs", result.broken.join(", "))
                 }),
+            if result.marks.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " [marks: {}]",
+                    result
+                        .marks
+                        .iter()
+                        .map(|m| m.name())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            },
             result
                 .found_by
                 .as_ref()
@@ -198,18 +250,33 @@ fn bench(args: &Args, scenario: &Scenario, scheme: usize) -> Result<ExitCode, St
         args.file.display(),
         scenario.schemes[scheme].label()
     );
-    print!("{}", table(&name, &settings, &figures));
+    print!("{}", table(&name, &settings, &figures, &mechanism));
     Ok(ExitCode::SUCCESS)
 }
 
 /// Writes schedules as scenario files of the hunted row.
 struct ScenarioWriter {
     base: Map<String, Value>,
+    /// The hunted file's `nemesis`, swarm off (as hunt's random nemesis runs run it).
+    nemesis: Value,
     /// The hunted file (its `$schema` is rebased from its folder).
     from: PathBuf,
 }
 
 impl ScenarioWriter {
+    /// The hunted row with its random nemesis (swarm off) on `seed`, no scripted fault.
+    fn write_nemesis(&self, path: &Path, seed: u64, name: &str) -> Result<(), String> {
+        let mut base = self.base.clone();
+        base.insert("nemesis".into(), self.nemesis.clone());
+        base.remove("faults_in_sequence");
+        ScenarioWriter {
+            base,
+            nemesis: Value::Null,
+            from: self.from.clone(),
+        }
+        .write(path, &[], seed, name)
+    }
+
     fn write(&self, path: &Path, faults: &[Fault], seed: u64, name: &str) -> Result<(), String> {
         let mut map = self.base.clone();
         let specs: Vec<Value> = faults

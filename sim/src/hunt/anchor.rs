@@ -17,7 +17,10 @@
 //! around a time scale where that meets the range. A kind's fault comes no sooner than its
 //! `every_ms.min` after the last one of the kind (the children stay within the nemesis:
 //! `bounds`). Its target is named by its role at t where it has one: a client that holds the
-//! lock then (`holder`) or one that does not (`peer`); a server by its name.
+//! lock then (`holder`) or one that does not (`peer`); a Redis server a master, a replica
+//! synced with its master or one lagging behind it (`server_roles_at`: after a WAIT
+//! acknowledged by one replica, "the one that did not" whichever it was); another server by
+//! its name.
 //!
 //! Which children come first is learnt during the campaign ([`Prior`]): each child counts as a
 //! success for its arms — how many faults it stacked, (anchor mark, kind), (kind, offset
@@ -87,6 +90,8 @@ pub struct Anchor {
     pub t_us: u64,
     /// The clients that held the lock at `t_us` (their role: `holder`).
     pub holders: BTreeSet<String>,
+    /// The Redis servers' roles at `t_us` (`server_roles_at`).
+    pub server_roles: BTreeMap<String, &'static str>,
     /// Children given so far.
     children: u32,
 }
@@ -196,6 +201,7 @@ impl Anchors {
                 mark,
                 t_us,
                 holders: holders_at(events, t_us),
+                server_roles: server_roles_at(events, t_us),
                 children: 0,
             });
         }
@@ -310,7 +316,7 @@ impl Anchors {
                 uniform: true,
             };
             let (mut inserted, _) = swarm::draw_fault(&draw, at_ms, rng);
-            let role = self.retarget(&mut inserted, &kind.nodes, name, &anchor.holders, rng);
+            let role = self.retarget(&mut inserted, &kind.nodes, name, &anchor, rng);
             arms.push(Arm::MarkKind(anchor.mark, name));
             arms.push(Arm::Offset(name, offset_scale));
             if !durations.is_empty() {
@@ -339,26 +345,30 @@ impl Anchors {
     }
 
     /// Names the target of a one-node fault by a role drawn by its weight (see the module
-    /// doc) and a node of that role; the role, or `None` for a fault on a link or a group.
+    /// doc) and a node of that role at the anchor; the role, or `None` for a fault on a link
+    /// or a group.
     fn retarget(
         &self,
         fault: &mut Fault,
         nodes: &[String],
         kind: &'static str,
-        holders: &BTreeSet<String>,
+        anchor: &Anchor,
         rng: &mut ChaCha8Rng,
     ) -> Option<String> {
         let node = fault.kind.single_node_mut()?;
         let role_of = |n: &String| -> String {
             if n.starts_with("client-") {
-                if holders.contains(n) {
+                if anchor.holders.contains(n) {
                     "holder"
                 } else {
                     "peer"
                 }
                 .to_string()
             } else {
-                n.clone()
+                anchor
+                    .server_roles
+                    .get(n)
+                    .map_or_else(|| n.clone(), |role| role.to_string())
             }
         };
         let roles: Vec<String> = nodes
@@ -379,6 +389,72 @@ impl Anchors {
         *node = of_role[rng.gen_range(0..of_role.len())].clone();
         Some(role)
     }
+}
+
+/// A server that is a master at the anchor.
+pub const MASTER: &str = "master";
+/// A replica whose keys are its group master's (it acknowledged the last write).
+pub const REPLICA_SYNCED: &str = "replica_synced";
+/// A replica that lacks a key its group master has, or has one its master lost (a WAIT it
+/// did not acknowledge; a failover to it loses the lock).
+pub const REPLICA_LAGGING: &str = "replica_lagging";
+
+/// The Redis servers' roles at `t_us`, from the trace: a master (by its last `role` event;
+/// before one, a name without `-replica-`), or a replica synced with or lagging behind its
+/// group's master (the group: the name before `-replica-`) by the keys' owners (`key_owner`
+/// events). A fault on "the replica that acknowledged" or "the one that did not" then names
+/// the same role whichever replica that was in the run (Sentinel promotes the replica with
+/// the best offset: redis 7.0.15 src/sentinel.c sentinelSelectSlave).
+pub fn server_roles_at(events: &[Event], t_us: u64) -> BTreeMap<String, &'static str> {
+    let mut master: BTreeMap<String, bool> = BTreeMap::new();
+    let mut owners: BTreeMap<String, BTreeMap<String, Option<String>>> = BTreeMap::new();
+    for e in events.iter().take_while(|e| e.t_us <= t_us) {
+        match &e.kind {
+            EventKind::Replication { what, detail } if what == "role" => {
+                master.insert(e.node.clone(), detail.starts_with("master"));
+            }
+            EventKind::KeyOwner { key, owner, .. } => {
+                master
+                    .entry(e.node.clone())
+                    .or_insert_with(|| !e.node.contains("-replica-"));
+                owners
+                    .entry(e.node.clone())
+                    .or_default()
+                    .insert(key.clone(), owner.clone());
+            }
+            _ => {}
+        }
+    }
+    let group = |node: &str| node.split("-replica-").next().unwrap_or(node).to_string();
+    let keys_of = |node: &str| owners.get(node).cloned().unwrap_or_default();
+    let same_keys = |a: &BTreeMap<String, Option<String>>, b: &BTreeMap<String, Option<String>>| {
+        let held = |m: &BTreeMap<String, Option<String>>| -> BTreeMap<String, String> {
+            m.iter()
+                .filter_map(|(k, o)| o.clone().map(|o| (k.clone(), o)))
+                .collect()
+        };
+        held(a) == held(b)
+    };
+    let mut roles = BTreeMap::new();
+    for (node, is_master) in &master {
+        let role = if *is_master {
+            MASTER
+        } else {
+            let masters: Vec<&String> = master
+                .iter()
+                .filter(|(m, is)| **is && group(m) == group(node))
+                .map(|(m, _)| m)
+                .collect();
+            let mine = keys_of(node);
+            if masters.iter().all(|m| same_keys(&keys_of(m), &mine)) {
+                REPLICA_SYNCED
+            } else {
+                REPLICA_LAGGING
+            }
+        };
+        roles.insert(node.clone(), role);
+    }
+    roles
 }
 
 /// The client processes that hold the lock at `t_us`: their last `acquired` before it has no
@@ -529,6 +605,110 @@ mod tests {
             }
         }
         assert_eq!(paused_by_role.len(), 2, "{paused_by_role:?}");
+    }
+
+    #[test]
+    fn servers_are_named_by_their_role_in_the_run_at_the_anchor() {
+        let role = |node: &str, detail: &str| {
+            event(
+                0,
+                node,
+                EventKind::Replication {
+                    what: "role".into(),
+                    detail: detail.into(),
+                },
+            )
+        };
+        let owner = |t_ms: u64, node: &str, owner: Option<&str>| {
+            event(
+                t_ms,
+                node,
+                EventKind::KeyOwner {
+                    key: "lock".into(),
+                    owner: owner.map(String::from),
+                    by: "replication".into(),
+                },
+            )
+        };
+        // The master writes the key; one replica has it at 200 ms, the other does not.
+        let lagging = |synced: &str| {
+            vec![
+                role("redis-1-replica-1", "replica of redis-1"),
+                role("redis-1-replica-2", "replica of redis-1"),
+                owner(100, "redis-1", Some("client-1")),
+                owner(102, synced, Some("client-1")),
+            ]
+        };
+        let roles = server_roles_at(&lagging("redis-1-replica-1"), 200_000);
+        assert_eq!(roles["redis-1"], MASTER);
+        assert_eq!(roles["redis-1-replica-1"], REPLICA_SYNCED);
+        assert_eq!(roles["redis-1-replica-2"], REPLICA_LAGGING);
+        // The other replica caught up: synced; promoted: a master.
+        let mut events = lagging("redis-1-replica-1");
+        events.push(owner(300, "redis-1-replica-2", Some("client-1")));
+        assert_eq!(
+            server_roles_at(&events, 300_000)["redis-1-replica-2"],
+            REPLICA_SYNCED
+        );
+        events.push(event(
+            400,
+            "redis-1-replica-2",
+            EventKind::Replication {
+                what: "role".into(),
+                detail: "master (REPLICAOF NO ONE)".into(),
+            },
+        ));
+        assert_eq!(
+            server_roles_at(&events, 400_000)["redis-1-replica-2"],
+            MASTER
+        );
+        // A crash anchored at 200 ms on the lagging replica names whichever replica lagged.
+        let nodes: BTreeSet<String> = ["redis-1", "redis-1-replica-1", "redis-1-replica-2"]
+            .map(String::from)
+            .into();
+        let json = serde_json::json!({
+            "crash": { "every_ms": [500, 20000], "duration_ms": [3000, 6000],
+                       "nodes": ["redis-1-replica-1", "redis-1-replica-2"] }
+        });
+        let spec = NemesisSpec::from_json(&json, &nodes, 60_000).expect("a valid nemesis");
+        for (synced, lagging_node) in [
+            ("redis-1-replica-1", "redis-1-replica-2"),
+            ("redis-1-replica-2", "redis-1-replica-1"),
+        ] {
+            let events = lagging(synced);
+            let mut anchors = Anchors::default();
+            let mut rng = ChaCha8Rng::seed_from_u64(6);
+            let mut by_role = BTreeMap::new();
+            for _ in 0..60 {
+                anchors.add(
+                    &[],
+                    1,
+                    &[(Mark::WaitPartiallyAcked, 200_000)],
+                    &events,
+                    10_000,
+                );
+                let (child, _, choice) = anchors
+                    .child(&spec, &scales(), 10_000, &mut rng)
+                    .expect("an anchor waits");
+                let role = choice
+                    .arms
+                    .iter()
+                    .find_map(|a| match a {
+                        Arm::Target(_, role) => Some(role.clone()),
+                        _ => None,
+                    })
+                    .expect("a crash names its target's role");
+                let node = child[0].kind.node_names()[0].to_string();
+                let expected = if role == REPLICA_LAGGING {
+                    lagging_node
+                } else {
+                    synced
+                };
+                assert_eq!(node, expected, "{role}");
+                *by_role.entry(role).or_insert(0) += 1;
+            }
+            assert_eq!(by_role.len(), 2, "{by_role:?}");
+        }
     }
 
     #[test]

@@ -11,15 +11,14 @@
 //! over campaigns that do not stop at a violation. Every figure is a function of the scenario,
 //! the settings and the campaign numbers: campaigns run in parallel, each alone on its thread.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+
+use model::marks::Mark;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::hunt::features;
-use crate::hunt::{Campaign, Limits, Search, Target, run_marked};
+use crate::hunt::{Campaign, Limits, Search, Target};
 use crate::scenario::Scenario;
-use crate::scenario::expect::broken_verdicts;
 
 /// A campaign's result and the features it reached, or why it could not run.
 type Ran = Result<(CampaignResult, usize), String>;
@@ -58,6 +57,13 @@ pub struct Settings {
     pub jobs: usize,
 }
 
+/// Whether a run that fired `marks` (in the order of their first hits) took the path
+/// `mechanism`: its marks in that order, others between them allowed (empty: every run).
+pub fn took_path(marks: &[Mark], mechanism: &[Mark]) -> bool {
+    let mut fired = marks.iter();
+    mechanism.iter().all(|m| fired.any(|f| f == m))
+}
+
 /// One campaign's result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CampaignResult {
@@ -68,6 +74,12 @@ pub struct CampaignResult {
     /// For swarm and hunt: where the violating input came from (`Origin::name`) and the
     /// features its run reached first.
     pub found_by: Option<(&'static str, Vec<String>)>,
+    /// The marks the violating run fired, in the order of their first hits (empty when none
+    /// was found).
+    pub marks: Vec<Mark>,
+    /// For swarm and hunt: the campaign's runs by where their inputs came from
+    /// (`Origin::name`), what a violation per origin is measured against.
+    pub runs_by_origin: BTreeMap<&'static str, u64>,
 }
 
 /// One search's figures on one row.
@@ -99,6 +111,32 @@ impl MethodFigures {
         median(&runs)
     }
 
+    /// Violations found whose run took the path `mechanism` (`took_path`).
+    pub fn found_by_path(&self, mechanism: &[Mark]) -> usize {
+        self.campaigns
+            .iter()
+            .filter(|c| c.runs_to_violation.is_some() && took_path(&c.marks, mechanism))
+            .count()
+    }
+
+    /// Per origin (`Origin::name`): the violations its inputs found and the runs they took
+    /// over every campaign, most violations first.
+    pub fn origins(&self) -> Vec<(&'static str, usize, u64)> {
+        let mut counts: BTreeMap<&'static str, (usize, u64)> = BTreeMap::new();
+        for c in &self.campaigns {
+            if let Some((origin, _)) = c.found_by {
+                counts.entry(origin).or_default().0 += 1;
+            }
+            for (origin, runs) in &c.runs_by_origin {
+                counts.entry(origin).or_default().1 += runs;
+            }
+        }
+        let mut counts: Vec<(&'static str, usize, u64)> =
+            counts.into_iter().map(|(o, (n, r))| (o, n, r)).collect();
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        counts
+    }
+
     pub fn median_features(&self) -> Option<f64> {
         let mut f: Vec<u64> = self.features.iter().map(|&n| n as u64).collect();
         f.sort_unstable();
@@ -122,24 +160,12 @@ fn median(sorted: &[u64]) -> Option<f64> {
 /// The bench's view of a scenario row: hunt's target and the random nemesis's row.
 pub struct Bench {
     target: Target,
-    random_row: Arc<Scenario>,
-    judges_fairness: bool,
 }
 
 impl Bench {
     pub fn new(scenario: &Scenario, scheme: usize) -> Result<Bench, String> {
         let target = Target::new(scenario, scheme)?;
-        let mut row = scenario.for_scheme(scheme);
-        row.schemes = vec![scenario.schemes[scheme].clone()];
-        if let Some(nemesis) = row.nemesis.as_mut() {
-            nemesis.swarm = false;
-        }
-        let judges_fairness = row.judges_fairness();
-        Ok(Bench {
-            target,
-            random_row: Arc::new(row),
-            judges_fairness,
-        })
+        Ok(Bench { target })
     }
 
     /// The first seed of campaign `c`: campaigns never share a fresh seed.
@@ -152,14 +178,17 @@ impl Bench {
     fn random_campaign(&self, first: u64, runs: u64, stop: bool) -> Ran {
         let mut reached = BTreeSet::new();
         for i in 0..runs {
-            let (output, hits) = run_marked(&self.random_row, first + i)?;
-            reached.extend(features::reached(&hits, &output.events, self.target.lease_ms).features);
-            let broken = broken_verdicts(&output.result, self.judges_fairness);
+            let (_, trial) = self.target.try_nemesis(first + i)?;
+            let marks = trial.reached.marks_in_order();
+            reached.extend(trial.reached.features);
+            let broken = trial.broken;
             if stop && !broken.is_empty() {
                 let result = CampaignResult {
                     runs_to_violation: Some(i + 1),
                     broken,
                     found_by: None,
+                    marks,
+                    runs_by_origin: BTreeMap::new(),
                 };
                 return Ok((result, reached.len()));
             }
@@ -168,6 +197,8 @@ impl Bench {
             runs_to_violation: None,
             broken: Vec::new(),
             found_by: None,
+            marks: Vec::new(),
+            runs_by_origin: BTreeMap::new(),
         };
         Ok((result, reached.len()))
     }
@@ -190,16 +221,24 @@ impl Bench {
             budget: None,
         };
         let outcome = campaign.run(limits, |_| {})?;
+        let mut runs_by_origin: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for tried in &outcome.tried {
+            *runs_by_origin.entry(tried.origin.name()).or_default() += 1;
+        }
         let result = match (&outcome.found, stop) {
             (Some(found), true) => CampaignResult {
                 runs_to_violation: Some(outcome.progress.runs),
                 broken: found.broken.clone(),
                 found_by: Some((found.origin.name(), found.first_reached.clone())),
+                marks: found.marks.clone(),
+                runs_by_origin,
             },
             _ => CampaignResult {
                 runs_to_violation: None,
                 broken: Vec::new(),
                 found_by: None,
+                marks: Vec::new(),
+                runs_by_origin,
             },
         };
         Ok((result, outcome.corpus.hits.len()))
@@ -276,14 +315,34 @@ impl Bench {
     }
 }
 
-/// The table of one row's figures (Markdown, as the README shows it).
-pub fn table(name: &str, settings: &Settings, figures: &[MethodFigures]) -> String {
+/// The table of one row's figures (Markdown, as the README shows it); with a `mechanism`,
+/// a column of the violations whose run took that path, and under the table where hunt's
+/// violations came from.
+pub fn table(
+    name: &str,
+    settings: &Settings,
+    figures: &[MethodFigures],
+    mechanism: &[Mark],
+) -> String {
     let mut out = format!(
         "{name}: {} campaigns of at most {} runs each; features over {} campaigns of {} runs\n\n",
         settings.campaigns, settings.max_runs, settings.feature_campaigns, settings.feature_runs
     );
-    out.push_str("| search | median runs to a violation | found within budget | median features in N runs | verdicts broken |\n");
-    out.push_str("|---|---|---|---|---|\n");
+    let path = mechanism
+        .iter()
+        .map(|m| m.name())
+        .collect::<Vec<_>>()
+        .join(" > ");
+    let path_column = if mechanism.is_empty() {
+        String::new()
+    } else {
+        format!(" of them by {path} |")
+    };
+    out.push_str(&format!("| search | median runs to a violation | found within budget |{path_column} median features in N runs | verdicts broken |\n"));
+    out.push_str(&format!(
+        "|---|---|---|{}---|---|\n",
+        if mechanism.is_empty() { "" } else { "---|" }
+    ));
     for f in figures {
         let median = f
             .median_runs()
@@ -301,13 +360,32 @@ pub fn table(name: &str, settings: &Settings, figures: &[MethodFigures]) -> Stri
         if broken.is_empty() {
             broken.push("-");
         }
+        let by_path = if mechanism.is_empty() {
+            String::new()
+        } else {
+            format!(" {}/{} |", f.found_by_path(mechanism), f.found())
+        };
         out.push_str(&format!(
-            "| {} | {median} | {}/{} | {features} | {} |\n",
+            "| {} | {median} | {}/{} |{by_path} {features} | {} |\n",
             f.method.name(),
             f.found(),
             f.campaigns.len(),
             broken.join(", ")
         ));
+    }
+    for f in figures {
+        let origins = f.origins();
+        if f.method == Method::Hunt && !origins.is_empty() {
+            let origins: Vec<String> = origins
+                .iter()
+                .map(|(o, n, runs)| format!("{o} {n} in {runs} runs"))
+                .collect();
+            out.push_str(&format!(
+                "\n{} violations found by: {}\n",
+                f.method.name(),
+                origins.join(", ")
+            ));
+        }
     }
     out
 }
@@ -321,6 +399,8 @@ mod tests {
             runs_to_violation: runs,
             broken: Vec::new(),
             found_by: None,
+            marks: Vec::new(),
+            runs_by_origin: BTreeMap::new(),
         }
     }
 
@@ -384,7 +464,7 @@ mod tests {
         // A crash of the only Redis every few hundred ms, restarted within 50 ms, loses the key of
         // a hold of 200-400 ms that the other client then takes: found.
         assert!(one.iter().any(|f| f.found() > 0), "{one:?}");
-        let table = table("unit", &settings(1), &one);
+        let table = table("unit", &settings(1), &one, &[]);
         assert!(
             table.contains("| random |") && table.contains("| hunt |"),
             "{table}"

@@ -53,6 +53,15 @@ pub struct Reached {
     pub largest_failover_lag_ms: Option<i64>,
 }
 
+impl Reached {
+    /// The marks fired, in the order of their first hits.
+    pub fn marks_in_order(&self) -> Vec<Mark> {
+        let mut marks: Vec<(u64, Mark)> = self.first_us.iter().map(|(m, t)| (*t, *m)).collect();
+        marks.sort();
+        marks.into_iter().map(|(_, m)| m).collect()
+    }
+}
+
 /// Fault kinds active at each instant, from the trace's fault events.
 struct ActiveFaults {
     /// (t_us, kind, +1 injected / −1 healed), in time order.

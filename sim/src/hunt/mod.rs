@@ -1,11 +1,16 @@
 //! `locksim hunt`: a search over fault schedules that learns where the bugs are (issue 33).
 //!
 //! Each run is one scenario row (one scheme) with a scripted fault schedule and no random
-//! nemesis: the schedule is the whole input, and a corpus entry or a failing schedule is a
-//! scenario file `locksim run` replays. Inputs come from three places:
-//! - fresh draws (`swarm`): half of them swarm draws, each kind of the scenario's `nemesis` on
-//!   with p = ½, its rates and durations log-uniform; half as the random nemesis draws (every
-//!   kind, uniform), so hunt is no worse than the nemesis where one fault of its shape does;
+//! nemesis (the schedule is the whole input, and a corpus entry or a failing schedule is a
+//! scenario file `locksim run` replays), or the random nemesis's own run, whose injected faults
+//! then are its schedule. Inputs come from these places:
+//! - fresh inputs, which hunt's sequence contains unchanged: the random nemesis's own runs
+//!   (`Origin::Nemesis`: the row with its nemesis, swarm off, on seeds from the first on; the
+//!   campaign's first run is the first of them) and swarm draws (`swarm`: each kind of the
+//!   scenario's `nemesis` on with p = ½, its rates and durations log-uniform) on a stream of
+//!   their own, so that hunt's k-th swarm draw is a swarm-only campaign's k-th run and its j-th
+//!   nemesis run the random nemesis's j-th: what hunt learns adds runs between them, never
+//!   changes them;
 //! - children of corpus entries (`corpus`, `mutate`): a parent drawn by the rarity of its
 //!   rarest feature, mutated AFL-style, run on the parent's seed;
 //! - prefix branches (moonpool-explorer: branch where a rare mark first fires): when a run
@@ -70,8 +75,8 @@ pub const ANCHOR_SHARE: f64 = 0.5;
 /// anchors, each with less of the campaign's runs.
 pub const RARE_HITS: u64 = 1;
 
-/// Share of hunt's fresh inputs drawn as the random nemesis draws (every kind, uniform gaps
-/// and durations) once the corpus has entries (before, all are); the others are swarm draws.
+/// Share of hunt's fresh inputs that are the random nemesis's own runs (the first run always
+/// is); the others are swarm draws.
 pub const NEMESIS_SHARE: f64 = 0.25;
 
 /// Share of mutated runs whose parent is the entry with the best of a watermark (one of the
@@ -118,6 +123,9 @@ pub fn run_marked(scenario: &Arc<Scenario>, seed: u64) -> Result<(RunOutput, Vec
 pub struct Target {
     /// The row (one scheme, index 0), its nemesis removed: runs set its faults.
     pub row: Scenario,
+    /// The row with its nemesis, swarm off: the random nemesis's own runs, which hunt's
+    /// sequence contains (`Origin::Nemesis`) and the benchmark's `random` search runs.
+    pub random_row: Arc<Scenario>,
     pub nemesis: NemesisSpec,
     pub heal_at_ms: u64,
     /// The scheme's lease (`None`: lease-less), for the grant-validity watermark.
@@ -131,6 +139,11 @@ impl Target {
     /// Scheme row `scheme` of `scenario`, which must have a `nemesis` (the kinds to draw).
     pub fn new(scenario: &Scenario, scheme: usize) -> Result<Target, String> {
         let mut row = scenario.for_scheme(scheme);
+        row.schemes = vec![scenario.schemes[scheme].clone()];
+        let mut random_row = row.clone();
+        if let Some(nemesis) = random_row.nemesis.as_mut() {
+            nemesis.swarm = false;
+        }
         let Some(nemesis) = row.nemesis.take() else {
             return Err(format!(
                 "{}: hunt draws its faults from the scenario's `nemesis` (the kinds, their ranges and nodes): the file has none",
@@ -150,6 +163,7 @@ impl Target {
         let scales = TimeScales::of(&row, lease_ms);
         Ok(Target {
             row,
+            random_row: Arc::new(random_row),
             nemesis,
             heal_at_ms,
             lease_ms,
@@ -175,6 +189,27 @@ impl Target {
             trace_hash: output.result.trace_hash,
             events: output.events,
         })
+    }
+
+    /// The random nemesis's own run of `seed` (every kind on, as `locksim sweep` runs it with
+    /// swarm off): what it reached, and the faults it injected as a scripted schedule (cut at
+    /// the heal, as it cut them), which the corpus keeps and children branch from.
+    pub fn try_nemesis(&self, seed: u64) -> Result<(Vec<Fault>, Trial), String> {
+        let (output, hits) = run_marked(&self.random_row, seed)?;
+        let mut faults: Vec<Fault> = output
+            .nemesis_faults
+            .iter()
+            .map(|f| crate::faults::nemesis::as_scripted(f, self.heal_at_ms))
+            .collect();
+        swarm::sort_by_time(&mut faults);
+        let broken = broken_verdicts(&output.result, self.judges_fairness);
+        let trial = Trial {
+            reached: features::reached(&hits, &output.events, self.lease_ms),
+            broken,
+            trace_hash: output.result.trace_hash,
+            events: output.events,
+        };
+        Ok((faults, trial))
     }
 
     /// A child of `faults` branching at `t_us`: the faults that fired up to then (`at_ms` up to
@@ -299,6 +334,8 @@ pub struct Found {
     pub origin: Origin,
     /// The features its run reached that no run before it had.
     pub first_reached: Vec<String>,
+    /// The marks its run fired, in the order of their first hits (which path it took).
+    pub marks: Vec<model::marks::Mark>,
 }
 
 /// Where an input came from (what found a violation tells whether the learning helped).
@@ -306,7 +343,7 @@ pub struct Found {
 pub enum Origin {
     /// A swarm draw.
     Swarm,
-    /// A draw as the random nemesis draws.
+    /// The random nemesis's own run of a seed (swarm off).
     Nemesis,
     /// A mutated corpus entry.
     Mutant,
@@ -322,7 +359,7 @@ impl Origin {
     pub fn name(self) -> &'static str {
         match self {
             Origin::Swarm => "a swarm draw",
-            Origin::Nemesis => "a nemesis-like draw",
+            Origin::Nemesis => "a random nemesis run",
             Origin::Mutant => "a mutant",
             Origin::Prefix => "a prefix branch",
             Origin::Anchored => "an anchored insertion",
@@ -331,17 +368,36 @@ impl Origin {
     }
 }
 
+/// One run of a campaign: where its input came from, its seed and its trace hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tried {
+    pub origin: Origin,
+    pub seed: u64,
+    pub trace_hash: String,
+}
+
 /// The end of a campaign.
 pub struct Outcome {
     pub progress: Progress,
     pub found: Option<Found>,
     pub corpus: Corpus,
+    /// Every run, in order.
+    pub tried: Vec<Tried>,
 }
 
 /// A campaign: the search state.
 pub struct Campaign<'a> {
     target: &'a Target,
+    /// The fresh swarm draws' stream, and only theirs: hunt's k-th swarm draw is the k-th run
+    /// of a swarm-only campaign of the same seed (same schedule, same seed), so that what hunt
+    /// learns only adds runs to swarm's sequence, never changes it.
     rng: ChaCha8Rng,
+    /// Every other draw of the campaign: which generator gives the next input, and the
+    /// children's faults.
+    learn_rng: ChaCha8Rng,
+    /// Seed of the next random nemesis run (`Origin::Nemesis`): hunt's j-th such run is the
+    /// random nemesis's own run of the j-th seed, as `locksim sweep` runs it.
+    next_nemesis_seed: u64,
     pub corpus: Corpus,
     /// Prefix children waiting to run: (faults, seed).
     queue: Vec<(Vec<Fault>, u64)>,
@@ -358,6 +414,8 @@ pub struct Campaign<'a> {
     stop_at_violation: bool,
     /// Parallel runs per round.
     jobs: usize,
+    /// Every run so far, in order.
+    tried: Vec<Tried>,
 }
 
 impl<'a> Campaign<'a> {
@@ -367,6 +425,8 @@ impl<'a> Campaign<'a> {
         Campaign {
             target,
             rng: ChaCha8Rng::seed_from_u64(stream_seed(campaign_seed, "hunt")),
+            learn_rng: ChaCha8Rng::seed_from_u64(stream_seed(campaign_seed, "hunt/learnt")),
+            next_nemesis_seed: target.row.seed,
             corpus: Corpus::default(),
             queue: Vec::new(),
             anchors: Anchors::default(),
@@ -376,12 +436,14 @@ impl<'a> Campaign<'a> {
             search: Search::Guided,
             stop_at_violation: true,
             jobs: 1,
+            tried: Vec::new(),
         }
     }
 
     /// Fresh runs on seeds from `seed` on (the benchmark gives each campaign its own seeds).
     pub fn first_seed(mut self, seed: u64) -> Self {
         self.next_seed = seed;
+        self.next_nemesis_seed = seed;
         self
     }
 
@@ -428,42 +490,58 @@ impl<'a> Campaign<'a> {
         input
     }
 
-    /// A queued prefix child, a fresh swarm draw, an anchored insertion or a mutated corpus
-    /// entry, as drawn.
+    /// The next fresh swarm draw: each kind on with p = ½, on the next fresh seed, from the
+    /// fresh stream only (a swarm-only campaign's sequence).
+    fn swarm_draw(&mut self) -> Input {
+        let seed = self.next_seed;
+        self.next_seed += 1;
+        let kinds = swarm::draw_kinds(&self.target.nemesis, &mut self.rng);
+        Input {
+            faults: swarm::draw_schedule(&kinds, 0, self.target.heal_at_ms, &mut self.rng),
+            seed,
+            origin: Origin::Swarm,
+            choice: None,
+        }
+    }
+
+    /// The random nemesis's own run of the next nemesis seed; its faults are known once it
+    /// has run (`Target::try_nemesis`).
+    fn nemesis_run(&mut self) -> Input {
+        let seed = self.next_nemesis_seed;
+        self.next_nemesis_seed += 1;
+        Input {
+            faults: Vec::new(),
+            seed,
+            origin: Origin::Nemesis,
+            choice: None,
+        }
+    }
+
+    /// A random nemesis run, a fresh swarm draw, a queued prefix child, an anchored insertion
+    /// or a mutated corpus entry, as drawn.
     fn draw_input(&mut self) -> Input {
         let heal_at_ms = self.target.heal_at_ms;
+        if self.search == Search::SwarmOnly {
+            return self.swarm_draw();
+        }
+        // The campaign's first run is the random nemesis's own run of its first seed: where one
+        // fault of the scenario's own shape breaks a verdict at once, hunt is as fast.
+        if self.next_nemesis_seed == self.next_seed && self.progress.runs == 0 {
+            return self.nemesis_run();
+        }
         let fresh_share = if self.runs_since_new >= STALL_RUNS {
             STALLED_FRESH_SHARE
         } else {
             FRESH_SHARE
         };
-        if self.search == Search::SwarmOnly
-            || self.corpus.entries.is_empty()
-            || self.rng.gen_bool(fresh_share)
-        {
-            let seed = self.next_seed;
-            self.next_seed += 1;
-            // Until a run has been learnt from (the first round), every fresh draw is drawn as
-            // the random nemesis draws: where one fault of the scenario's own shape breaks a
-            // verdict in the first runs, hunt is then no slower than the nemesis.
-            let as_the_nemesis = self.search == Search::Guided
-                && (self.corpus.entries.is_empty() || self.rng.gen_bool(NEMESIS_SHARE));
-            let (kinds, origin) = if as_the_nemesis {
-                (swarm::nemesis_kinds(&self.target.nemesis), Origin::Nemesis)
+        if self.corpus.entries.is_empty() || self.learn_rng.gen_bool(fresh_share) {
+            return if self.learn_rng.gen_bool(NEMESIS_SHARE) {
+                self.nemesis_run()
             } else {
-                (
-                    swarm::draw_kinds(&self.target.nemesis, &mut self.rng),
-                    Origin::Swarm,
-                )
-            };
-            return Input {
-                faults: swarm::draw_schedule(&kinds, 0, heal_at_ms, &mut self.rng),
-                seed,
-                origin,
-                choice: None,
+                self.swarm_draw()
             };
         }
-        if self.rng.gen_bool(PREFIX_SHARE)
+        if self.learn_rng.gen_bool(PREFIX_SHARE)
             && let Some((faults, seed)) = self.queue.pop()
         {
             return Input {
@@ -474,12 +552,12 @@ impl<'a> Campaign<'a> {
             };
         }
         if !self.anchors.is_empty()
-            && self.rng.gen_bool(ANCHOR_SHARE)
+            && self.learn_rng.gen_bool(ANCHOR_SHARE)
             && let Some((faults, seed, choice)) = self.anchors.child(
                 &self.target.nemesis,
                 &self.target.scales,
                 heal_at_ms,
-                &mut self.rng,
+                &mut self.learn_rng,
             )
         {
             return Input {
@@ -489,21 +567,27 @@ impl<'a> Campaign<'a> {
                 choice: Some(choice),
             };
         }
-        let kinds = self.target.all_kinds(&mut self.rng);
-        let by_watermark = self.rng.gen_bool(WATERMARK_SHARE);
-        let watermark = Watermark::ALL[self.rng.gen_range(0..Watermark::ALL.len())];
+        let kinds = self.target.all_kinds(&mut self.learn_rng);
+        let by_watermark = self.learn_rng.gen_bool(WATERMARK_SHARE);
+        let watermark = Watermark::ALL[self.learn_rng.gen_range(0..Watermark::ALL.len())];
         let parent = by_watermark
             .then(|| self.corpus.best_by(watermark))
             .flatten()
-            .or_else(|| self.corpus.choose(&mut self.rng))
+            .or_else(|| self.corpus.choose(&mut self.learn_rng))
             .cloned()
             .expect("not empty");
         let other = self
             .corpus
-            .any(&mut self.rng)
+            .any(&mut self.learn_rng)
             .map(|e| e.faults.clone())
             .unwrap_or_default();
-        let child = mutate::mutate(&parent.faults, &other, &kinds, heal_at_ms, &mut self.rng);
+        let child = mutate::mutate(
+            &parent.faults,
+            &other,
+            &kinds,
+            heal_at_ms,
+            &mut self.learn_rng,
+        );
         Input {
             faults: child,
             seed: parent.seed,
@@ -522,6 +606,11 @@ impl<'a> Campaign<'a> {
             choice,
         } = input;
         self.progress.runs += 1;
+        self.tried.push(Tried {
+            origin,
+            seed,
+            trace_hash: trial.trace_hash.clone(),
+        });
         let new = self.corpus.count(&trial.reached.features);
         if let Some(choice) = &choice {
             let success = !new.is_empty() || !trial.broken.is_empty();
@@ -538,6 +627,7 @@ impl<'a> Campaign<'a> {
             broken: trial.broken.clone(),
             origin,
             first_reached: new.clone(),
+            marks: trial.reached.marks_in_order(),
         });
         if found.is_some() && self.stop_at_violation {
             self.progress.features = self.corpus.hits.len();
@@ -545,7 +635,11 @@ impl<'a> Campaign<'a> {
         }
         let better_watermark = self.progress.improve(&trial.reached);
         let learns = self.search == Search::Guided;
-        if learns {
+        // A random nemesis run's faults, replayed as a scripted schedule, do not replay its
+        // trace (madsim's scheduling draws differ without the nemesis's tasks, as `shrink`
+        // reports): its times are no branch points. Its schedule is still a parent for mutants.
+        let replays = origin != Origin::Nemesis;
+        if learns && replays {
             let reached_at: Vec<(model::marks::Mark, u64)> = trial
                 .reached
                 .first_at
@@ -562,7 +656,9 @@ impl<'a> Campaign<'a> {
             );
         }
         if learns && (keep || !new.is_empty() || better_watermark) {
-            self.branch_prefixes(&faults, seed, &new, &trial.reached);
+            if replays {
+                self.branch_prefixes(&faults, seed, &new, &trial.reached);
+            }
             let watermarks = Watermarks::of(&trial.reached);
             self.corpus.entries.push(Entry {
                 faults,
@@ -585,7 +681,7 @@ impl<'a> Campaign<'a> {
                 continue;
             }
             for _ in 0..PREFIX_CHILDREN {
-                let child = self.target.prefix_child(faults, *t_us, &mut self.rng);
+                let child = self.target.prefix_child(faults, *t_us, &mut self.learn_rng);
                 self.queue.push((child, seed));
                 let over = self.queue.len().saturating_sub(MAX_QUEUED);
                 self.queue.drain(..over);
@@ -606,10 +702,10 @@ impl<'a> Campaign<'a> {
             && limits.budget.is_none_or(|b| start.elapsed() < b)
         {
             let left = limits.max_runs - self.progress.runs;
-            let inputs: Vec<Input> = (0..left.min(ROUND as u64))
+            let mut inputs: Vec<Input> = (0..left.min(ROUND as u64))
                 .map(|_| self.next_input())
                 .collect();
-            let trials = run_all(self.target, &inputs, self.jobs)?;
+            let trials = run_all(self.target, &mut inputs, self.jobs)?;
             for (input, trial) in inputs.into_iter().zip(trials) {
                 let this = self.learn(input, trial, false);
                 report(&self.progress);
@@ -625,6 +721,7 @@ impl<'a> Campaign<'a> {
             progress: self.progress,
             found,
             corpus: self.corpus,
+            tried: self.tried,
         })
     }
 }
@@ -638,32 +735,52 @@ struct Input {
     choice: Option<Choice>,
 }
 
-/// Runs `inputs` on `target`, up to `jobs` at once; the trials in the inputs' order.
-fn run_all(target: &Target, inputs: &[Input], jobs: usize) -> Result<Vec<Trial>, String> {
-    if jobs <= 1 || inputs.len() <= 1 {
-        return inputs
-            .iter()
-            .map(|i| target.try_schedule(&i.faults, i.seed))
-            .collect();
+/// A run's trial, and for a random nemesis run the faults it injected.
+type Ran = (Option<Vec<Fault>>, Trial);
+
+/// Runs one input: a random nemesis run (its faults, known now, filled in) or a schedule.
+fn run_input(target: &Target, input: &Input) -> Result<Ran, String> {
+    if input.origin == Origin::Nemesis {
+        let (faults, trial) = target.try_nemesis(input.seed)?;
+        return Ok((Some(faults), trial));
     }
-    let mut trials = Vec::with_capacity(inputs.len());
-    for chunk in inputs.chunks(jobs) {
-        let chunk_trials: Vec<Result<Trial, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = chunk
-                .iter()
-                .map(|i| scope.spawn(move || target.try_schedule(&i.faults, i.seed)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a hunt run's thread panicked".to_string()))
-                })
-                .collect()
-        });
-        for trial in chunk_trials {
-            trials.push(trial?);
+    Ok((None, target.try_schedule(&input.faults, input.seed)?))
+}
+
+/// Runs `inputs` on `target`, up to `jobs` at once; the trials in the inputs' order (a random
+/// nemesis run's input gets the faults it injected).
+fn run_all(target: &Target, inputs: &mut [Input], jobs: usize) -> Result<Vec<Trial>, String> {
+    let mut ran: Vec<Ran> = Vec::with_capacity(inputs.len());
+    if jobs <= 1 || inputs.len() <= 1 {
+        for input in inputs.iter() {
+            ran.push(run_input(target, input)?);
         }
+    } else {
+        for chunk in inputs.chunks(jobs) {
+            let chunk_ran: Vec<Result<Ran, String>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|i| scope.spawn(move || run_input(target, i)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err("a hunt run's thread panicked".to_string()))
+                    })
+                    .collect()
+            });
+            for r in chunk_ran {
+                ran.push(r?);
+            }
+        }
+    }
+    let mut trials = Vec::with_capacity(ran.len());
+    for (input, (faults, trial)) in inputs.iter_mut().zip(ran) {
+        if let Some(faults) = faults {
+            input.faults = faults;
+        }
+        trials.push(trial);
     }
     Ok(trials)
 }
@@ -769,6 +886,71 @@ mod tests {
         );
     }
 
+    /// Hunt's sequence holds swarm's and the random nemesis's unchanged: its swarm draws are a
+    /// swarm-only campaign's runs in order (same seeds, same traces), its nemesis runs the
+    /// random nemesis's own runs of consecutive seeds (as `locksim sweep` runs them, swarm off),
+    /// its first run the first of them; learnt inputs only come between.
+    #[test]
+    fn hunt_holds_the_swarm_and_the_nemesis_sequences_unchanged() {
+        let target = target();
+        let limits = Limits {
+            max_runs: 24,
+            budget: None,
+        };
+        let hunt = Campaign::new(&target, 4)
+            .past_violations()
+            .run(limits, |_| {})
+            .expect("runs");
+        let swarm = Campaign::new(&target, 4)
+            .search(Search::SwarmOnly)
+            .past_violations()
+            .run(limits, |_| {})
+            .expect("runs");
+        assert_eq!(hunt.tried.len(), 24);
+        assert_eq!(hunt.tried[0].origin, Origin::Nemesis);
+        assert_eq!(hunt.tried[0].seed, target.row.seed);
+        let of =
+            |origin| -> Vec<&Tried> { hunt.tried.iter().filter(|t| t.origin == origin).collect() };
+        let (hunt_swarm, nemesis) = (of(Origin::Swarm), of(Origin::Nemesis));
+        assert!(hunt_swarm.len() >= 3, "{:?}", hunt.tried);
+        assert!(hunt_swarm.len() < swarm.tried.len());
+        for (k, (h, s)) in hunt_swarm.iter().zip(&swarm.tried).enumerate() {
+            assert_eq!(*h, s, "hunt's swarm draw {k} is not swarm's run {k}");
+        }
+        assert!(nemesis.len() >= 2, "{:?}", hunt.tried);
+        for (j, t) in nemesis.iter().enumerate() {
+            assert_eq!(t.seed, target.row.seed + j as u64);
+            let plain = run(&target.random_row, 0, t.seed).expect("runs");
+            assert_eq!(plain.result.trace_hash, t.trace_hash, "nemesis run {j}");
+        }
+        assert!(
+            hunt.tried.len() > hunt_swarm.len() + nemesis.len(),
+            "no learnt input ran: the test shows nothing"
+        );
+    }
+
+    /// A random nemesis run's schedule does not replay its trace: a parent, never an anchor
+    /// or a prefix branch point.
+    #[test]
+    fn a_random_nemesis_run_is_kept_but_not_branched_at() {
+        let target = target();
+        let mut campaign = Campaign::new(&target, 2);
+        let mut inputs = vec![campaign.next_input()];
+        assert_eq!(inputs[0].origin, Origin::Nemesis);
+        let trials = run_all(&target, &mut inputs, 1).expect("runs");
+        let input = inputs.pop().expect("one input");
+        assert!(
+            !input.faults.is_empty(),
+            "the nemesis injected nothing: the test shows nothing"
+        );
+        let trial = trials.into_iter().next().expect("one trial");
+        assert!(!trial.reached.first_us.is_empty(), "no mark fired");
+        campaign.learn(input, trial, true);
+        assert_eq!(campaign.corpus.entries.len(), 1);
+        assert!(campaign.anchors.is_empty());
+        assert!(campaign.queue.is_empty());
+    }
+
     #[test]
     fn a_campaign_is_a_function_of_its_seed() {
         let target = target();
@@ -811,7 +993,14 @@ mod tests {
         let found = outcome
             .found
             .expect("a Redis crash without persistence loses the lock key within 60 runs");
-        let alone = run(&target.with_faults(&found.faults), 0, found.seed).expect("runs");
+        // A random nemesis run fails as the row with its nemesis (what `hunt` writes for it,
+        // to be shrunk); any other input as its scripted schedule.
+        let alone = if found.origin == Origin::Nemesis {
+            run(&target.random_row, 0, found.seed)
+        } else {
+            run(&target.with_faults(&found.faults), 0, found.seed)
+        }
+        .expect("runs");
         assert_eq!(
             broken_verdicts(&alone.result, target.judges_fairness),
             found.broken
