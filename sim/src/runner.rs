@@ -82,12 +82,18 @@ pub fn run_keeping_events(
     seed: u64,
     keep: fn(&RunResult) -> bool,
 ) -> Result<RunOutput, String> {
-    on_own_thread(scenario, scheme_index, seed, Budget::DEFAULT, move |mut output| {
-        if !keep(&output.result) {
-            output.events = Vec::new();
-        }
-        output
-    })
+    on_own_thread(
+        scenario,
+        scheme_index,
+        seed,
+        Budget::DEFAULT,
+        move |mut output| {
+            if !keep(&output.result) {
+                output.events = Vec::new();
+            }
+            output
+        },
+    )
 }
 
 /// Runs one seed on a fresh thread and hands `finish(output)` back from it.
