@@ -73,6 +73,29 @@ pub fn run_summary(
     })
 }
 
+/// As [`run`], with the events only when `keep(result)` says so: the others are freed on the
+/// run's own thread (`compare` keeps the failing runs' traces only; it used to receive every
+/// run's events and free them all on its one collecting thread, issue 32).
+pub fn run_keeping_events(
+    scenario: &Arc<Scenario>,
+    scheme_index: usize,
+    seed: u64,
+    keep: fn(&RunResult) -> bool,
+) -> Result<RunOutput, String> {
+    on_own_thread(
+        scenario,
+        scheme_index,
+        seed,
+        Budget::DEFAULT,
+        move |mut output| {
+            if !keep(&output.result) {
+                output.events = Vec::new();
+            }
+            output
+        },
+    )
+}
+
 /// Runs one seed on a fresh thread and hands `finish(output)` back from it.
 fn on_own_thread<T: Send + 'static>(
     scenario: &Arc<Scenario>,

@@ -132,9 +132,9 @@ fn the_schema_rejects_what_the_loader_rejects() {
 }
 
 /// The fields of the matrix and the incidents: `"schemes": "all"`, `lease_ms`, the Redlock
-/// topology fields, `clients.extend`, `incident`, `matrix`, `expect_by_scheme`, the newer
-/// expectations, node placeholders and the lock-key trigger events — accepted by both, and
-/// their bad values rejected by both.
+/// topology fields, `clients.extend`, `incident`, `matrix`, `expect_by_scheme`,
+/// `unasserted_by_scheme`, the newer expectations, node placeholders and the lock-key trigger
+/// events — accepted by both, and their bad values rejected by both.
 #[test]
 fn the_schema_covers_the_matrix_and_incident_fields() {
     let validator = validator();
@@ -157,7 +157,8 @@ fn the_schema_covers_the_matrix_and_incident_fields() {
                       "link": "https://example.org", "mechanism": "m" },
         "expect": { "starved_over_ms": 100, "max_wait_ms": 5000, "extension_safety": "holds" },
         "expect_by_scheme": { "set": { "liveness": "ok" } },
-        "expect_some_by_scheme": { "set": { "mutual_exclusion": "violated" } }
+        "expect_some_by_scheme": { "set": { "mutual_exclusion": "violated" } },
+        "unasserted_by_scheme": { "setex": { "resource_safety": "rare: seed 123 only" } }
     });
     let extending = json!({
         "name": "e", "scheme": { "name": "redlock", "preset": "redsync" },
@@ -203,6 +204,16 @@ fn the_schema_covers_the_matrix_and_incident_fields() {
             "per-scheme verdict",
             "/expect_by_scheme/set/liveness",
             json!("fine"),
+        ),
+        (
+            "unasserted property's reason",
+            "/unasserted_by_scheme/setex/resource_safety",
+            json!(false),
+        ),
+        (
+            "unasserted property",
+            "/unasserted_by_scheme/setex",
+            json!({ "fairness": "why" }),
         ),
         (
             "extension verdict",

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::runner::{RunOutput, RunSummary, on_workers, run, run_summary};
+use crate::runner::{RunOutput, RunSummary, on_workers, run_keeping_events, run_summary};
 use crate::scenario::Scenario;
 use crate::scenario::limits::MAX_RUNS;
 use crate::scenario::range::SeedRange;
@@ -20,9 +20,15 @@ pub struct Job {
 }
 
 impl Job {
-    /// The run with its events (`compare` writes the first failing one's trace).
-    pub fn run(&self) -> Result<RunOutput, String> {
-        run(&self.scenario, self.scheme, self.seed)
+    /// The run with its events only when it violates a property (`compare`: the first failing
+    /// run of a cell is written with its trace), the others' freed where they were made.
+    pub fn run_keeping_violating(&self) -> Result<RunOutput, String> {
+        run_keeping_events(
+            &self.scenario,
+            self.scheme,
+            self.seed,
+            reports::summary::is_violating,
+        )
     }
 
     /// The run's result only, its events freed where they were made (`check`, `sweep`).

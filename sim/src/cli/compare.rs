@@ -203,7 +203,7 @@ pub fn run_all(
         work,
         opts.jobs,
         || stop.load(Ordering::SeqCst),
-        Job::run,
+        Job::run_keeping_violating,
         |job, output| {
             bar.inc(1);
             let key = (index_of[&job.scenario.name], job.scheme);

@@ -8,20 +8,33 @@
 //! Per row and property (mutual exclusion, resource safety, liveness): the same verdict on
 //! every seed becomes `expect_by_scheme`; a verdict that differs between seeds becomes
 //! `expect_some_by_scheme` with the failing value (some seed breaks it) and nothing in
-//! `expect`, never a flaky `expect`. Only those two fields of the file are rewritten; the rest
-//! stays byte for byte.
+//! `expect`, never a flaky `expect`. A property the row's `unasserted_by_scheme` names (with
+//! why it is deliberately not asserted) is written in neither. Only those two fields of the
+//! file are rewritten; the rest, `unasserted_by_scheme` included, stays byte for byte.
 
 use std::collections::BTreeMap;
 
 use model::result::{Liveness, RunResult, Safety};
 
 use crate::scenario::Scenario;
+use crate::scenario::expect::Unasserted;
 
 /// One row's recorded expectations, as JSON object bodies (`"liveness": "ok"`).
 #[derive(Default, PartialEq, Debug)]
 pub struct Recorded {
     pub every: Vec<(&'static str, &'static str)>,
     pub some: Vec<(&'static str, &'static str)>,
+}
+
+impl Recorded {
+    /// These, without the properties `unasserted` names.
+    pub fn without(mut self, unasserted: &Unasserted) -> Recorded {
+        self.every
+            .retain(|(property, _)| !unasserted.names(property));
+        self.some
+            .retain(|(property, _)| !unasserted.names(property));
+        self
+    }
 }
 
 /// A recorded property: its name, its verdict in one run, its failing value.
@@ -204,7 +217,7 @@ pub fn record(
                     scenario.seeds.len()
                 ));
             }
-            rows.push((spec.label(), observe(rs)));
+            rows.push((spec.label(), observe(rs).without(&scenario.unasserted(k))));
         }
         let text = std::fs::read_to_string(&scenario.path)
             .map_err(|e| format!("{}: cannot read: {e}", scenario.path))?;
@@ -239,12 +252,9 @@ mod tests {
 }
 "#;
 
-    /// A verdict shared by every seed is expected on every seed; one that differs is expected
-    /// failing on some seed, never on all.
-    #[test]
-    fn varying_verdicts_become_expect_some() {
-        let run = |seed, me: Safety, live: Liveness| {
-            let mut r: RunResult = serde_json::from_value(serde_json::json!({
+    /// A run of `m` with these verdicts (resource safety holds).
+    fn run(seed: u64, me: Safety, live: Liveness) -> RunResult {
+        let mut r: RunResult = serde_json::from_value(serde_json::json!({
                 "scenario": "m", "scheme": "x", "seed": seed, "trace_hash": "", "sim_ms": 1,
                 "wall_ms": 1,
                 "verdicts": { "mutual_exclusion": "holds", "resource_safety": "holds", "liveness": "ok" },
@@ -256,10 +266,15 @@ mod tests {
                 "throughput_per_s": 1.0, "violations": []
             }))
             .unwrap();
-            r.verdicts.mutual_exclusion = me;
-            r.verdicts.liveness = live;
-            r
-        };
+        r.verdicts.mutual_exclusion = me;
+        r.verdicts.liveness = live;
+        r
+    }
+
+    /// A verdict shared by every seed is expected on every seed; one that differs is expected
+    /// failing on some seed, never on all.
+    #[test]
+    fn varying_verdicts_become_expect_some() {
         let recorded = observe(&[
             run(0, Safety::Violated, Liveness::Ok),
             run(1, Safety::Holds, Liveness::Ok),
@@ -318,6 +333,68 @@ mod tests {
             rewrite(first, &[]).unwrap(),
             "{\n  \"name\": \"m\"\n}\n",
             "a first member goes with the comma after it"
+        );
+    }
+
+    /// A property `unasserted_by_scheme` names is recorded neither in `expect_by_scheme` nor
+    /// in `expect_some_by_scheme`, whatever the seeds gave, and its reason stays in the file;
+    /// `check` then judges the row without it.
+    #[test]
+    fn record_keeps_an_unasserted_property_unasserted() {
+        let dir = std::env::temp_dir().join(format!("locksim-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.json");
+        let reason = "violated on a rare seed outside 0..1";
+        let text = format!(
+            r#"{{
+  "name": "m",
+  "schemes": "all",
+  "seeds": "0..1",
+  "unasserted_by_scheme": {{
+    "set": {{ "mutual_exclusion": "{reason}" }}
+  }}
+}}
+"#
+        );
+        std::fs::write(&path, &text).unwrap();
+        let scenario = std::sync::Arc::new(Scenario::load(&path).unwrap());
+        // Every row holds on both seeds: recorded blindly, "set" would expect "holds".
+        let results: BTreeMap<(usize, usize), Vec<RunResult>> = (0..scenario.schemes.len())
+            .map(|k| {
+                let rs = (0..2).map(|seed| run(seed, Safety::Holds, Liveness::Ok));
+                ((0, k), rs.collect())
+            })
+            .collect();
+        record(std::slice::from_ref(&scenario), &results).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let value: serde_json::Value = serde_json::from_str(&written).unwrap();
+        assert_eq!(
+            value["unasserted_by_scheme"]["set"]["mutual_exclusion"], reason,
+            "{written}"
+        );
+        assert_eq!(
+            value["expect_by_scheme"]["set"],
+            serde_json::json!({ "resource_safety": "holds", "liveness": "ok" }),
+            "{written}"
+        );
+        assert_eq!(
+            value["expect_by_scheme"]["setex"]["mutual_exclusion"], "holds",
+            "other rows are recorded in full: {written}"
+        );
+        let reloaded = Scenario::parse(&written, "m.json").unwrap();
+        let set = reloaded
+            .schemes
+            .iter()
+            .position(|s| s.label() == "set")
+            .unwrap();
+        let (expect, expect_some) = reloaded.expectations(set);
+        assert_eq!(expect.mutual_exclusion, None);
+        assert_eq!(expect_some.mutual_exclusion, None);
+        let violated = [run(0, Safety::Violated, Liveness::Ok)];
+        assert!(
+            crate::scenario::expect::mismatches(&expect, &expect_some, &violated).is_empty(),
+            "check does not judge an unasserted property"
         );
     }
 }

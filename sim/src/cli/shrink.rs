@@ -512,6 +512,7 @@ pub fn row_file(
         "expect_some",
         "expect_by_scheme",
         "expect_some_by_scheme",
+        "unasserted_by_scheme",
         "faults",
         "matrix",
         "incident",

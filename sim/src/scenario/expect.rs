@@ -55,6 +55,68 @@ impl Expect {
     }
 }
 
+/// `unasserted_by_scheme`: per scheme row, the properties deliberately left unasserted, each
+/// with the reason (a verdict that a rare seed outside the budget's range breaks, say). `check`
+/// judges none of them on that row, whatever `expect` says, and `check --record` writes none of
+/// them back. The three properties `check --record` writes, no others: the rest are never
+/// recorded, so leaving them out of `expect` already leaves them unasserted.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Unasserted {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutual_exclusion: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_safety: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<String>,
+}
+
+impl Unasserted {
+    /// (property, reason) of each property left unasserted.
+    pub fn properties(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("mutual_exclusion", &self.mutual_exclusion),
+            ("resource_safety", &self.resource_safety),
+            ("liveness", &self.liveness),
+        ]
+        .into_iter()
+        .filter_map(|(property, reason)| reason.as_deref().map(|r| (property, r)))
+        .collect()
+    }
+
+    /// Whether `property` is left unasserted.
+    pub fn names(&self, property: &str) -> bool {
+        self.properties().iter().any(|(p, _)| *p == property)
+    }
+
+    /// `expect` without the properties left unasserted.
+    pub fn removed_from(&self, expect: &Expect) -> Expect {
+        let mut kept = expect.clone();
+        if self.mutual_exclusion.is_some() {
+            kept.mutual_exclusion = None;
+        }
+        if self.resource_safety.is_some() {
+            kept.resource_safety = None;
+        }
+        if self.liveness.is_some() {
+            kept.liveness = None;
+        }
+        kept
+    }
+}
+
+impl Expect {
+    /// Whether this names `property` (`mutual_exclusion`, `resource_safety` or `liveness`).
+    pub fn names(&self, property: &str) -> bool {
+        match property {
+            "mutual_exclusion" => self.mutual_exclusion.is_some(),
+            "resource_safety" => self.resource_safety.is_some(),
+            "liveness" => self.liveness.is_some(),
+            _ => false,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyExpect {

@@ -21,7 +21,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use expect::Expect;
+use expect::{Expect, Unasserted};
 use faults::{Fault, FaultSpec, RowNodes};
 use nemesis::NemesisSpec;
 use range::{MsRange, SeedRange};
@@ -61,6 +61,9 @@ pub struct Scenario {
     /// Per scheme row (by label): expectations merged over `expect` / `expect_some`.
     pub expect_by_scheme: BTreeMap<String, Expect>,
     pub expect_some_by_scheme: BTreeMap<String, Expect>,
+    /// Per scheme row (by label): properties neither `expect` nor `expect_some` asserts on it,
+    /// each with why.
+    pub unasserted_by_scheme: BTreeMap<String, Unasserted>,
     /// How long the lock may go ungranted while live clients want it, once every fault has
     /// healed (see `liveness_window_ms()` for the default).
     pub liveness_window_ms: Option<u64>,
@@ -296,6 +299,12 @@ pub(crate) struct ScenarioFile {
     /// Per scheme row: verdicts that replace `expect_some`'s, property by property.
     #[serde(default)]
     expect_some_by_scheme: BTreeMap<String, Expect>,
+    /// Per scheme row: properties deliberately not asserted on that row, each with the reason
+    /// (`{ "mutual_exclusion": "violated on ~10 % of seeds, none of 0..19" }`). `check`
+    /// judges none of them there, even one `expect` names; `check --record` keeps them out of
+    /// what it writes.
+    #[serde(default)]
+    unasserted_by_scheme: BTreeMap<String, Unasserted>,
     /// How long the lock may go ungranted while live clients want it, once every fault has
     /// healed (default 2 × max(lease, longest hold) + 1 s).
     #[serde(default)]
@@ -373,17 +382,30 @@ impl Scenario {
     }
 
     /// The expectations of scheme row `index`: `expect` and `expect_some`, each overridden
-    /// property by property by the row's `expect_by_scheme` / `expect_some_by_scheme`.
+    /// property by property by the row's `expect_by_scheme` / `expect_some_by_scheme`, and
+    /// without the properties its `unasserted_by_scheme` names.
     pub fn expectations(&self, index: usize) -> (Expect, Expect) {
         let label = self.schemes[index].label();
-        let merge = |base: &Expect, by: &BTreeMap<String, Expect>| match by.get(&label) {
-            Some(own) => base.overridden_by(own),
-            None => base.clone(),
+        let unasserted = self.unasserted(index);
+        let merge = |base: &Expect, by: &BTreeMap<String, Expect>| {
+            let merged = match by.get(&label) {
+                Some(own) => base.overridden_by(own),
+                None => base.clone(),
+            };
+            unasserted.removed_from(&merged)
         };
         (
             merge(&self.expect, &self.expect_by_scheme),
             merge(&self.expect_some, &self.expect_some_by_scheme),
         )
+    }
+
+    /// The properties scheme row `index` leaves unasserted (`unasserted_by_scheme`).
+    pub fn unasserted(&self, index: usize) -> Unasserted {
+        self.unasserted_by_scheme
+            .get(&self.schemes[index].label())
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Whether any row expects anything.

@@ -238,6 +238,68 @@ fn all_schemes_with_one_lease_and_redlock_masters() {
     assert_eq!(s.expectations(row("fencing")).0, Expect::default());
 }
 
+/// `unasserted_by_scheme` takes a row's property out of `expect` and `expect_some`, and its bad
+/// values are errors naming the file and the field.
+#[test]
+fn unasserted_properties_are_not_judged_and_bad_ones_are_named() {
+    let s = Scenario::parse(
+        r#"{ "name": "u", "schemes": ["set", "setex"],
+             "expect": { "mutual_exclusion": "holds", "liveness": "ok" },
+             "expect_some": { "resource_safety": "violated" },
+             "unasserted_by_scheme": { "set": { "mutual_exclusion": "rare", "resource_safety": "rare" } } }"#,
+        "u.json",
+    )
+    .unwrap();
+    let (expect, expect_some) = s.expectations(0);
+    assert_eq!(expect.mutual_exclusion, None);
+    assert_eq!(expect.liveness, Some(expect::LivenessExpect::Ok));
+    assert_eq!(expect_some, Expect::default());
+    assert_eq!(s.for_scheme(0).expect, expect);
+    let (setex, _) = s.expectations(1);
+    assert_eq!(
+        setex.mutual_exclusion,
+        Some(expect::SafetyExpect::Holds),
+        "only the row named"
+    );
+    let err = |by: &str| {
+        Scenario::parse(
+            &format!(r#"{{ "name": "u", "schemes": ["set"], {by} }}"#),
+            "u.json",
+        )
+        .unwrap_err()
+    };
+    for (by, message) in [
+        (
+            r#""unasserted_by_scheme": { "set": { "mutual_exclusion": " " } }"#,
+            "u.json: unasserted_by_scheme.set.mutual_exclusion: give the reason it is not asserted (it is empty)",
+        ),
+        (
+            r#""unasserted_by_scheme": { "set": {} }"#,
+            "u.json: unasserted_by_scheme.set: names no property",
+        ),
+        (
+            r#""unasserted_by_scheme": { "sett": { "liveness": "why" } }"#,
+            "u.json: unasserted_by_scheme.sett: no scheme row \"sett\"",
+        ),
+        (
+            r#""unasserted_by_scheme": { "set": { "fairness": "why" } }"#,
+            "u.json: unasserted_by_scheme.set.fairness: unknown field `fairness`",
+        ),
+        (
+            r#""unasserted_by_scheme": { "set": { "liveness": 3 } }"#,
+            "u.json: unasserted_by_scheme.set.liveness: invalid type",
+        ),
+        (
+            r#""unasserted_by_scheme": { "set": { "liveness": "why" } },
+               "expect_some_by_scheme": { "set": { "liveness": "stuck" } }"#,
+            "u.json: unasserted_by_scheme.set.liveness: expect_some_by_scheme.set asserts liveness",
+        ),
+    ] {
+        let got = err(by);
+        assert!(got.starts_with(message), "{got}");
+    }
+}
+
 #[test]
 fn matrix_fields_are_checked() {
     let err = |json: &str| Scenario::parse(json, "m.json").unwrap_err();

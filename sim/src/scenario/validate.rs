@@ -162,17 +162,19 @@ impl ScenarioFile {
             incident.validate()?;
         }
         let labels: Vec<String> = schemes.iter().map(SchemeSpec::label).collect();
-        for (field, by) in [
-            ("expect_by_scheme", &self.expect_by_scheme),
-            ("expect_some_by_scheme", &self.expect_some_by_scheme),
+        for (field, rows) in [
+            ("expect_by_scheme", keys(&self.expect_by_scheme)),
+            ("expect_some_by_scheme", keys(&self.expect_some_by_scheme)),
+            ("unasserted_by_scheme", keys(&self.unasserted_by_scheme)),
         ] {
-            if let Some(unknown) = by.keys().find(|l| !labels.contains(l)) {
+            if let Some(unknown) = rows.into_iter().find(|l| !labels.contains(l)) {
                 return Err(format!(
                     "{field}.{unknown}: no scheme row \"{unknown}\" in this scenario (its rows: {})",
                     labels.join(", ")
                 ));
             }
         }
+        self.validate_unasserted()?;
         let mut variants = BTreeMap::new();
         for masters in schemes
             .iter()
@@ -229,6 +231,7 @@ impl ScenarioFile {
             expect_some: self.expect_some,
             expect_by_scheme: self.expect_by_scheme,
             expect_some_by_scheme: self.expect_some_by_scheme,
+            unasserted_by_scheme: self.unasserted_by_scheme,
             liveness_window_ms: self.liveness_window_ms,
             incident: self.incident,
             matrix: self.matrix,
@@ -239,7 +242,43 @@ impl ScenarioFile {
     }
 }
 
+fn keys<V>(map: &BTreeMap<String, V>) -> Vec<&String> {
+    map.keys().collect()
+}
+
 impl ScenarioFile {
+    /// Each `unasserted_by_scheme` property gives its reason, and is not also asserted on its
+    /// row by `expect_by_scheme` / `expect_some_by_scheme` (which would contradict it).
+    fn validate_unasserted(&self) -> Result<(), String> {
+        for (label, unasserted) in &self.unasserted_by_scheme {
+            let properties = unasserted.properties();
+            if properties.is_empty() {
+                return Err(format!(
+                    "unasserted_by_scheme.{label}: names no property (mutual_exclusion, resource_safety, liveness); remove the row or name one with its reason"
+                ));
+            }
+            for (property, reason) in properties {
+                let field = format!("unasserted_by_scheme.{label}.{property}");
+                if reason.trim().is_empty() {
+                    return Err(format!(
+                        "{field}: give the reason it is not asserted (it is empty)"
+                    ));
+                }
+                for (other, by) in [
+                    ("expect_by_scheme", &self.expect_by_scheme),
+                    ("expect_some_by_scheme", &self.expect_some_by_scheme),
+                ] {
+                    if by.get(label).is_some_and(|e| e.names(property)) {
+                        return Err(format!(
+                            "{field}: {other}.{label} asserts {property}; a property is either asserted or not: remove one of the two"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The scheme rows: `scheme`, the `schemes` list, or `"schemes": "all"` (every row of
     /// `locksim schemes` but `script`), each with `lease_ms` applied. Also says whether it was
     /// "all".

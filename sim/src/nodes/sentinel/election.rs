@@ -51,14 +51,7 @@ impl State {
     pub(super) fn ask_others(&mut self, m: usize, forced: bool) {
         let now = self.now();
         let master = &mut self.masters[m];
-        let addr = node_ip(&master.addr).to_string();
-        let runid = if master.failover_state > FailoverState::None {
-            self.name.clone()
-        } else {
-            "*".to_string()
-        };
         let s_down = master.inst.s_down;
-        let group = master.name.clone();
         let mut ask = Vec::new();
         for (name, peer) in master.peers.iter_mut() {
             if now - peer.last_master_down_reply_time > ASK_PERIOD * 5 {
@@ -73,6 +66,17 @@ impl State {
             }
             ask.push(name.clone());
         }
+        if ask.is_empty() {
+            return;
+        }
+        // Built only when some peer is asked: this runs on every tick of every master.
+        let addr = node_ip(&master.addr).to_string();
+        let runid = if master.failover_state > FailoverState::None {
+            self.name.clone()
+        } else {
+            "*".to_string()
+        };
+        let group = master.name.clone();
         let epoch = self.current_epoch.to_string();
         let port = REDIS_PORT.to_string();
         for peer in ask {
