@@ -492,8 +492,20 @@ fn kind_name(kind: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hunt::features::tests::event;
+    use crate::hunt::features::tests::{event, key};
     use rand::SeedableRng;
+
+    /// The role the child's target arm names.
+    fn target_role(choice: &Choice, why: &str) -> String {
+        choice
+            .arms
+            .iter()
+            .find_map(|a| match a {
+                Arm::Target(_, role) => Some(role.clone()),
+                _ => None,
+            })
+            .expect(why)
+    }
 
     fn nemesis() -> NemesisSpec {
         let nodes: std::collections::BTreeSet<String> =
@@ -587,14 +599,7 @@ mod tests {
                 continue;
             }
             if let crate::scenario::faults::FaultKind::Pause { node } = &child[0].kind {
-                let role = choice
-                    .arms
-                    .iter()
-                    .find_map(|a| match a {
-                        Arm::Target(_, role) => Some(role.clone()),
-                        _ => None,
-                    })
-                    .expect("a pause names its target's role");
+                let role = target_role(&choice, "a pause names its target's role");
                 let expected = if role == "holder" {
                     "client-2"
                 } else {
@@ -619,17 +624,8 @@ mod tests {
                 },
             )
         };
-        let owner = |t_ms: u64, node: &str, owner: Option<&str>| {
-            event(
-                t_ms,
-                node,
-                EventKind::KeyOwner {
-                    key: "lock".into(),
-                    owner: owner.map(String::from),
-                    by: "replication".into(),
-                },
-            )
-        };
+        let owner =
+            |t_ms: u64, node: &str, owner: Option<&str>| key(t_ms, node, owner, "replication");
         // The master writes the key; one replica has it at 200 ms, the other does not.
         let lagging = |synced: &str| {
             vec![
@@ -690,14 +686,7 @@ mod tests {
                 let (child, _, choice) = anchors
                     .child(&spec, &scales(), 10_000, &mut rng)
                     .expect("an anchor waits");
-                let role = choice
-                    .arms
-                    .iter()
-                    .find_map(|a| match a {
-                        Arm::Target(_, role) => Some(role.clone()),
-                        _ => None,
-                    })
-                    .expect("a crash names its target's role");
+                let role = target_role(&choice, "a crash names its target's role");
                 let node = child[0].kind.node_names()[0].to_string();
                 let expected = if role == REPLICA_LAGGING {
                     lagging_node

@@ -439,7 +439,7 @@ pub(super) mod tests {
         )
     }
 
-    fn key(t_ms: u64, node: &str, owner: Option<&str>, by: &str) -> Event {
+    pub(in crate::hunt) fn key(t_ms: u64, node: &str, owner: Option<&str>, by: &str) -> Event {
         event(
             t_ms,
             node,
