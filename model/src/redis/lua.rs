@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::ffi::{CString, c_char, c_int, c_void};
 
 use mlua::state::{GcIncParams, GcMode};
-use mlua::{Function, IntoLua, Lua, LuaOptions, MultiValue, StdLib, Table, Value, ffi};
+use mlua::{Function, IntoLua, Lua, LuaOptions, StdLib, Table, Value, ffi};
 use sha1::{Digest, Sha1};
 
 use super::lua_alloc::{self, CountingAlloc, RunState};
@@ -844,12 +844,14 @@ impl LuaEngine {
         let arrays = Arrays { keys, args };
         let arrays = mlua::LightUserData(&arrays as *const Arrays as *mut c_void);
         let result = (|| {
-            let out: MultiValue =
+            // `xpcall`'s status and the script's first value (Redis keeps one: redis@7.0.15
+            // `script_lua.c` `luaCallFunction`, `lua_pcall(lua,0,1,-2)`): read as a pair, the
+            // rest left on the stack unconverted (a `MultiValue` of them all was 2 % of `locksim
+            // serve`'s instructions under EVALSHA, issue 32).
+            let (status, value): (Value, Value) =
                 self.runner
                     .call((&self.set_arrays, arrays, function, &self.handler))?;
-            let mut values = out.into_iter();
-            let ok = matches!(values.next(), Some(Value::Boolean(true)));
-            let value = values.next().unwrap_or(Value::Nil);
+            let ok = matches!(status, Value::Boolean(true));
             Ok(if ok {
                 lua_to_reply(&value, protocol.get())
             } else {

@@ -150,21 +150,36 @@ impl RequestParser {
         Ok(true)
     }
 
-    /// `processMultibulkBuffer`.
+    /// `processMultibulkBuffer`. What it reads is consumed once, when it returns (a consumption
+    /// per line and per bulk, each moving the buffer's start, was 2.6 % of `locksim serve`'s
+    /// instructions under pipelined EVALSHA, issue 32).
     fn multibulk(&mut self, buf: &mut BytesMut) -> Result<bool, ProtocolError> {
+        let mut used = 0;
+        let result = self.multibulk_from(buf, &mut used);
+        buf.advance(used);
+        result
+    }
+
+    /// `multibulk` on `buf[*used..]`, `*used` moved past what it read.
+    fn multibulk_from(
+        &mut self,
+        buf: &mut BytesMut,
+        used: &mut usize,
+    ) -> Result<bool, ProtocolError> {
         if self.multibulk_len == 0 {
-            let Some(cr) = strchr(buf, b'\r') else {
-                if buf.len() > PROTO_INLINE_MAX_SIZE {
+            let rest = &buf[*used..];
+            let Some(cr) = strchr(rest, b'\r') else {
+                if rest.len() > PROTO_INLINE_MAX_SIZE {
                     return Err(ProtocolError::new(
                         "Protocol error: too big mbulk count string",
                     ));
                 }
                 return Ok(false);
             };
-            if cr + 2 > buf.len() {
+            if cr + 2 > rest.len() {
                 return Ok(false);
             }
-            let count = crate::redis::number::string2ll(&buf[1..cr]);
+            let count = crate::redis::number::string2ll(&rest[1..cr]);
             let count = match count {
                 Some(n) if n <= i64::from(i32::MAX) => n,
                 _ => {
@@ -178,7 +193,7 @@ impl RequestParser {
                     "Protocol error: unauthenticated multibulk length",
                 ));
             }
-            buf.advance(cr + 2);
+            *used += cr + 2;
             if count <= 0 {
                 return Ok(true);
             }
@@ -189,24 +204,25 @@ impl RequestParser {
             let len = match self.bulk_len {
                 Some(len) => len,
                 None => {
-                    let Some(cr) = strchr(buf, b'\r') else {
-                        if buf.len() > PROTO_INLINE_MAX_SIZE {
+                    let rest = &buf[*used..];
+                    let Some(cr) = strchr(rest, b'\r') else {
+                        if rest.len() > PROTO_INLINE_MAX_SIZE {
                             return Err(ProtocolError::new(
                                 "Protocol error: too big bulk count string",
                             ));
                         }
                         return Ok(false);
                     };
-                    if cr + 2 > buf.len() {
+                    if cr + 2 > rest.len() {
                         return Ok(false);
                     }
-                    if buf[0] != b'$' {
+                    if rest[0] != b'$' {
                         let mut text = b"Protocol error: expected '$', got '".to_vec();
-                        text.push(buf[0]);
+                        text.push(rest[0]);
                         text.push(b'\'');
                         return Err(ProtocolError(text));
                     }
-                    let len = match crate::redis::number::string2ll(&buf[1..cr]) {
+                    let len = match crate::redis::number::string2ll(&rest[1..cr]) {
                         Some(n) if (0..=PROTO_MAX_BULK_LEN).contains(&n) => n,
                         _ => return Err(ProtocolError::new("Protocol error: invalid bulk length")),
                     };
@@ -216,24 +232,27 @@ impl RequestParser {
                         ));
                     }
                     let len = len as usize;
-                    buf.advance(cr + 2);
+                    *used += cr + 2;
                     self.bulk_len = Some(len);
                     len
                 }
             };
-            if buf.len() < len + 2 {
+            let available = buf.len() - *used;
+            if available < len + 2 {
                 return Ok(false);
             }
-            if len >= PROTO_MBULK_BIG_ARG && buf.len() == len + 2 {
+            if len >= PROTO_MBULK_BIG_ARG && available == len + 2 {
                 // The buffer holds this bulk and nothing else: it becomes the argument, without
                 // a copy of what may be 512 MB (`processMultibulkBuffer` does the same with its
                 // query buffer; the host reads such a bulk into a buffer of its own).
+                buf.advance(*used);
+                *used = 0;
                 let mut whole = std::mem::take(buf);
                 whole.truncate(len);
                 self.argv.push(whole.into());
             } else {
-                self.argv.push(buf[..len].to_vec());
-                buf.advance(len + 2);
+                self.argv.push(buf[*used..*used + len].to_vec());
+                *used += len + 2;
             }
             self.bulk_len = None;
             self.multibulk_len -= 1;
