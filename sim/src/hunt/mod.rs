@@ -279,6 +279,9 @@ pub struct Progress {
     pub least_write_margin_ms: Option<i64>,
     pub least_grant_validity_ms: Option<i64>,
     pub largest_failover_lag_ms: Option<i64>,
+    /// Violating runs that did not take the campaign's path (`Campaign::stop_at_path`): learnt
+    /// from as any other run, counted.
+    pub other_violations: u64,
 }
 
 impl Progress {
@@ -412,6 +415,8 @@ pub struct Campaign<'a> {
     /// Whether the campaign ends at the first violating run (otherwise that run is learnt
     /// from as any other: the benchmark's feature count over a fixed number of runs).
     stop_at_violation: bool,
+    /// The path a violation must take to end the campaign (`stop_at_path`); empty: any.
+    path: Vec<model::marks::Mark>,
     /// Parallel runs per round.
     jobs: usize,
     /// Every run so far, in order.
@@ -435,6 +440,7 @@ impl<'a> Campaign<'a> {
             next_seed: target.row.seed,
             search: Search::Guided,
             stop_at_violation: true,
+            path: Vec::new(),
             jobs: 1,
             tried: Vec::new(),
         }
@@ -455,6 +461,15 @@ impl<'a> Campaign<'a> {
     /// Keep searching after a violating run (it is learnt from as any other).
     pub fn past_violations(mut self) -> Self {
         self.stop_at_violation = false;
+        self
+    }
+
+    /// Only a violation whose run fired the marks `path` in that order (`bench::took_path`)
+    /// is found and ends the campaign; any other is counted (`Progress::other_violations`)
+    /// and learnt from as any run. A class's benchmark measures the bug it is named after,
+    /// not whichever other bug its faults also reach.
+    pub fn stop_at_path(mut self, path: &[model::marks::Mark]) -> Self {
+        self.path = path.to_vec();
         self
     }
 
@@ -597,7 +612,7 @@ impl<'a> Campaign<'a> {
     }
 
     /// Learns from one run: counts its features, keeps it when it reached something new, queues
-    /// its prefix children; the violation when it broke a verdict.
+    /// its prefix children; the violation when it broke a verdict on the campaign's path.
     fn learn(&mut self, input: Input, trial: Trial, keep: bool) -> Option<Found> {
         let Input {
             faults,
@@ -612,22 +627,28 @@ impl<'a> Campaign<'a> {
             trace_hash: trial.trace_hash.clone(),
         });
         let new = self.corpus.count(&trial.reached.features);
-        if let Some(choice) = &choice {
-            let success = !new.is_empty() || !trial.broken.is_empty();
-            self.anchors.prior.credit(choice, success);
-        }
         self.runs_since_new = if new.is_empty() {
             self.runs_since_new + 1
         } else {
             0
         };
-        let found = (!trial.broken.is_empty()).then(|| Found {
+        let marks = trial.reached.marks_in_order();
+        let on_path = bench::took_path(&marks, &self.path);
+        if !trial.broken.is_empty() && !on_path {
+            self.progress.other_violations += 1;
+        }
+        // A violation of another path is no success for the path searched.
+        let success = !new.is_empty() || (!trial.broken.is_empty() && on_path);
+        if let Some(choice) = &choice {
+            self.anchors.prior.credit(choice, success);
+        }
+        let found = (!trial.broken.is_empty() && on_path).then(|| Found {
             faults: faults.clone(),
             seed,
             broken: trial.broken.clone(),
             origin,
             first_reached: new.clone(),
-            marks: trial.reached.marks_in_order(),
+            marks,
         });
         if found.is_some() && self.stop_at_violation {
             self.progress.features = self.corpus.hits.len();
