@@ -76,7 +76,8 @@ pub const ANCHOR_SHARE: f64 = 0.5;
 pub const RARE_HITS: u64 = 1;
 
 /// Share of hunt's fresh inputs that are the random nemesis's own runs (the first run always
-/// is); the others are swarm draws.
+/// is) before either source has paid; the others are swarm draws. Each source's share is
+/// then weighted by what its runs reached ([`FreshSources`]).
 pub const NEMESIS_SHARE: f64 = 0.25;
 
 /// Share of mutated runs whose parent is the entry with the best of a watermark (one of the
@@ -421,6 +422,41 @@ pub struct Campaign<'a> {
     jobs: usize,
     /// Every run so far, in order.
     tried: Vec<Tried>,
+    /// What the two fresh sources' runs reached.
+    fresh: FreshSources,
+}
+
+/// The two sources of fresh inputs, the random nemesis's own runs and swarm draws, each with
+/// its successes (a run that reached a feature no run had, or a violation on the path) and
+/// tries. Which pays depends on the scenario: a bug that needs every kind of fault at once is
+/// out of most swarm draws' reach (each kind on with p = ½), one that a kind masks is out of
+/// the nemesis's. Each source's sequence is unchanged (its own stream, its own seeds): only how
+/// many runs each gets is learnt.
+#[derive(Clone, Copy, Debug, Default)]
+struct FreshSources {
+    nemesis: (u64, u64),
+    swarm: (u64, u64),
+}
+
+impl FreshSources {
+    /// The share of fresh inputs that are nemesis runs: [`NEMESIS_SHARE`] weighted by each
+    /// source's (successes + 1) / (tries + 2).
+    fn nemesis_share(&self) -> f64 {
+        let weight = |(wins, tries): (u64, u64)| (wins as f64 + 1.0) / (tries as f64 + 2.0);
+        let nemesis = NEMESIS_SHARE * weight(self.nemesis);
+        let swarm = (1.0 - NEMESIS_SHARE) * weight(self.swarm);
+        nemesis / (nemesis + swarm)
+    }
+
+    fn credit(&mut self, origin: Origin, success: bool) {
+        let source = match origin {
+            Origin::Nemesis => &mut self.nemesis,
+            Origin::Swarm => &mut self.swarm,
+            _ => return,
+        };
+        source.0 += u64::from(success);
+        source.1 += 1;
+    }
 }
 
 impl<'a> Campaign<'a> {
@@ -443,6 +479,7 @@ impl<'a> Campaign<'a> {
             path: Vec::new(),
             jobs: 1,
             tried: Vec::new(),
+            fresh: FreshSources::default(),
         }
     }
 
@@ -550,7 +587,7 @@ impl<'a> Campaign<'a> {
             FRESH_SHARE
         };
         if self.corpus.entries.is_empty() || self.learn_rng.gen_bool(fresh_share) {
-            return if self.learn_rng.gen_bool(NEMESIS_SHARE) {
+            return if self.learn_rng.gen_bool(self.fresh.nemesis_share()) {
                 self.nemesis_run()
             } else {
                 self.swarm_draw()
@@ -642,6 +679,7 @@ impl<'a> Campaign<'a> {
         if let Some(choice) = &choice {
             self.anchors.prior.credit(choice, success);
         }
+        self.fresh.credit(origin, success);
         let found = (!trial.broken.is_empty() && on_path).then(|| Found {
             faults: faults.clone(),
             seed,
@@ -834,6 +872,28 @@ mod tests {
         }"#;
         let scenario = Scenario::parse(text, "hunt-unit.json").expect("a valid scenario");
         Target::new(&scenario, 0).expect("a nemesis")
+    }
+
+    #[test]
+    fn the_fresh_source_that_pays_gets_more_of_the_fresh_runs() {
+        let mut fresh = FreshSources::default();
+        assert!((fresh.nemesis_share() - NEMESIS_SHARE).abs() < 1e-9);
+        for _ in 0..20 {
+            fresh.credit(Origin::Nemesis, true);
+            fresh.credit(Origin::Swarm, false);
+        }
+        assert!(fresh.nemesis_share() > 0.85, "{fresh:?}");
+        // Other origins are not fresh draws: they change nothing.
+        let before = fresh.nemesis_share();
+        fresh.credit(Origin::Anchored, true);
+        fresh.credit(Origin::Mutant, false);
+        assert_eq!(fresh.nemesis_share(), before);
+        let mut fresh = FreshSources::default();
+        for _ in 0..20 {
+            fresh.credit(Origin::Nemesis, false);
+            fresh.credit(Origin::Swarm, true);
+        }
+        assert!(fresh.nemesis_share() < 0.05, "{fresh:?}");
     }
 
     #[test]
