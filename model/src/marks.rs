@@ -84,8 +84,10 @@ pub enum Mark {
     /// `WAIT` returned at its timeout acknowledged by some replicas but fewer than it asked
     /// for: a write a failover to one of the others loses (Redisson #5256's first step).
     WaitPartiallyAcked,
-    /// A replica became a master without the lock's key while a client believed it held the
-    /// lock: the promotion hands that lock to the next acquirer.
+    /// A replica became a master whose lock key is not the holder's — gone, or a previous
+    /// holder's whose release never reached it — while a client believed it held the lock:
+    /// the promotion hands that lock to the next acquirer (or back to the previous holder,
+    /// whose re-entrant lock script finds its own key).
     PromotedWhileHeld,
     /// A client re-sent a command whose reply had timed out: its first attempt may have run
     /// (Redisson 3.12 re-sends the lock script at once, `RedisExecutor.java:312-331`).

@@ -14,9 +14,9 @@
 //! drawn up to one of
 //! the scenario's own time scales ([`TimeScales`]: link latency, the command timeout, the
 //! holds, the lease, Sentinel's down-after), and lasting a time of the kind's own range, drawn
-//! around a time scale where that meets the range. A kind's fault comes no sooner than its
-//! `every_ms.min` after the last one of the kind (the children stay within the nemesis:
-//! `bounds`). Its target is named by its role at t where it has one: a client that holds the
+//! around a time scale where that meets the range. A kind's fault comes at the first time
+//! at or after that which waits of its `every_ms` reach from the last one of the kind (the
+//! children stay within the nemesis: `bounds::next_reachable`). Its target is named by its role at t where it has one: a client that holds the
 //! lock then (`holder`) or one that does not (`peer`); a Redis server a master, a replica
 //! synced with its master or one lagging behind it (`server_roles_at`: after a WAIT
 //! acknowledged by one replica, "the one that did not" whichever it was); another server by
@@ -36,6 +36,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::faults::nemesis::as_scripted;
+use crate::hunt::bounds;
 use crate::hunt::mutate::lasts_mut;
 use crate::hunt::swarm::{self, KindDraw};
 use crate::scenario::Scenario;
@@ -243,17 +244,18 @@ impl Anchors {
             .cloned()
             .collect();
         faults.truncate(swarm::MAX_FAULTS - MAX_STACK);
-        // The nemesis draws a kind's next fault no sooner than `every_ms.min` after its last.
-        let mut earliest: BTreeMap<&str, u64> = nemesis
-            .kinds
-            .iter()
-            .map(|k| (k.kind.as_str(), k.every_ms.min))
-            .collect();
+        // The nemesis draws a kind's next fault a sum of `every_ms` waits after its last
+        // (`bounds::next_reachable`).
+        let mut last_of_kind: BTreeMap<&str, u64> =
+            nemesis.kinds.iter().map(|k| (k.kind.as_str(), 0)).collect();
         for f in &faults {
             if let Some(k) = nemesis.kinds.iter().find(|k| k.kind == f.kind.name()) {
-                earliest.insert(k.kind.as_str(), swarm::at_ms(f) + k.every_ms.min);
+                last_of_kind.insert(k.kind.as_str(), swarm::at_ms(f));
             }
         }
+        let earliest = |last: &BTreeMap<&str, u64>, k: &KindSpec, at_ms: u64| {
+            bounds::next_reachable(last[k.kind.as_str()], at_ms, k.every_ms)
+        };
         let near_ms = t_ms + scales.0.iter().map(|(_, ms)| *ms).max().unwrap_or(1);
         let stack_weights: Vec<f64> = (1..=MAX_STACK)
             .map(|n| self.prior.weight(&Arm::Stack(n)))
@@ -264,7 +266,7 @@ impl Anchors {
             let near: Vec<&KindSpec> = nemesis
                 .kinds
                 .iter()
-                .filter(|k| earliest[k.kind.as_str()] <= near_ms.min(heal_at_ms - 1))
+                .filter(|k| earliest(&last_of_kind, k, t_ms) <= near_ms.min(heal_at_ms - 1))
                 .collect();
             if near.is_empty() {
                 break;
@@ -291,10 +293,8 @@ impl Anchors {
                     max: offset_of.max(1),
                 },
             );
-            let at_ms = (t_ms + offset_ms)
-                .max(earliest[kind.kind.as_str()])
-                .min(heal_at_ms - 1);
-            earliest.insert(kind.kind.as_str(), at_ms + kind.every_ms.min);
+            let at_ms = earliest(&last_of_kind, kind, t_ms + offset_ms).min(heal_at_ms - 1);
+            last_of_kind.insert(kind.kind.as_str(), at_ms);
             // Durations around a time scale, where that meets the kind's range, or the range.
             let mut durations: Vec<(&'static str, MsRange)> = Vec::new();
             if let Some(range) = kind.duration_ms {

@@ -8,9 +8,13 @@
 //!   all of them), with its `extra_ms`, `delta_ms` or `rate` in the kind's range;
 //! - lasts (its restart delay, for a crash) a time of the kind's `duration_ms` range, or until
 //!   the heal when that comes first (the nemesis cuts open faults short there);
-//! - comes at least `every_ms.min` after the previous fault of its kind (the first at least
-//!   that after the start: the nemesis waits before each draw), and never while a fault of its
-//!   kind is still open on its target (the nemesis skips a busy target).
+//! - comes a time after the previous fault of its kind (the first: after the start) that k
+//!   waits of `every_ms` could add up to, for some k ≥ 1 — at least `every_ms.min`, and within
+//!   k × [min, max] (the nemesis waits before each draw; the faults between, k − 1 of them,
+//!   removed: `reachable`) —, and never while a fault of its kind is still open on its target
+//!   (the nemesis skips a busy target). With a narrow `every_ms` that confines a kind to
+//!   windows of the run (`[5000, 6000]` with the heal at 9 s: one fault at 5-6 s), as the
+//!   nemesis does.
 //!
 //! A schedule may hold fewer faults than the nemesis would draw (swarm testing switches whole
 //! kinds off; a removed fault is a quiet stretch), never more frequent, shorter, longer, or
@@ -31,6 +35,41 @@ pub fn busy_key(kind: &FaultKind) -> String {
         FaultKind::Partition { .. } => "network".into(),
         other => other.node_names()[0].to_string(),
     }
+}
+
+/// Whether `gap_ms` is a sum of k ≥ 1 waits drawn from `every`: k × min ≤ gap ≤ k × max for
+/// the fewest k whose k × max reaches it.
+pub fn reachable(gap_ms: u64, every: MsRange) -> bool {
+    let max = every.max.max(1);
+    let k = gap_ms.div_ceil(max).max(1);
+    k.saturating_mul(every.min) <= gap_ms
+}
+
+/// The first time at or after `at_ms` that a fault of a kind whose last fault came at
+/// `last_ms` (0: none yet) could come (`reachable`).
+pub fn next_reachable(last_ms: u64, at_ms: u64, every: MsRange) -> u64 {
+    let gap = at_ms.saturating_sub(last_ms).max(every.min);
+    if reachable(gap, every) {
+        return last_ms + gap;
+    }
+    // Past window k (k × max < gap): the next starts at (k + 1) × min.
+    let k = gap / every.max.max(1);
+    last_ms + (k + 1) * every.min
+}
+
+/// The last time at or before `at_ms`, after `last_ms`, that a fault of the kind could come;
+/// `None` when none is.
+fn previous_reachable(last_ms: u64, at_ms: u64, every: MsRange) -> Option<u64> {
+    let gap = at_ms.checked_sub(last_ms)?;
+    if gap < every.min {
+        return None;
+    }
+    if reachable(gap, every) {
+        return Some(at_ms);
+    }
+    // Between windows k and k + 1: window k ends at k × max.
+    let k = gap / every.max.max(1);
+    (k >= 1).then(|| last_ms + k * every.max)
 }
 
 /// How long a fault keeps its target busy (ms): its duration or restart delay; a fault
@@ -71,11 +110,18 @@ pub fn violations(faults: &[Fault], nemesis: &NemesisSpec, heal_at_ms: u64) -> V
                 "at {at_ms} ms, not before the heal at {heal_at_ms} ms"
             )));
         }
-        let earliest = last_of_kind.get(name).copied().unwrap_or(0) + spec.every_ms.min;
-        if at_ms < earliest {
+        let last = last_of_kind.get(name).copied().unwrap_or(0);
+        if at_ms < last + spec.every_ms.min {
             problems.push(problem(format!(
                 "at {at_ms} ms, sooner than every_ms.min ({} ms) after the last of its kind",
                 spec.every_ms.min
+            )));
+        } else if !reachable(at_ms - last, spec.every_ms) {
+            problems.push(problem(format!(
+                "at {at_ms} ms, {} ms after the last of its kind: no number of waits of every_ms [{}, {}] adds up to that",
+                at_ms - last,
+                spec.every_ms.min,
+                spec.every_ms.max
             )));
         }
         last_of_kind.insert(name, at_ms);
@@ -202,11 +248,14 @@ fn lasting_within(
 }
 
 /// `faults` brought within the nemesis: parameters and durations clamped into their kind's
-/// ranges (and cut at the heal), then, in time order, a fault dropped when it is of a kind
-/// the nemesis does not list, fires on an event, names a target outside its kind, comes too
-/// soon after the last of its kind or while its target is busy.
+/// ranges (and cut at the heal), a time no number of waits reaches moved to the nearest one
+/// that is (`snap_to_reachable`), then, in time order, a fault dropped when
+/// it is of a kind the nemesis does not list, fires on an event, names a target outside its
+/// kind, comes too soon after the last of its kind or while its target is busy.
 pub fn confine(faults: &[Fault], nemesis: &NemesisSpec, heal_at_ms: u64) -> Vec<Fault> {
     let mut sorted = faults.to_vec();
+    swarm::sort_by_time(&mut sorted);
+    snap_to_reachable(&mut sorted, nemesis, heal_at_ms);
     swarm::sort_by_time(&mut sorted);
     let mut kept: Vec<Fault> = Vec::new();
     for mut fault in sorted {
@@ -225,6 +274,35 @@ pub fn confine(faults: &[Fault], nemesis: &NemesisSpec, heal_at_ms: u64) -> Vec<
         }
     }
     kept
+}
+
+/// Moves each fault (in time order) whose time after the last of its kind no number of
+/// waits reaches (`reachable`) to the nearest time that is: the end of the window before it
+/// or the start of the next, the next when the earlier is past the heal.
+fn snap_to_reachable(faults: &mut [Fault], nemesis: &NemesisSpec, heal_at_ms: u64) {
+    let mut last_of_kind: BTreeMap<String, u64> = BTreeMap::new();
+    for fault in faults.iter_mut() {
+        let When::At { at_ms } = fault.when else {
+            continue;
+        };
+        let name = fault.kind.name().to_string();
+        let Some(spec) = nemesis.kinds.iter().find(|k| k.kind == name) else {
+            continue;
+        };
+        let last = last_of_kind.get(&name).copied().unwrap_or(0);
+        let snapped =
+            if at_ms >= last + spec.every_ms.min && !reachable(at_ms - last, spec.every_ms) {
+                let later = next_reachable(last, at_ms, spec.every_ms);
+                match previous_reachable(last, at_ms, spec.every_ms) {
+                    Some(t) if at_ms - t <= later - at_ms || later >= heal_at_ms => t,
+                    _ => later,
+                }
+            } else {
+                at_ms
+            };
+        fault.when = When::At { at_ms: snapped };
+        last_of_kind.insert(name, snapped);
+    }
 }
 
 fn clamp_parameters(kind: &mut FaultKind, spec: &KindSpec) {
@@ -467,5 +545,59 @@ mod tests {
         // Cut short by the heal, as the nemesis cuts it: within.
         let cut = [at(heal - 30, pause("client-1"), Some(30))];
         assert!(violations(&cut, nemesis, heal).is_empty());
+    }
+
+    /// A kind whose `every_ms` is narrow fires in windows (k × [min, max]), as the nemesis
+    /// draws it: a time between two windows is out, and `confine` moves it to the nearest
+    /// window that is before the heal.
+    #[test]
+    fn a_narrow_every_ms_confines_a_kind_to_its_windows() {
+        let every = MsRange {
+            min: 5000,
+            max: 6000,
+        };
+        for gap in [5000, 5500, 6000, 10_000, 12_000, 15_000, 30_000] {
+            assert!(reachable(gap, every), "{gap}");
+        }
+        for gap in [0, 4999, 6001, 9999, 12_001, 14_999] {
+            assert!(!reachable(gap, every), "{gap}");
+        }
+        assert_eq!(next_reachable(0, 100, every), 5000);
+        assert_eq!(next_reachable(0, 5500, every), 5500);
+        assert_eq!(next_reachable(0, 7000, every), 10_000);
+        assert_eq!(next_reachable(5200, 12_000, every), 15_200);
+        assert_eq!(previous_reachable(0, 7000, every), Some(6000));
+        assert_eq!(previous_reachable(0, 4000, every), None);
+
+        let nodes: std::collections::BTreeSet<String> =
+            ["client-1", "redis-1"].map(String::from).into();
+        let json = serde_json::json!({
+            "crash": { "every_ms": [5000, 6000], "duration_ms": [3000, 6000], "nodes": ["redis-1"] }
+        });
+        let nemesis = NemesisSpec::from_json(&json, &nodes, 20_000).expect("a valid nemesis");
+        let crash = |at_ms| Fault {
+            kind: FaultKind::Crash {
+                node: "redis-1".into(),
+                restart_after_ms: Some(3000),
+            },
+            when: When::At { at_ms },
+            duration_ms: None,
+        };
+        let heal = 9000;
+        // The nemesis crashes once, 5-6 s in, and its next draw (10 s on) is past the heal.
+        assert!(violations(&[crash(5500)], &nemesis, heal).is_empty());
+        let between = violations(&[crash(8000)], &nemesis, heal);
+        assert!(
+            between.iter().any(|p| p.contains("no number of waits")),
+            "{between:?}"
+        );
+        let confined = confine(&[crash(8000)], &nemesis, heal);
+        assert_eq!(confined.len(), 1);
+        assert_eq!(swarm::at_ms(&confined[0]), 6000);
+        assert!(violations(&confined, &nemesis, heal).is_empty());
+        // Before the heal at 20 s the second window (10-12 s) is open: 9 s goes to the nearer
+        // 10 s.
+        let confined = confine(&[crash(9000)], &nemesis, 20_000);
+        assert_eq!(swarm::at_ms(&confined[0]), 10_000);
     }
 }

@@ -76,7 +76,8 @@ pub const ANCHOR_SHARE: f64 = 0.5;
 pub const RARE_HITS: u64 = 1;
 
 /// Share of hunt's fresh inputs that are the random nemesis's own runs (the first run always
-/// is); the others are swarm draws.
+/// is) before either source has paid; the others are swarm draws. Each source's share is
+/// then weighted by what its runs reached ([`FreshSources`]).
 pub const NEMESIS_SHARE: f64 = 0.25;
 
 /// Share of mutated runs whose parent is the entry with the best of a watermark (one of the
@@ -279,6 +280,9 @@ pub struct Progress {
     pub least_write_margin_ms: Option<i64>,
     pub least_grant_validity_ms: Option<i64>,
     pub largest_failover_lag_ms: Option<i64>,
+    /// Violating runs that did not take the campaign's path (`Campaign::stop_at_path`): learnt
+    /// from as any other run, counted.
+    pub other_violations: u64,
 }
 
 impl Progress {
@@ -412,10 +416,47 @@ pub struct Campaign<'a> {
     /// Whether the campaign ends at the first violating run (otherwise that run is learnt
     /// from as any other: the benchmark's feature count over a fixed number of runs).
     stop_at_violation: bool,
+    /// The path a violation must take to end the campaign (`stop_at_path`); empty: any.
+    path: Vec<model::marks::Mark>,
     /// Parallel runs per round.
     jobs: usize,
     /// Every run so far, in order.
     tried: Vec<Tried>,
+    /// What the two fresh sources' runs reached.
+    fresh: FreshSources,
+}
+
+/// The two sources of fresh inputs, the random nemesis's own runs and swarm draws, each with
+/// its successes (a run that reached a feature no run had, or a violation on the path) and
+/// tries. Which pays depends on the scenario: a bug that needs every kind of fault at once is
+/// out of most swarm draws' reach (each kind on with p = ½), one that a kind masks is out of
+/// the nemesis's. Each source's sequence is unchanged (its own stream, its own seeds): only how
+/// many runs each gets is learnt.
+#[derive(Clone, Copy, Debug, Default)]
+struct FreshSources {
+    nemesis: (u64, u64),
+    swarm: (u64, u64),
+}
+
+impl FreshSources {
+    /// The share of fresh inputs that are nemesis runs: [`NEMESIS_SHARE`] weighted by each
+    /// source's (successes + 1) / (tries + 2).
+    fn nemesis_share(&self) -> f64 {
+        let weight = |(wins, tries): (u64, u64)| (wins as f64 + 1.0) / (tries as f64 + 2.0);
+        let nemesis = NEMESIS_SHARE * weight(self.nemesis);
+        let swarm = (1.0 - NEMESIS_SHARE) * weight(self.swarm);
+        nemesis / (nemesis + swarm)
+    }
+
+    fn credit(&mut self, origin: Origin, success: bool) {
+        let source = match origin {
+            Origin::Nemesis => &mut self.nemesis,
+            Origin::Swarm => &mut self.swarm,
+            _ => return,
+        };
+        source.0 += u64::from(success);
+        source.1 += 1;
+    }
 }
 
 impl<'a> Campaign<'a> {
@@ -435,8 +476,10 @@ impl<'a> Campaign<'a> {
             next_seed: target.row.seed,
             search: Search::Guided,
             stop_at_violation: true,
+            path: Vec::new(),
             jobs: 1,
             tried: Vec::new(),
+            fresh: FreshSources::default(),
         }
     }
 
@@ -455,6 +498,15 @@ impl<'a> Campaign<'a> {
     /// Keep searching after a violating run (it is learnt from as any other).
     pub fn past_violations(mut self) -> Self {
         self.stop_at_violation = false;
+        self
+    }
+
+    /// Only a violation whose run fired the marks `path` in that order (`bench::took_path`)
+    /// is found and ends the campaign; any other is counted (`Progress::other_violations`)
+    /// and learnt from as any run. A class's benchmark measures the bug it is named after,
+    /// not whichever other bug its faults also reach.
+    pub fn stop_at_path(mut self, path: &[model::marks::Mark]) -> Self {
+        self.path = path.to_vec();
         self
     }
 
@@ -535,7 +587,7 @@ impl<'a> Campaign<'a> {
             FRESH_SHARE
         };
         if self.corpus.entries.is_empty() || self.learn_rng.gen_bool(fresh_share) {
-            return if self.learn_rng.gen_bool(NEMESIS_SHARE) {
+            return if self.learn_rng.gen_bool(self.fresh.nemesis_share()) {
                 self.nemesis_run()
             } else {
                 self.swarm_draw()
@@ -597,7 +649,7 @@ impl<'a> Campaign<'a> {
     }
 
     /// Learns from one run: counts its features, keeps it when it reached something new, queues
-    /// its prefix children; the violation when it broke a verdict.
+    /// its prefix children; the violation when it broke a verdict on the campaign's path.
     fn learn(&mut self, input: Input, trial: Trial, keep: bool) -> Option<Found> {
         let Input {
             faults,
@@ -612,22 +664,29 @@ impl<'a> Campaign<'a> {
             trace_hash: trial.trace_hash.clone(),
         });
         let new = self.corpus.count(&trial.reached.features);
-        if let Some(choice) = &choice {
-            let success = !new.is_empty() || !trial.broken.is_empty();
-            self.anchors.prior.credit(choice, success);
-        }
         self.runs_since_new = if new.is_empty() {
             self.runs_since_new + 1
         } else {
             0
         };
-        let found = (!trial.broken.is_empty()).then(|| Found {
+        let marks = trial.reached.marks_in_order();
+        let on_path = bench::took_path(&marks, &self.path);
+        if !trial.broken.is_empty() && !on_path {
+            self.progress.other_violations += 1;
+        }
+        // A violation of another path is no success for the path searched.
+        let success = !new.is_empty() || (!trial.broken.is_empty() && on_path);
+        if let Some(choice) = &choice {
+            self.anchors.prior.credit(choice, success);
+        }
+        self.fresh.credit(origin, success);
+        let found = (!trial.broken.is_empty() && on_path).then(|| Found {
             faults: faults.clone(),
             seed,
             broken: trial.broken.clone(),
             origin,
             first_reached: new.clone(),
-            marks: trial.reached.marks_in_order(),
+            marks,
         });
         if found.is_some() && self.stop_at_violation {
             self.progress.features = self.corpus.hits.len();
@@ -813,6 +872,28 @@ mod tests {
         }"#;
         let scenario = Scenario::parse(text, "hunt-unit.json").expect("a valid scenario");
         Target::new(&scenario, 0).expect("a nemesis")
+    }
+
+    #[test]
+    fn the_fresh_source_that_pays_gets_more_of_the_fresh_runs() {
+        let mut fresh = FreshSources::default();
+        assert!((fresh.nemesis_share() - NEMESIS_SHARE).abs() < 1e-9);
+        for _ in 0..20 {
+            fresh.credit(Origin::Nemesis, true);
+            fresh.credit(Origin::Swarm, false);
+        }
+        assert!(fresh.nemesis_share() > 0.85, "{fresh:?}");
+        // Other origins are not fresh draws: they change nothing.
+        let before = fresh.nemesis_share();
+        fresh.credit(Origin::Anchored, true);
+        fresh.credit(Origin::Mutant, false);
+        assert_eq!(fresh.nemesis_share(), before);
+        let mut fresh = FreshSources::default();
+        for _ in 0..20 {
+            fresh.credit(Origin::Nemesis, false);
+            fresh.credit(Origin::Swarm, true);
+        }
+        assert!(fresh.nemesis_share() < 0.05, "{fresh:?}");
     }
 
     #[test]

@@ -294,22 +294,33 @@ impl History {
             .collect()
     }
 
-    /// Whether a client believes it holds the lock now: its last `acquired` has no `released`
-    /// after it. A scan of the history, for a mark that fires rarely (`PromotedWhileHeld`).
-    pub fn some_client_holds(&self) -> bool {
+    /// Whether a client believes it holds the lock while `node`'s lock key is not its write:
+    /// gone (`has_key` false) or, by `node`'s last `key_owner` event, another client's (a
+    /// previous holder's release that never reached it). A scan of the history, for a mark
+    /// that fires rarely (`PromotedWhileHeld`).
+    pub fn holder_lacks_key_on(&self, node: &str, has_key: bool) -> bool {
+        let state = self.state();
         let mut holding = BTreeSet::new();
-        for e in &self.state().events {
-            match e.kind {
+        let mut key_owner: Option<String> = None;
+        for e in &state.events {
+            match &e.kind {
                 EventKind::Acquired { .. } => {
                     holding.insert(model::history::owner_name(&e.node, e.thread));
                 }
                 EventKind::Released { .. } => {
                     holding.remove(&model::history::owner_name(&e.node, e.thread));
                 }
+                EventKind::KeyOwner { owner, .. } if e.node == node => {
+                    key_owner = owner.clone();
+                }
                 _ => {}
             }
         }
-        !holding.is_empty()
+        let owner = key_owner.as_deref().filter(|_| has_key);
+        holding.iter().any(|holder| {
+            owner
+                .is_none_or(|o| model::history::owner_node(o) != model::history::owner_node(holder))
+        })
     }
 
     pub fn take_events(&self) -> Vec<Event> {

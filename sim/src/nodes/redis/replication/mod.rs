@@ -289,14 +289,14 @@ pub fn become_master(node: &Node) {
     }
     node.server.borrow_mut().set_role(Role::Master);
     mark(Mark::ReplicaPromoted);
-    if node
+    let has_key = node
         .lock_entry(node.world.time.wall_ms(&node.name))
-        .is_none()
-    {
+        .is_some();
+    if !has_key {
         mark(Mark::PromotedWithoutLockKey);
-        if marks::on() && node.world.history.some_client_holds() {
-            mark(Mark::PromotedWhileHeld);
-        }
+    }
+    if marks::on() && node.world.history.holder_lacks_key_on(&node.name, has_key) {
+        mark(Mark::PromotedWhileHeld);
     }
     node.world.record(
         &node.name,
