@@ -7,8 +7,10 @@
 # Usage: bash scripts/hunt-bench.sh [CAMPAIGNS] [JOBS]   (defaults 20 and 2)
 # Classes:
 #  - two faults: a WAIT acknowledged by one replica, then a failover to the other (Redisson
-#    4.7 through Sentinel, 1 master + 2 replicas); an acquire re-sent after a response timeout,
-#    then a failover (Redisson 3.12.5, 1 master + 1 replica);
+#    4.7 through Sentinel, 1 master + 2 replicas); a forward clock jump on the master, then a
+#    pause of the holder (Redisson 3.12.5, 1 master); and two held out from tuning, set-nx-px-lua
+#    on 1 master: a pause of the holder, then its resource calls delayed; a forward clock jump
+#    on the master, then the holder's resource calls delayed;
 #  - single faults (matrix columns): random pauses and random failovers, set-nx-px-lua.
 # For the two-fault classes `--mechanism` names the class's path as marks in order: a campaign
 # stops only at a violation whose run fired them in that order, the table counts the other
@@ -29,7 +31,10 @@ bench() {
 }
 bench scenarios/hunt/wait-one-replica-then-failover.json 400 \
   --mechanism wait_partially_acked,promoted_while_held
-bench scenarios/hunt/resent-acquire-release-failover.json 150 \
-  --mechanism timed_out_command_resent,replica_promoted
+bench scenarios/hunt/clock-jump-then-pause.json 300 \
+  --mechanism clock_jump_while_held,lock_key_expired
+bench scenarios/hunt/pause-then-delay.json 300 --mechanism lock_key_expired
+bench scenarios/hunt/clock-jump-then-delay.json 300 \
+  --mechanism clock_jump_while_held,lock_key_expired
 bench scenarios/matrix/05-random-pauses.json 50 --scheme set-nx-px-lua
 bench scenarios/matrix/18-random-failover.json 50 --scheme set-nx-px-lua

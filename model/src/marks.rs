@@ -92,6 +92,10 @@ pub enum Mark {
     /// A client re-sent a command whose reply had timed out: its first attempt may have run
     /// (Redisson 3.12 re-sends the lock script at once, `RedisExecutor.java:312-331`).
     TimedOutCommandResent,
+    /// A server's wall clock jumped forward while a client believed it held the lock whose key
+    /// that server keeps: the lease ends early by the jump, as Redis expires keys by its wall
+    /// clock (`keyIsExpired`, redis 7.0.15 `src/db.c` 1616-1650: `mstime()`).
+    ClockJumpWhileHeld,
 }
 
 impl Mark {
@@ -133,6 +137,7 @@ impl Mark {
         Mark::WaitPartiallyAcked,
         Mark::PromotedWhileHeld,
         Mark::TimedOutCommandResent,
+        Mark::ClockJumpWhileHeld,
     ];
 
     /// The mark's name in hunt's output and corpus files.
@@ -175,6 +180,7 @@ impl Mark {
             Mark::WaitPartiallyAcked => "wait_partially_acked",
             Mark::PromotedWhileHeld => "promoted_while_held",
             Mark::TimedOutCommandResent => "timed_out_command_resent",
+            Mark::ClockJumpWhileHeld => "clock_jump_while_held",
         }
     }
 }

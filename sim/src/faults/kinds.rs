@@ -56,7 +56,16 @@ impl FaultKind {
             FaultKind::Failover { master } => {
                 madsim::task::spawn_local(request_failover(world.clone(), master.clone()));
             }
-            FaultKind::ClockJump { node, delta_ms } => world.time.jump(node, *delta_ms),
+            FaultKind::ClockJump { node, delta_ms } => {
+                if *delta_ms > 0
+                    && model::marks::on()
+                    && world.history.has_key_owner(node)
+                    && world.history.some_client_holds()
+                {
+                    model::marks::mark(model::marks::Mark::ClockJumpWhileHeld);
+                }
+                world.time.jump(node, *delta_ms)
+            }
             FaultKind::ClockDrift { node, rate } => world.time.set_rate(node, *rate),
             FaultKind::Partition { .. } | FaultKind::Isolate { .. } => {
                 clog_links(world, self, true)
@@ -128,5 +137,50 @@ async fn request_failover(world: Arc<World>, master: String) {
             );
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use model::marks::Mark;
+
+    use crate::hunt::run_marked;
+    use crate::scenario::Scenario;
+
+    /// The marks a run with one clock jump on the master fires: the jump `"on"` a trigger
+    /// (`null`: at 0 ms, before anyone holds), by `delta_ms`.
+    fn jump_marks(on: &str, delta_ms: i64) -> Vec<Mark> {
+        let when = if on == "null" {
+            r#""at_ms": 0"#.to_string()
+        } else {
+            format!(r#""on": {on}"#)
+        };
+        let text = format!(
+            r#"{{
+              "name": "clock-jump-mark",
+              "description": "one jump of the master's clock",
+              "source": "sim/src/faults/kinds.rs",
+              "duration_ms": 3000,
+              "topology": {{ "masters": 1 }},
+              "scheme": {{ "name": "set-nx-px-lua", "ttl_ms": 5000 }},
+              "clients": {{ "count": 2, "acquisitions": 3, "hold_ms": [100, 100], "think_ms": [0, 10] }},
+              "faults": [ {{ "kind": "clock_jump", "node": "redis-1", "delta_ms": {delta_ms}, {when} }} ]
+            }}"#
+        );
+        let scenario = Scenario::parse(&text, "clock-jump-mark.json").expect("a valid scenario");
+        let (_, hits) = run_marked(&Arc::new(scenario), 0).expect("runs");
+        hits.into_iter().map(|h| h.mark).collect()
+    }
+
+    #[test]
+    fn a_forward_jump_of_a_server_whose_key_is_held_is_marked() {
+        let acquired = r#"{ "event": "acquired" }"#;
+        assert!(jump_marks(acquired, 2000).contains(&Mark::ClockJumpWhileHeld));
+        // Backwards: the lease ends later, not sooner.
+        assert!(!jump_marks(acquired, -2000).contains(&Mark::ClockJumpWhileHeld));
+        // Before any lock: nothing held to end early.
+        assert!(!jump_marks("null", 2000).contains(&Mark::ClockJumpWhileHeld));
     }
 }
