@@ -294,11 +294,28 @@ impl History {
             .collect()
     }
 
+    /// Whether a client believes it holds the lock now: its last `acquired` has no `released`
+    /// after it. A scan of the history, for a mark that fires rarely (`ClockJumpWhileHeld`).
+    pub fn some_client_holds(&self) -> bool {
+        !self.holders_and_key_owner(None).0.is_empty()
+    }
+
     /// Whether a client believes it holds the lock while `node`'s lock key is not its write:
     /// gone (`has_key` false) or, by `node`'s last `key_owner` event, another client's (a
     /// previous holder's release that never reached it). A scan of the history, for a mark
     /// that fires rarely (`PromotedWhileHeld`).
     pub fn holder_lacks_key_on(&self, node: &str, has_key: bool) -> bool {
+        let (holding, key_owner) = self.holders_and_key_owner(Some(node));
+        let owner = key_owner.as_deref().filter(|_| has_key);
+        holding.iter().any(|holder| {
+            owner
+                .is_none_or(|o| model::history::owner_node(o) != model::history::owner_node(holder))
+        })
+    }
+
+    /// The clients whose last `acquired` has no `released` after it, and the owner `node`'s
+    /// last `key_owner` event named (none without a node).
+    fn holders_and_key_owner(&self, node: Option<&str>) -> (BTreeSet<String>, Option<String>) {
         let state = self.state();
         let mut holding = BTreeSet::new();
         let mut key_owner: Option<String> = None;
@@ -310,17 +327,13 @@ impl History {
                 EventKind::Released { .. } => {
                     holding.remove(&model::history::owner_name(&e.node, e.thread));
                 }
-                EventKind::KeyOwner { owner, .. } if e.node == node => {
+                EventKind::KeyOwner { owner, .. } if Some(e.node.as_str()) == node => {
                     key_owner = owner.clone();
                 }
                 _ => {}
             }
         }
-        let owner = key_owner.as_deref().filter(|_| has_key);
-        holding.iter().any(|holder| {
-            owner
-                .is_none_or(|o| model::history::owner_node(o) != model::history::owner_node(holder))
-        })
+        (holding, key_owner)
     }
 
     pub fn take_events(&self) -> Vec<Event> {
