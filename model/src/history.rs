@@ -296,9 +296,16 @@ pub fn render_command(argv: &[Vec<u8>]) -> String {
             && arg
                 .iter()
                 .all(|b| b.is_ascii_graphic() && *b != b'"' && *b != b'\'');
-        match std::str::from_utf8(arg) {
-            Ok(text) if plain && i == 0 => out.extend(text.chars().map(|c| c.to_ascii_uppercase())),
-            Ok(text) if plain => out.push_str(text),
+        // A plain argument is printable ASCII; any other is checked for UTF-8 once, by
+        // `push_quoted` (it was checked twice: a script's bytes were walked four times).
+        match plain.then(|| std::str::from_utf8(arg)) {
+            Some(Ok(text)) => {
+                let start = out.len();
+                out.push_str(text);
+                if i == 0 {
+                    out[start..].make_ascii_uppercase();
+                }
+            }
             _ => push_quoted(&mut out, arg),
         }
     }
