@@ -34,8 +34,9 @@ pub struct RunOutput {
     pub nemesis_faults: Vec<Fault>,
 }
 
-/// Runs one seed on a fresh OS thread: std's `HashMap` seeds and madsim's thread-locals follow
-/// the seed only for the first runtime on a thread (DESIGN.md, determinism rules).
+/// Runs one seed on the caller's simulation thread (one per calling thread, kept from seed to
+/// seed: see `on_own_thread`), never on the caller's own: madsim's runtime takes over the
+/// thread's context while it runs.
 pub fn run(scenario: &Arc<Scenario>, scheme_index: usize, seed: u64) -> Result<RunOutput, String> {
     run_within(scenario, scheme_index, seed, Budget::DEFAULT)
 }
@@ -96,7 +97,19 @@ pub fn run_keeping_events(
     )
 }
 
-/// Runs one seed on a fresh thread and hands `finish(output)` back from it.
+/// Runs one seed on this caller's simulation thread and hands `finish(output)` back from it.
+///
+/// The thread is kept for the caller's next seed: a fresh OS thread per seed set up a stack and
+/// an empty allocator heap for every run (issue 32: `bench` of the baseline, 200 seeds, 838
+/// page faults against 256 kept). A second runtime on a thread keeps what the first seeded:
+/// std's `RandomState` keys (madsim seeds them from the seed only on a thread's first runtime,
+/// madsim-0.2.34 src/sim/rand.rs:176) and the thread's heap addresses. Neither reaches a trace:
+/// the world's hash maps use a fixed hasher, madsim iterates its std maps only where the order
+/// changes nothing (its simulators at `runtime/mod.rs:408` and `task/mod.rs:368`, which draw
+/// nothing; `net/network.rs:146` drops sockets the world never opens, it has its own), and
+/// Lua's collector runs whole cycles (`model/src/redis/lua_alloc.rs`);
+/// `a_reused_thread_runs_every_seed_as_a_fresh_one` holds it. A thread whose run panicked is
+/// not used again.
 fn on_own_thread<T: Send + 'static>(
     scenario: &Arc<Scenario>,
     scheme_index: usize,
@@ -106,19 +119,93 @@ fn on_own_thread<T: Send + 'static>(
 ) -> Result<T, String> {
     let (path, name) = (scenario.path.clone(), scenario.name.clone());
     let scenario = scenario.clone();
-    std::thread::Builder::new()
-        .name(format!("seed-{seed}"))
-        .spawn(move || run_on_this_thread(&scenario, scheme_index, seed, budget).map(finish))
-        .map_err(|e| format!("cannot start a simulation thread: {e}"))?
-        .join()
-        .map_err(|panic| {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            format!("{path}: the simulation of {name} seed {seed} panicked: {message}")
-        })?
+    let outcome = SimThread::run_here(move || {
+        run_on_this_thread(&scenario, scheme_index, seed, budget).map(finish)
+    })?;
+    outcome.map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        format!("{path}: the simulation of {name} seed {seed} panicked: {message}")
+    })?
+}
+
+/// A job for a [`SimThread`]: runs there, sends its outcome back itself.
+type SimJob = Box<dyn FnOnce() + Send>;
+
+/// The thread that runs the seeds of one calling thread, one after another (see
+/// [`on_own_thread`]). It ends when its caller does (the job sender, a thread-local of the
+/// caller, is dropped with it) or after a job panicked.
+struct SimThread {
+    jobs: std::sync::mpsc::Sender<SimJob>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+thread_local! {
+    static SIM_THREAD: std::cell::RefCell<Option<SimThread>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+impl SimThread {
+    fn start() -> Result<SimThread, String> {
+        let (jobs, queue) = std::sync::mpsc::channel::<SimJob>();
+        let thread = std::thread::Builder::new()
+            .name("simulation".to_string())
+            .spawn(move || {
+                for job in queue {
+                    job();
+                }
+            })
+            .map_err(|e| format!("cannot start a simulation thread: {e}"))?;
+        Ok(SimThread {
+            jobs,
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `job` on the caller's simulation thread (started if there is none) and waits for
+    /// it: its value, or what it panicked with.
+    fn run_here<T: Send + 'static>(
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<std::thread::Result<T>, String> {
+        let (done, outcome) = std::sync::mpsc::channel();
+        let job: SimJob = Box::new(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            let _ = done.send(result);
+        });
+        SIM_THREAD.with(|slot| {
+            let mut slot = slot.borrow_mut();
+            let thread = match slot.take() {
+                Some(thread) => thread,
+                None => SimThread::start()?,
+            };
+            thread
+                .jobs
+                .send(job)
+                .map_err(|_| "the simulation thread has stopped".to_string())?;
+            match outcome.recv() {
+                Ok(Ok(value)) => {
+                    *slot = Some(thread);
+                    Ok(Ok(value))
+                }
+                Ok(Err(panic)) => Ok(Err(panic)),
+                Err(_) => Err("the simulation thread stopped during a run".to_string()),
+            }
+        })
+    }
+}
+
+impl Drop for SimThread {
+    /// Ends the thread (its queue closed, it leaves its loop) and waits for it.
+    fn drop(&mut self) {
+        let (jobs, _) = std::sync::mpsc::channel();
+        drop(std::mem::replace(&mut self.jobs, jobs));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// The most events a run of each scenario row (file, name, scheme) recorded in this process.
@@ -211,7 +298,7 @@ fn run_on_this_thread(
     run_with_executor(scenario, scheme_index, seed, budget, Executor::simulated())
 }
 
-/// One run on this thread with the given executor (a fresh thread per seed: see [`run`]).
+/// One run on this thread with the given executor (see [`run`] for the thread it runs on).
 pub fn run_with_executor(
     scenario: &Arc<Scenario>,
     scheme_index: usize,
@@ -519,8 +606,8 @@ async fn all_done(world: &World, clients: u32) {
     }
 }
 
-/// Runs many (scheme, seed) jobs on `jobs` worker threads (each seed still on its own fresh
-/// thread), calling `on_done` in the caller's thread as each finishes, in completion order.
+/// Runs many (scheme, seed) jobs on `jobs` worker threads (each with its simulation thread),
+/// calling `on_done` in the caller's thread as each finishes, in completion order.
 pub fn run_parallel(
     scenario: &Arc<Scenario>,
     work: Vec<(usize, u64)>,

@@ -70,3 +70,51 @@ fn replication_sentinel_crash_and_nemesis_replay_exactly() {
         }
     }
 }
+
+/// A caller's runs share one simulation thread (its heap kept from seed to seed): every seed
+/// gives the trace it gives as the first run of a fresh thread, whatever ran before it there.
+#[test]
+fn a_reused_thread_runs_every_seed_as_a_fresh_one() {
+    let rows = [
+        ("baseline-set-nx-px-lua.json", 0),
+        ("nemesis-sentinel-swarm.json", 0),
+        ("redlock-clock-jump.json", 0),
+        ("kleppmann-gc-pause.json", 0),
+    ];
+    let scenarios: Vec<(Arc<Scenario>, usize)> = rows
+        .iter()
+        .map(|&(name, scheme)| (load(name), scheme))
+        .collect();
+    let seeds = [0u64, 5, 11];
+    let jobs: Vec<(usize, u64)> = (0..scenarios.len())
+        .flat_map(|row| seeds.iter().map(move |&seed| (row, seed)))
+        .collect();
+    let fresh: Vec<String> = jobs
+        .iter()
+        .map(|&(row, seed)| {
+            let (scenario, scheme) = scenarios[row].clone();
+            std::thread::spawn(move || run(&scenario, scheme, seed).unwrap().result.trace_hash)
+                .join()
+                .unwrap()
+        })
+        .collect();
+    for reversed in [false, true] {
+        let (scenarios, jobs) = (scenarios.clone(), jobs.clone());
+        let reused: Vec<String> = std::thread::spawn(move || {
+            let mut hashes = vec![String::new(); jobs.len()];
+            let mut indices: Vec<usize> = (0..jobs.len()).collect();
+            if reversed {
+                indices.reverse();
+            }
+            for i in indices {
+                let (row, seed) = jobs[i];
+                let (scenario, scheme) = &scenarios[row];
+                hashes[i] = run(scenario, *scheme, seed).unwrap().result.trace_hash;
+            }
+            hashes
+        })
+        .join()
+        .unwrap();
+        assert_eq!(fresh, reused, "reversed: {reversed}");
+    }
+}

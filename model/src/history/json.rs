@@ -188,22 +188,17 @@ impl<'a> Object<'a> {
 /// A JSON string as serde_json writes it: `"` and `\` escaped, control characters as `\b \t \n
 /// \f \r` or `\u00xx` (lower-case hex), everything else (DEL and non-ASCII included) as is.
 fn escape_into(out: &mut Vec<u8>, value: &str) {
-    let needs_escape = |b: u8| (b < 0x20) | (b == b'"') | (b == b'\\');
     let bytes = value.as_bytes();
+    out.reserve(bytes.len() + 2);
     out.push(b'"');
-    // Most strings need no escape: one branch-free pass (vectorised) and one copy.
-    if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
+    // Runs of plain bytes are found eight at a time and copied at once: a rendered EVAL's
+    // script is full of escapes, and its byte-by-byte walk was 6 % of a baseline run's
+    // instructions (issue 32).
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if !needs_escape(b) {
-            continue;
-        }
+    let mut i = next_escape(bytes, 0);
+    while i < bytes.len() {
         out.extend_from_slice(&bytes[start..i]);
-        start = i + 1;
+        let b = bytes[i];
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -221,9 +216,42 @@ fn escape_into(out: &mut Vec<u8>, value: &str) {
                 HEX_DIGITS[usize::from(b & 0xf)],
             ]),
         }
+        start = i + 1;
+        i = next_escape(bytes, start);
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// Whether JSON must escape `b`: a control character, `"` or `\`.
+fn needs_escape(b: u8) -> bool {
+    (b < 0x20) | (b == b'"') | (b == b'\\')
+}
+
+/// The index of the first byte at or after `from` that JSON must escape, or `bytes.len()`.
+/// Eight bytes at a time: a lane is flagged when it is below 0x20 or, XORed with `"` or `\`,
+/// zero (`(x - 0x01…) & !x & 0x80…`). A borrow can flag a lane above a flagged one, never
+/// below it, so the lowest flag is exact (Anderson, "Bit Twiddling Hacks", "Determine if a
+/// word has a byte less than n").
+fn next_escape(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = ONES << 7;
+    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let flags = below(word, 0x20)
+            | below(word ^ (ONES * u64::from(b'"')), 1)
+            | below(word ^ (ONES * u64::from(b'\\')), 1);
+        if flags != 0 {
+            return i + (flags.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && !needs_escape(bytes[i]) {
+        i += 1;
+    }
+    i
 }
 
 #[cfg(test)]
@@ -380,6 +408,45 @@ mod tests {
                     String::from_utf8(ours).unwrap(),
                     String::from_utf8(theirs).unwrap()
                 );
+            }
+        }
+    }
+
+    /// The eight-at-a-time scan finds an escape at every offset of a word, after plain bytes
+    /// of every kind (those just above and below each escaped byte, DEL, non-ASCII), and two
+    /// escapes side by side.
+    #[test]
+    fn escapes_anywhere_in_a_string_as_serde_json_does() {
+        let specials = ["\"", "\\", "\n", "\u{1}", "\u{1f}", "\u{8}"];
+        let fillers = [
+            " ",
+            "!",
+            "#",
+            "[",
+            "]",
+            "a",
+            "\u{7f}",
+            "\u{e9}",
+            "\u{1f512}",
+        ];
+        for filler in fillers {
+            for len in 0..20 {
+                for at in 0..=len {
+                    for special in specials {
+                        for text in [
+                            format!("{}{special}{}", filler.repeat(at), filler.repeat(len - at)),
+                            format!("{}{special}{special}", filler.repeat(at)),
+                            filler.repeat(len),
+                        ] {
+                            let mut ours = Vec::new();
+                            escape_into(&mut ours, &text);
+                            assert_eq!(
+                                String::from_utf8(ours).unwrap(),
+                                serde_json::to_string(&text).unwrap()
+                            );
+                        }
+                    }
+                }
             }
         }
     }

@@ -8,18 +8,28 @@ use super::reply::{bulk, prefixed};
 
 /// A command as a client sends it: an array of bulk strings.
 pub fn encode_command<A: AsRef<[u8]>>(argv: &[A]) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(encoded_len_hint(argv));
     encode_command_into(&mut out, argv);
     out
 }
 
 /// Several commands, one after the other (a pipeline, a replication stream).
 pub fn encode_commands(commands: &[Vec<Vec<u8>>]) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(commands.iter().map(|argv| encoded_len_hint(argv)).sum());
     for argv in commands {
         encode_command_into(&mut out, argv);
     }
     out
+}
+
+/// About what `encode_command_into` writes for `argv` (arguments and their headers; at least
+/// that up to 10-digit lengths): the buffer is allocated once, not grown header by header
+/// (growing was 1.7 % of a baseline run's instructions, issue 32).
+fn encoded_len_hint<A: AsRef<[u8]>>(argv: &[A]) -> usize {
+    16 + argv
+        .iter()
+        .map(|arg| arg.as_ref().len() + 16)
+        .sum::<usize>()
 }
 
 /// Appends `*<argc>\r\n`, then `$<len>\r\n<arg>\r\n` per argument: written straight into the

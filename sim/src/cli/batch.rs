@@ -1,6 +1,6 @@
 //! Many runs across scenarios, schemes and seeds on N worker threads, for `sweep`, `compare`
-//! and `check`. Like `runner::run_parallel` (each seed still runs on its own fresh thread via
-//! `runner::run` or `runner::run_summary`), but the work may span several scenarios and a stop
+//! and `check`. Like `runner::run_parallel` (each worker's seeds run on its simulation thread
+//! via `runner::run` or `runner::run_summary`), but the work may span several scenarios and a stop
 //! flag (Ctrl-C) keeps workers from starting new runs; the runs in progress finish and are
 //! reported.
 

@@ -55,19 +55,30 @@ impl FloorReport {
 }
 
 impl Floor {
-    /// Runs the ping-pong once per seed, each on a fresh thread like the simulator's own runs
-    /// (so thread start-up and runtime creation are counted on both sides).
+    /// Runs the ping-pong once per seed, the seeds one after another on one thread of their own,
+    /// as the simulator runs a caller's seeds (`runner::on_own_thread`), so that thread
+    /// start-up and runtime creation are counted alike on both sides.
     pub fn run(&self, seeds: impl Iterator<Item = u64>) -> Result<FloorReport, String> {
         let start = Instant::now();
         let cpu_start = cpu_seconds();
         let mut report = FloorReport::default();
-        for seed in seeds {
-            let floor = *self;
-            report.messages += std::thread::spawn(move || floor.run_seed(seed))
-                .join()
-                .map_err(|_| format!("the madsim floor panicked on seed {seed}"))?;
-            report.runs += 1;
-        }
+        let (floor, seeds): (Floor, Vec<u64>) = (*self, seeds.collect());
+        let runs = seeds.len() as u64;
+        report.messages = std::thread::Builder::new()
+            .name("floor".to_string())
+            .spawn(move || {
+                seeds
+                    .into_iter()
+                    .map(|seed| {
+                        std::panic::catch_unwind(move || floor.run_seed(seed))
+                            .map_err(|_| format!("the madsim floor panicked on seed {seed}"))
+                    })
+                    .sum::<Result<u64, String>>()
+            })
+            .map_err(|e| format!("cannot start the madsim floor's thread: {e}"))?
+            .join()
+            .map_err(|_| "the madsim floor's thread panicked".to_string())??;
+        report.runs = runs;
         report.wall_s = start.elapsed().as_secs_f64();
         report.cpu_s = cpu_seconds() - cpu_start;
         Ok(report)
