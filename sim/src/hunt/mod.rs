@@ -99,7 +99,8 @@ pub const PREFIX_CHILDREN: usize = 2;
 /// whatever N is.
 pub const ROUND: usize = 4;
 
-/// One run with marks on: the run (on a fresh thread, as every run) and its hits in order.
+/// One run with marks on: the run (on a thread of its own, whose thread-local marks record
+/// only this run) and its hits in order.
 /// Marks change nothing of the run: its trace hash is the one `runner::run` gives.
 pub fn run_marked(scenario: &Arc<Scenario>, seed: u64) -> Result<(RunOutput, Vec<Hit>), String> {
     let scenario = scenario.clone();
