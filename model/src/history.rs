@@ -539,22 +539,10 @@ mod tests {
             "\"", "\\", "\t", "\n", "\r", "\u{1}", "\u{7f}", "\u{e9}", "\u{200b}",
         ];
         let fillers = [" ", "!", "#", "[", "]", "a", "~"];
-        for filler in fillers {
-            for len in 0..20 {
-                for at in 0..=len {
-                    for special in specials {
-                        for text in [
-                            format!("{}{special}{}", filler.repeat(at), filler.repeat(len - at)),
-                            format!("{}{special}{special}", filler.repeat(at)),
-                            filler.repeat(len),
-                        ] {
-                            let mut quoted = "before ".to_string();
-                            quote(&mut quoted, &text);
-                            assert_eq!(quoted, format!("before {text:?}"));
-                        }
-                    }
-                }
-            }
+        for text in texts_with_special_at_every_offset(&specials, &fillers) {
+            let mut quoted = "before ".to_string();
+            quote(&mut quoted, &text);
+            assert_eq!(quoted, format!("before {text:?}"));
         }
     }
 
@@ -677,5 +665,30 @@ mod tests {
             "{}",
             &text[text.len() - 40..]
         );
+    }
+
+    /// Every text a scan eight bytes at a time must get right: each filler repeated 0..20
+    /// times with each special at every offset, two specials side by side, and no special.
+    pub(crate) fn texts_with_special_at_every_offset(
+        specials: &[&str],
+        fillers: &[&str],
+    ) -> Vec<String> {
+        let mut texts = Vec::new();
+        for filler in fillers {
+            for len in 0..20 {
+                for at in 0..=len {
+                    for special in specials {
+                        texts.push(format!(
+                            "{}{special}{}",
+                            filler.repeat(at),
+                            filler.repeat(len - at)
+                        ));
+                        texts.push(format!("{}{special}{special}", filler.repeat(at)));
+                        texts.push(filler.repeat(len));
+                    }
+                }
+            }
+        }
+        texts
     }
 }

@@ -429,25 +429,13 @@ mod tests {
             "\u{e9}",
             "\u{1f512}",
         ];
-        for filler in fillers {
-            for len in 0..20 {
-                for at in 0..=len {
-                    for special in specials {
-                        for text in [
-                            format!("{}{special}{}", filler.repeat(at), filler.repeat(len - at)),
-                            format!("{}{special}{special}", filler.repeat(at)),
-                            filler.repeat(len),
-                        ] {
-                            let mut ours = Vec::new();
-                            escape_into(&mut ours, &text);
-                            assert_eq!(
-                                String::from_utf8(ours).unwrap(),
-                                serde_json::to_string(&text).unwrap()
-                            );
-                        }
-                    }
-                }
-            }
+        for text in crate::history::tests::texts_with_special_at_every_offset(&specials, &fillers) {
+            let mut ours = Vec::new();
+            escape_into(&mut ours, &text);
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(&text).unwrap()
+            );
         }
     }
 }
