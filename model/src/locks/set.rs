@@ -19,8 +19,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{
-    Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command, not_acquired,
-    retry_until,
+    CallError, Family, Grant, Lease, LockEnv, LockScheme, Params, Release, SchemeInfo, command,
+    not_acquired, retry_until,
 };
 use crate::redis::Reply;
 
@@ -81,14 +81,22 @@ impl LockScheme for Set {
 
 /// `DEL key`, whoever holds it: the release of every scheme without an owner check.
 pub async fn del_release(env: &Rc<dyn LockEnv>, key: &str) -> Release {
-    match command(env, 0, &["DEL", key]).await {
+    let reply = command(env, 0, &["DEL", key]).await;
+    told_released(reply, "nothing to delete (the key was already gone)")
+}
+
+/// A release whose caller is told it released whatever the count of keys deleted: 1 is
+/// "deleted", any other count `nothing` (the caller cannot tell the two apart); only an
+/// error or another reply fails it.
+pub fn told_released(reply: Result<Reply, CallError>, nothing: &str) -> Release {
+    match reply {
         Ok(Reply::Integer(1)) => Release {
             ok: true,
             detail: "deleted".into(),
         },
         Ok(Reply::Integer(_)) => Release {
             ok: true,
-            detail: "nothing to delete (the key was already gone)".into(),
+            detail: nothing.into(),
         },
         Ok(other) => Release {
             ok: false,

@@ -50,7 +50,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::set::del_release;
+use super::set::{del_release, told_released};
 use super::set_nx_px_lua::compare_and_delete;
 use super::setnx_del::setnx;
 use super::{
@@ -287,24 +287,8 @@ impl SetnxExpire {
     async fn laravel_release(&self, env: &Rc<dyn LockEnv>, token: &str) -> Release {
         match self.flavour {
             Flavour::Laravel58 => {
-                match eval(env, 0, COMPARE_AND_DELETE, &[&self.key], &[token]).await {
-                    Ok(Reply::Integer(1)) => Release {
-                        ok: true,
-                        detail: "deleted".into(),
-                    },
-                    Ok(Reply::Integer(_)) => Release {
-                        ok: true,
-                        detail: "release() returns nothing (not the owner any more)".into(),
-                    },
-                    Ok(other) => Release {
-                        ok: false,
-                        detail: format!("unexpected reply {other:?}"),
-                    },
-                    Err(e) => Release {
-                        ok: false,
-                        detail: e.to_string(),
-                    },
-                }
+                let reply = eval(env, 0, COMPARE_AND_DELETE, &[&self.key], &[token]).await;
+                told_released(reply, "release() returns nothing (not the owner any more)")
             }
             Flavour::Laravel612 => compare_and_delete(env, 0, &self.key, token).await,
             _ => del_release(env, &self.key).await,
