@@ -50,6 +50,18 @@ class LockObject:
         self.key = setup["key"]
         self.locks = {}
 
+    def connect(self, setup):
+        """One redis-py `StrictRedis` client on the first port, with the situation's
+        `socket_timeout` if any (None: redis-py's default, no timeout)."""
+        from redis import StrictRedis
+
+        self.client = StrictRedis(
+            host="127.0.0.1",
+            port=setup["ports"][0],
+            socket_timeout=setup["config"].get("socket_timeout"),
+        )
+        self.keep(setup, self.client)
+
     def release(self, n):
         self.lock(n).release()
         return outcome("granted", "released")
@@ -183,13 +195,7 @@ class PythonRedisLock(LockObject):
     REFUSALS = {"NotAcquired"}
 
     def __init__(self, setup):
-        from redis import StrictRedis
-
-        cfg = setup["config"]
-        self.client = StrictRedis(
-            host="127.0.0.1", port=setup["ports"][0], socket_timeout=cfg.get("socket_timeout")
-        )
-        self.keep(setup, self.client)
+        self.connect(setup)
 
     def lock(self, n):
         import redis_lock
@@ -349,13 +355,7 @@ class Sherlock(LockObject):
     REFUSALS = {"LockTimeoutException", "LockException"}
 
     def __init__(self, setup):
-        from redis import StrictRedis
-
-        cfg = setup["config"]
-        self.client = StrictRedis(
-            host="127.0.0.1", port=setup["ports"][0], socket_timeout=cfg.get("socket_timeout")
-        )
-        self.keep(setup, self.client)
+        self.connect(setup)
 
     def lock(self, n):
         from sherlock import RedisLock
@@ -369,10 +369,6 @@ class Sherlock(LockObject):
     def acquire(self, n):
         got = self.lock(n).acquire(blocking=self.cfg.get("blocking", True))
         return outcome("granted" if got else "refused", f"acquire returned {got}")
-
-    def release(self, n):
-        self.lock(n).release()
-        return outcome("granted", "released")
 
     def extend(self, n):
         got = self.lock(n).renew()
