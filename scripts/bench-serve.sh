@@ -6,7 +6,9 @@
 # with its smallest and largest, then (lock tests) each server's CPU time per request, user +
 # system from /proc/PID/stat around each run, and their ratio redis / serve pair by pair: the
 # other processes of a loaded machine stretch wall time (requests per second) more than the
-# server's own CPU time.
+# server's own CPU time; and their context switches per 1,000 requests (/proc/PID/status),
+# voluntary (waiting for input) and not (preempted, mostly by redis-benchmark woken by a reply
+# and run on the server's CPU).
 #
 # Tests: redis-benchmark's default PING/SET/GET/INCR at -P 16, and the lock commands on 100k
 # random keys (issue 32) at -P 16 and -P 1: `SET key val NX PX`, and EVAL / EVALSHA of the
@@ -65,6 +67,8 @@ rows=$(mktemp)
 trap 'kill "$redis_pid" "$serve_pid" 2>/dev/null; wait 2>/dev/null || true; rm -f "$rows"' EXIT
 # A process's CPU time so far, in clock ticks (utime + stime).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# A process's context switches so far: voluntary, then not.
+ctxt_switches() { awk '/^voluntary_ctxt_switches/ {v = $2} /^nonvoluntary_ctxt_switches/ {n = $2} END {print v, n}' "/proc/$1/status"; }
 echo "locksim serve vs redis-server: $runs paired runs per test ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ))"
 for test in "${tests[@]}"; do
   label=${test%%|*}
@@ -74,9 +78,12 @@ for test in "${tests[@]}"; do
     for server in serve redis; do
       if [ "$server" = serve ]; then port=$serve_port pid=$serve_pid; else port=$redis_port pid=$redis_pid; fi
       before=$(cpu_ticks "$pid")
+      read -r vol_before invol_before <<< "$(ctxt_switches "$pid")"
       out=$(bench "$port" "${args[@]}")
       ticks=$(($(cpu_ticks "$pid") - before))
-      if [ -n "$out" ]; then sed "s/^/$label\t$run\t$server\t$ticks\t/" <<< "$out" >> "$rows"; fi
+      read -r vol_after invol_after <<< "$(ctxt_switches "$pid")"
+      switches="$((vol_after - vol_before))\t$((invol_after - invol_before))"
+      if [ -n "$out" ]; then sed "s/^/$label\t$run\t$server\t$ticks\t$switches\t/" <<< "$out" >> "$rows"; fi
     done
   done
 done
@@ -92,10 +99,13 @@ for test in sys.argv[3:]:
         requests[label] = int(words[words.index("-n") + 1])
 rps = collections.defaultdict(dict)  # test -> {(run, server): rps}
 cpu_us = collections.defaultdict(dict)  # lock test -> {(run, server): CPU µs per request}
+switches = collections.defaultdict(dict)  # lock test -> {(run, server): (voluntary, not) per 1k requests}
 for line in open(sys.argv[1]):
-    label, run, server, ticks, row = line.rstrip("\n").split("\t", 4)
+    label, run, server, ticks, voluntary, involuntary, row = line.rstrip("\n").split("\t", 6)
     if label in requests:
         cpu_us[label][(run, server)] = int(ticks) * tick_s * 1e6 / requests[label]
+        per_1k = 1000 / requests[label]
+        switches[label][(run, server)] = (int(voluntary) * per_1k, int(involuntary) * per_1k)
     # The test's name may hold unescaped quotes and commas (a script): the 7 figures end the row.
     fields = row.rsplit(",", 7)
     test, value = fields[0].strip('"'), fields[1].strip('"')
@@ -117,4 +127,12 @@ for name, runs in cpu_us.items():
     serve = statistics.median(runs[(r, "serve")] for r in pairs if (r, "serve") in runs)
     spread = f"{statistics.median(ratios):>8.2f} ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
     print(f"{name:<22} {redis:>14.2f} {serve:>14.2f} {spread}")
+print(f"\nContext switches per 1,000 requests of the server, median: voluntary / preempted")
+print(f"{'test':<22} {'redis-server':>14} {'locksim serve':>14}")
+for name, runs in switches.items():
+    pairs = sorted({r for r, _ in runs})
+    def median_of(server):
+        rows = [runs[(r, server)] for r in pairs if (r, server) in runs]
+        return f"{statistics.median(v for v, _ in rows):.1f} / {statistics.median(n for _, n in rows):.1f}"
+    print(f"{name:<22} {median_of('redis'):>14} {median_of('serve'):>14}")
 PY

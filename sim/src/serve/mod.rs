@@ -3,9 +3,11 @@
 //!
 //! Like `redis-server`, one thread does everything: a tokio runtime (the real one; `--cfg madsim`
 //! only switches madsim's own types) runs one task per connection, so idle connections cost a
-//! few kilobytes and no thread; a task parses what it reads, runs the commands in the model
-//! (`host.rs`) and writes all their replies at once on a `TCP_NODELAY` socket: pipelined
-//! commands cost one write per batch (`networking.c` `writeToClient`). Like `redis-server` too:
+//! few kilobytes and no thread; a task parses what it reads and runs the commands in the model
+//! (`host.rs`), and once every connection woken with it has run, one task writes each one's
+//! replies at once on its `TCP_NODELAY` socket: pipelined commands cost one write per batch,
+//! and the writes come after the reads, as Redis's `beforeSleep` has them
+//! (`Host::flush`). Like `redis-server` too:
 //! `maxclients` (10000) is enforced with its `-ERR max number of clients reached`, the open-files
 //! limit is raised for it (`adjustOpenFilesLimit`), an `accept` failing for lack of descriptors
 //! waits instead of spinning, a script past `lua-time-limit` leaves the others `-BUSY` and
@@ -147,6 +149,7 @@ pub fn serve(listener: std::net::TcpListener, options: ServeOptions) -> io::Resu
             tokio::task::spawn_local(unix_accept_loop(unix, label, host.clone()));
         }
         tokio::task::spawn_local(timers(host.clone()));
+        tokio::task::spawn_local(flush_replies(host.clone()));
         // What tools waiting for a redis-server to come up look for in its output.
         eprintln!("locksim serve: Ready to accept connections");
         tokio::select! {
@@ -212,6 +215,15 @@ async fn timers(host: Rc<Host>) {
         }
         host.server.borrow_mut().expire_blocked(now_ms());
         host.deliver();
+    }
+}
+
+/// Writes the replies of the connections that ran: woken by the first of them, it runs after
+/// every connection the same readiness woke (tasks run in the order they were woken).
+async fn flush_replies(host: Rc<Host>) {
+    loop {
+        host.flush.notified().await;
+        host.flush();
     }
 }
 
@@ -411,21 +423,33 @@ where
         if !host.accepted.borrow().is_empty() {
             adopt_accepted(&host);
         }
-        let output = std::mem::take(&mut conn.io.borrow_mut().output);
-        if !output.is_empty() {
-            conn.io.borrow_mut().writing = true;
+        // Replies go out with the other ready connections' (`Host::flush`), except the last
+        // ones before a close and what a full socket did not take.
+        let (has_output, closing) = {
+            let io = conn.io.borrow();
+            (!io.output.is_empty(), io.closing)
+        };
+        if has_output && (closing || !host.queue_flush(&conn)) {
+            let output = {
+                let mut io = conn.io.borrow_mut();
+                io.writing = true;
+                std::mem::take(&mut io.output)
+            };
             let written = writer.write_all(&output).await;
-            conn.io.borrow_mut().writing = false;
+            {
+                let mut io = conn.io.borrow_mut();
+                io.writing = false;
+                io.write_blocked = false;
+            }
             if written.is_err() {
                 break;
             }
             continue;
         }
-        let (state, closing, runnable) = {
+        let (state, runnable) = {
             let io = conn.io.borrow();
             (
                 io.state,
-                io.closing,
                 io.state == ConnState::Ready
                     && (!io.queued.is_empty() || io.protocol_error.is_some()),
             )
@@ -461,6 +485,7 @@ where
             }
         }
     }
+    conn.io.borrow_mut().released = true;
     let _ = writer.shutdown().await;
     host.disconnect(&conn);
     host.clients.set(host.clients.get().saturating_sub(1));
@@ -568,6 +593,28 @@ mod tests {
             assert!(secs.parse::<u64>().unwrap() > 1_600_000_000 && micros.len() == 6);
             assert_eq!(rest, expected);
         }
+    }
+
+    /// A reply larger than the socket takes at once: the rest goes out as the client reads it,
+    /// before the next reply, and the other connections are served meanwhile.
+    #[test]
+    fn a_reply_the_socket_cannot_take_at_once_is_finished_in_order() {
+        const VALUE_BYTES: usize = 32 << 20;
+        let port = start();
+        let mut other = connect(port);
+        let value = vec![b'x'; VALUE_BYTES];
+        let set = model::redis::resp::encode_command(&[b"SET".as_slice(), b"big", &value]);
+        roundtrip(&mut other, &set, b"+OK\r\n");
+        let mut slow = connect(port);
+        slow.write_all(b"GET big\r\nPING\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        roundtrip(&mut other, b"PING\r\n", b"+PONG\r\n");
+        let mut expected = format!("${VALUE_BYTES}\r\n").into_bytes();
+        expected.extend_from_slice(&value);
+        expected.extend_from_slice(b"\r\n+PONG\r\n");
+        let got = read_n(&mut slow, expected.len());
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected, "the reply's bytes differ");
     }
 
     #[test]
