@@ -649,7 +649,11 @@ mod tests {
         let specials: Vec<&str> = specials.iter().map(String::as_str).collect();
         let fillers = ["!", "#", "[", "]", "a", "~", "\\"];
         for text in texts_with_special_at_every_offset(&specials, &fillers) {
-            assert_eq!(is_plain(text.as_bytes()), by_byte(text.as_bytes()), "{text:?}");
+            assert_eq!(
+                is_plain(text.as_bytes()),
+                by_byte(text.as_bytes()),
+                "{text:?}"
+            );
         }
         assert!(!is_plain(b""));
     }

@@ -529,7 +529,13 @@ impl Node {
             // anew (to the thread that wrote it, for a value the threads of a process share).
             // Most commands leave the key as it was: a baseline run observes after every
             // command and every expiry cycle, and did a lookup and two copies each (issue 32).
-            if token == self.owner.borrow().as_ref().map(|(value, _)| value.as_slice()) {
+            if token
+                == self
+                    .owner
+                    .borrow()
+                    .as_ref()
+                    .map(|(value, _)| value.as_slice())
+            {
                 return;
             }
             token.map(<[u8]>::to_vec)
