@@ -7,13 +7,13 @@ use super::{Event, EventKind, HEX_DIGITS};
 
 /// Appends `event` as one JSON object (no newline) to `out`.
 pub fn write_event(out: &mut Vec<u8>, event: &Event) {
-    let mut w = Object::open(out);
-    w.number("t_us", event.t_us);
+    let mut w = Object::open(out, event.t_us);
     w.str("node", &event.node);
     if let Some(thread) = event.thread {
         w.number("thread", thread);
     }
-    w.str("event", event.name());
+    // An event's name is a snake_case identifier of ours: nothing to escape.
+    w.plain_str("event", event.name());
     match &event.kind {
         EventKind::AcquireStarted { attempt } => w.number("attempt", *attempt),
         EventKind::Acquired { token, fence } => {
@@ -135,45 +135,59 @@ pub fn write_event(out: &mut Vec<u8>, event: &Event) {
     w.close();
 }
 
-/// A JSON object being written: `{"a":1,"b":"x"}`, compact, as `serde_json::to_writer`.
+/// A JSON object being written: `{"t_us":1,"b":"x"}`, compact, as `serde_json::to_writer`.
+/// Every event's first field is `t_us`, so each later one starts with a comma; the writers are
+/// inlined where their key is a literal, so a key is copied as a constant (a field was four
+/// pushes and a `memcpy` call before its value, issue 32).
 struct Object<'a> {
     out: &'a mut Vec<u8>,
-    first: bool,
 }
 
 impl<'a> Object<'a> {
-    fn open(out: &'a mut Vec<u8>) -> Object<'a> {
-        out.push(b'{');
-        Object { out, first: true }
+    fn open(out: &'a mut Vec<u8>, t_us: u64) -> Object<'a> {
+        out.extend_from_slice(b"{\"t_us\":");
+        out.extend_from_slice(itoa::Buffer::new().format(t_us).as_bytes());
+        Object { out }
     }
 
+    #[inline(always)]
     fn key(&mut self, key: &str) {
-        if !self.first {
-            self.out.push(b',');
-        }
-        self.first = false;
-        self.out.push(b'"');
+        self.out.extend_from_slice(b",\"");
         self.out.extend_from_slice(key.as_bytes());
         self.out.extend_from_slice(b"\":");
     }
 
+    #[inline(always)]
     fn str(&mut self, key: &str, value: &str) {
         self.key(key);
         escape_into(self.out, value);
     }
 
+    /// A string known to need no escape.
+    #[inline(always)]
+    fn plain_str(&mut self, key: &str, value: &str) {
+        debug_assert!(!value.bytes().any(needs_escape), "{value:?}");
+        self.key(key);
+        self.out.push(b'"');
+        self.out.extend_from_slice(value.as_bytes());
+        self.out.push(b'"');
+    }
+
+    #[inline(always)]
     fn number(&mut self, key: &str, value: impl itoa::Integer) {
         self.key(key);
         self.out
             .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
+    #[inline(always)]
     fn opt_number(&mut self, key: &str, value: Option<u64>) {
         if let Some(value) = value {
             self.number(key, value);
         }
     }
 
+    #[inline(always)]
     fn bool(&mut self, key: &str, value: bool) {
         self.key(key);
         self.out
@@ -224,16 +238,70 @@ fn escape_into(out: &mut Vec<u8>, value: &str) {
 }
 
 /// Whether JSON must escape `b`: a control character, `"` or `\`.
+#[cfg_attr(
+    all(target_arch = "x86_64", not(test), not(debug_assertions)),
+    allow(dead_code)
+)]
 fn needs_escape(b: u8) -> bool {
     (b < 0x20) | (b == b'"') | (b == b'\\')
 }
 
 /// The index of the first byte at or after `from` that JSON must escape, or `bytes.len()`.
-/// Eight bytes at a time: a lane is flagged when it is below 0x20 or, XORed with `"` or `\`,
-/// zero (`(x - 0x01…) & !x & 0x80…`). A borrow can flag a lane above a flagged one, never
-/// below it, so the lowest flag is exact (Anderson, "Bit Twiddling Hacks", "Determine if a
-/// word has a byte less than n").
+#[cfg(target_arch = "x86_64")]
 fn next_escape(bytes: &[u8], from: usize) -> usize {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    // The lanes of `block` that JSON must escape, one bit each: a control character is its own
+    // unsigned minimum with 0x1f.
+    // SAFETY: SSE2 is part of the x86-64 baseline.
+    let flags = |block: __m128i| unsafe {
+        let control = _mm_cmpeq_epi8(_mm_min_epu8(block, _mm_set1_epi8(0x1f)), block);
+        let quote = _mm_cmpeq_epi8(block, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(block, _mm_set1_epi8(b'\\' as i8));
+        _mm_movemask_epi8(_mm_or_si128(control, _mm_or_si128(quote, backslash))) as u32
+    };
+    // Sixteen bytes at a time with SSE2, which every x86-64 CPU has; the last few are checked
+    // in a padded copy instead of one by one. Trace strings are short (a node's name, a
+    // command), and their scan byte by byte past the last full word was a third of their
+    // escaping (issue 32).
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 16) {
+        // SAFETY: an unaligned load of the sixteen bytes of `chunk`.
+        let mask = flags(unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) });
+        if mask != 0 {
+            return i + mask.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    let rest = &bytes[i..];
+    if rest.is_empty() {
+        return i;
+    }
+    let mut padded = [b' '; 16];
+    padded[..rest.len()].copy_from_slice(rest);
+    // SAFETY: an unaligned load of the sixteen bytes of `padded`.
+    let mask = flags(unsafe { _mm_loadu_si128(padded.as_ptr().cast()) });
+    if mask != 0 {
+        i + mask.trailing_zeros() as usize
+    } else {
+        bytes.len()
+    }
+}
+
+/// The index of the first byte at or after `from` that JSON must escape, or `bytes.len()`.
+#[cfg(not(target_arch = "x86_64"))]
+fn next_escape(bytes: &[u8], from: usize) -> usize {
+    next_escape_by_words(bytes, from)
+}
+
+/// [`next_escape`] eight bytes at a time, portably: a lane
+/// is flagged when it is below 0x20 or, XORed with `"` or `\`, zero (`(x - 0x01…) & !x &
+/// 0x80…`). A borrow can flag a lane above a flagged one, never below it, so the lowest flag
+/// is exact (Anderson, "Bit Twiddling Hacks", "Determine if a word has a byte less than n").
+#[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
+fn next_escape_by_words(bytes: &[u8], from: usize) -> usize {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGHS: u64 = ONES << 7;
     let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
@@ -412,7 +480,7 @@ mod tests {
         }
     }
 
-    /// The eight-at-a-time scan finds an escape at every offset of a word, after plain bytes
+    /// The scans find an escape at every offset of a word or block, after plain bytes
     /// of every kind (those just above and below each escaped byte, DEL, non-ASCII), and two
     /// escapes side by side.
     #[test]
@@ -429,7 +497,17 @@ mod tests {
             "\u{e9}",
             "\u{1f512}",
         ];
-        for text in crate::history::tests::texts_with_special_at_every_offset(&specials, &fillers) {
+        // And at every offset of the sixteen-byte blocks x86-64 scans, up to the third block.
+        let long = specials.iter().flat_map(|special| {
+            (0..48).map(move |at| format!("{}{special}{}", "a".repeat(at), "~".repeat(47 - at)))
+        });
+        let texts = crate::history::tests::texts_with_special_at_every_offset(&specials, &fillers);
+        for text in texts.into_iter().chain(long) {
+            // The portable scan, which x86-64 does not use, finds what the one in use finds.
+            for from in 0..=text.len() {
+                let (bytes, by_words) = (text.as_bytes(), next_escape_by_words);
+                assert_eq!(next_escape(bytes, from), by_words(bytes, from), "{text:?}");
+            }
             let mut ours = Vec::new();
             escape_into(&mut ours, &text);
             assert_eq!(

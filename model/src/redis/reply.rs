@@ -222,6 +222,9 @@ impl Reply {
     /// Decodes one RESP2 reply from the front of `buf`: `Ok(None)` when more bytes are needed,
     /// otherwise the reply and how many bytes it took.
     pub fn decode(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
+        if let Some(decoded) = decode_simple(buf) {
+            return Ok(Some(decoded));
+        }
         match redis_protocol::resp2::decode::decode(buf) {
             Ok(Some((frame, used))) => Ok(Some((Reply::from_frame(frame), used))),
             Ok(None) => Ok(None),
@@ -285,6 +288,53 @@ impl Reply {
     }
 }
 
+/// The replies a simulated client gets nearly always (`+OK`, `:1`, `$-1`, a bulk string),
+/// decoded as `redis_protocol` decodes them without its parser combinators (its `decode` was a
+/// third of a client's reading, issue 32); `None` for anything else, which [`Reply::decode`]
+/// leaves to it: arrays, a frame not all here yet, a number `str::parse` might read otherwise
+/// than plain digits, an error line that is not UTF-8. As `redis_protocol` 6 `resp2/decode.rs`:
+/// a line ends at the first CRLF, and a bulk string's data is followed by two bytes, whatever
+/// they are.
+fn decode_simple(buf: &[u8]) -> Option<(Reply, usize)> {
+    let (&kind, rest) = buf.split_first()?;
+    let end = rest.windows(2).position(|w| w == b"\r\n")?;
+    let line = &rest[..end];
+    let used = 1 + end + 2;
+    match kind {
+        b'+' => Some((
+            Reply::Status(String::from_utf8_lossy(line).into_owned()),
+            used,
+        )),
+        b'-' => std::str::from_utf8(line)
+            .is_ok()
+            .then(|| (Reply::Error(line.to_vec()), used)),
+        b':' => Some((Reply::Integer(plain_i64(line)?), used)),
+        b'$' if line == b"-1" => Some((Reply::Nil, used)),
+        b'$' => {
+            let len = usize::try_from(plain_i64(line)?).ok()?;
+            let data = buf.get(used..used.checked_add(len)?)?;
+            buf.get(used + len..used + len + 2)?;
+            Some((Reply::Bulk(data.to_vec()), used + len + 2))
+        }
+        _ => None,
+    }
+}
+
+/// An optional `-` and 1 to 18 ASCII digits, which `str::parse::<i64>` reads the same.
+fn plain_i64(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', digits)) => (true, digits),
+        _ => (false, text),
+    };
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let value = digits
+        .iter()
+        .fold(0i64, |value, digit| value * 10 + i64::from(digit - b'0'));
+    Some(if negative { -value } else { value })
+}
+
 /// `<prefix><bytes>\r\n`
 fn line(out: &mut Vec<u8>, prefix: u8, bytes: &[u8]) {
     out.push(prefix);
@@ -329,6 +379,63 @@ fn aggregate(out: &mut Vec<u8>, prefix: u8, items: &[Reply], protocol: Protocol)
 
 #[cfg(test)]
 mod tests {
+    /// The shortcut decodes what `redis_protocol` decodes, to the byte: every prefix of the
+    /// usual replies, and the unusual ones it must leave alone or read the same.
+    #[test]
+    fn simple_replies_decode_as_redis_protocol_does() {
+        use super::Reply;
+        let frames: &[&[u8]] = &[
+            b"+OK\r\n",
+            b"+\r\n",
+            b"+a\rb\n\r\n",
+            b"+caf\xc3\xa9 \xff\r\n",
+            b"-ERR wrong\r\n",
+            b"-ERR \xff\r\n",
+            b":0\r\n",
+            b":-0\r\n",
+            b":007\r\n",
+            b":1\r\n",
+            b":-42\r\n",
+            b":+5\r\n",
+            b": 5\r\n",
+            b":\r\n",
+            b":-\r\n",
+            b":999999999999999999\r\n",
+            b":9223372036854775807\r\n",
+            b":9223372036854775808\r\n",
+            b":-9223372036854775808\r\n",
+            b":1x\r\n",
+            b"$-1\r\n",
+            b"$-2\r\n",
+            b"$0\r\n\r\n",
+            b"$3\r\nabc\r\n",
+            b"$3\r\nabcXY",
+            b"$3\r\na\r\n\r\n",
+            b"$+3\r\nabc\r\n",
+            b"$03\r\nabc\r\n",
+            b"$99999999999999999\r\nabc\r\n",
+            b"*2\r\n$1\r\na\r\n:1\r\n",
+            b"*-1\r\n",
+            b"?\r\n",
+            b"",
+        ];
+        for frame in frames {
+            for end in 0..=frame.len() {
+                let mut buf = frame[..end].to_vec();
+                for tail in [&b""[..], b"+OK\r\n", b"\r\n"] {
+                    buf.truncate(end);
+                    buf.extend_from_slice(tail);
+                    let theirs = match redis_protocol::resp2::decode::decode(&buf) {
+                        Ok(Some((frame, used))) => Ok(Some((Reply::from_frame(frame), used))),
+                        Ok(None) => Ok(None),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    assert_eq!(Reply::decode(&buf), theirs, "{buf:?}");
+                }
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -12,8 +12,10 @@
 //! from them. Writers are the connections' clients, so schemes whose lock value names nobody
 //! (`set`, `incr-semaphore`) are followed too.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
+
+use foldhash::fast::FixedState;
 
 use model::history::{Event, EventKind, owner_node};
 
@@ -126,8 +128,10 @@ struct State {
     full: bool,
     /// Script work done so far (see [`Budget::script_work`]).
     script_work: u64,
-    /// Lock values → whose they are, for attributing key owners.
-    tokens: BTreeMap<String, Token>,
+    /// Lock values → whose they are, for attributing key owners. Hashed (never iterated):
+    /// looked up after every command a Redis node executes, an ordered map's search compared
+    /// about eight 40-byte tokens each time (issue 32).
+    tokens: HashMap<String, Token, FixedState>,
     /// The worker thread (`client-1/t2`) that last sent a command on each client connection,
     /// by the connection's client address, for attributing a key change to the thread whose
     /// command made it: the threads of a process share its pooled connections, and the server
@@ -161,7 +165,7 @@ impl History {
                 bytes: 0,
                 full: false,
                 script_work: 0,
-                tokens: BTreeMap::new(),
+                tokens: HashMap::with_hasher(FixedState::with_seed(0)),
                 senders: BTreeMap::new(),
                 key_owners: BTreeMap::new(),
                 triggers: group(triggers),

@@ -274,15 +274,18 @@ impl ClientEnv {
         argv: Vec<Vec<u8>>,
         timeout: Duration,
     ) -> Result<Reply, CallError> {
-        let command = render_command(&argv);
+        // The guard holds the rendering, which the trace needs again only if the call fails
+        // (it was copied for the guard on every call, issue 32).
         let mut guard = Abandoned {
             env: self,
             server: self.current.borrow()[server].clone(),
-            command: command.clone(),
+            command: render_command(&argv),
             finished: false,
         };
         let target = self.pooled_or_target(server).await;
-        if let Ok((node, _)) = &target {
+        if let Ok((node, _)) = &target
+            && guard.server != *node
+        {
             guard.server = node.clone();
         }
         let connection = match target {
@@ -299,7 +302,7 @@ impl ClientEnv {
                 if self.world.scenario.clients.threads > 1 {
                     self.world.history.sent_by(conn.local_addr(), owner);
                 }
-                self.send(&mut conn, &node, &argv, &command)
+                self.send(&mut conn, &node, &argv, &guard.command)
                     .await
                     .map(|()| conn)
             }
@@ -337,7 +340,7 @@ impl ClientEnv {
             },
             Err(e) => EventKind::CommandFailed {
                 server: server_name,
-                command,
+                command: std::mem::take(&mut guard.command),
                 error: e.to_string(),
             },
         };
