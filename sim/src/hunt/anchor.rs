@@ -40,7 +40,7 @@ use crate::hunt::bounds;
 use crate::hunt::mutate::lasts_mut;
 use crate::hunt::swarm::{self, KindDraw};
 use crate::scenario::Scenario;
-use crate::scenario::faults::Fault;
+use crate::scenario::faults::{Fault, FaultKind};
 use crate::scenario::nemesis::{KindSpec, NemesisSpec};
 use crate::scenario::range::MsRange;
 
@@ -57,6 +57,38 @@ pub const MAX_ANCHORS: usize = 64;
 
 /// A duration drawn from the kind's own range (as the nemesis draws it), not a time scale.
 pub const KIND_RANGE: &str = "kind_range";
+
+/// A duration or parameter at its range's upper bound (AFL's "interesting values": a fault's
+/// bound is where bugs are; the longest pause outlasts the most lease).
+pub const RANGE_MAX: &str = "range_max";
+
+/// A duration or parameter at its range's lower bound.
+pub const RANGE_MIN: &str = "range_min";
+
+/// A parameter as the nemesis draws it (uniform over its range).
+pub const DRAWN: &str = "drawn";
+
+/// Prior weight of a range's upper bound against 1 for every other choice of a duration or a
+/// parameter, before the campaign learnt which pays: the bound most likely to outlast a lease
+/// or a timeout is drawn twice as often.
+pub const UPPER_BOUND_WEIGHT: f64 = 2.0;
+
+/// Prior weight of a client that holds the lock at the anchor, against 1 for every other
+/// role: a lock bug needs its holder stopped or slowed far more often than a waiting peer.
+pub const HOLDER_WEIGHT: f64 = 2.0;
+
+/// Weight of a kind the run already exercised near the anchor (or the child already
+/// inserted), against 1 for the others: the next step of a path is usually another fault.
+pub const EXERCISED_KIND_WEIGHT: f64 = 0.25;
+
+/// The prior weight of a duration's or a parameter's choice ([`UPPER_BOUND_WEIGHT`]).
+fn bound_weight(choice: &str) -> f64 {
+    if choice == RANGE_MAX {
+        UPPER_BOUND_WEIGHT
+    } else {
+        1.0
+    }
+}
 
 /// The scenario's time scales, ms, by name: where a second fault matters.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +125,8 @@ pub struct Anchor {
     pub holders: BTreeSet<String>,
     /// The Redis servers' roles at `t_us` (`server_roles_at`).
     pub server_roles: BTreeMap<String, &'static str>,
+    /// How far along `--toward`'s path the run had gone at `t_us` (0: a blind anchor).
+    pub progress: usize,
     /// Children given so far.
     children: u32,
 }
@@ -111,12 +145,18 @@ pub enum Arm {
     Target(&'static str, String),
     /// How many faults the child inserted.
     Stack(usize),
+    /// The inserted kind and its parameter (`delta_ms`, `rate`, `extra_ms`): as drawn, or a
+    /// bound of its range.
+    Parameter(&'static str, &'static str),
 }
 
 /// What a child chose: its arms, credited when its run has been learnt from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
     pub arms: Vec<Arm>,
+    /// Its anchor's progress along `--toward`'s path: the child succeeds when its run went
+    /// further.
+    pub anchor_progress: usize,
 }
 
 /// Successes and tries per arm.
@@ -178,7 +218,7 @@ impl Anchors {
 
     /// Anchors a run: one per mark that reached a new (or rare) feature, at the first time it
     /// did; none at or past the heal (a fault inserted there would not fire). `events` is the
-    /// run's trace (who held the lock then).
+    /// run's trace (who held the lock when).
     pub fn add(
         &mut self,
         faults: &[Fault],
@@ -193,42 +233,93 @@ impl Anchors {
             *t = (*t).min(t_us);
         }
         for (mark, t_us) in first {
-            if t_us / 1000 + 1 >= heal_at_ms {
-                continue;
-            }
-            self.waiting.push(Anchor {
-                faults: faults.to_vec(),
-                seed,
-                mark,
-                t_us,
-                holders: holders_at(events, t_us),
-                server_roles: server_roles_at(events, t_us),
-                children: 0,
-            });
+            self.push(faults, seed, mark, t_us, 0, events, heal_at_ms);
         }
+    }
+
+    /// Anchors a run at the last mark of `--toward`'s path it reached (`directed`), `progress`
+    /// marks along it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_on_path(
+        &mut self,
+        faults: &[Fault],
+        seed: u64,
+        (mark, t_us): (Mark, u64),
+        progress: usize,
+        events: &[Event],
+        heal_at_ms: u64,
+    ) {
+        self.push(faults, seed, mark, t_us, progress, events, heal_at_ms);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        faults: &[Fault],
+        seed: u64,
+        mark: Mark,
+        t_us: u64,
+        progress: usize,
+        events: &[Event],
+        heal_at_ms: u64,
+    ) {
+        if t_us / 1000 + 1 >= heal_at_ms {
+            return;
+        }
+        self.waiting.push(Anchor {
+            faults: faults.to_vec(),
+            seed,
+            mark,
+            t_us,
+            holders: holders_at(events, t_us),
+            server_roles: server_roles_at(events, t_us),
+            progress,
+            children: 0,
+        });
         let over = self.waiting.len().saturating_sub(MAX_ANCHORS);
         self.waiting.drain(..over);
     }
 
-    /// A child of an anchor drawn by its mark's weight: the anchor's faults up to its time,
-    /// and 1 to [`MAX_STACK`] faults after it (see the module doc); the seed it runs on and
-    /// what it chose. `None` when no kind of the nemesis may fire near the anchor.
+    /// The furthest progress along `--toward`'s path of a waiting anchor (0: none on it).
+    pub fn furthest(&self) -> usize {
+        self.waiting.iter().map(|a| a.progress).max().unwrap_or(0)
+    }
+
+    /// The anchor to give a child: with `furthest` (directed), one of the furthest progress
+    /// along the path; otherwise any, drawn by its mark's learnt weight over the runs that
+    /// reached that mark (`mark_hits`: rare states first).
+    fn pick(&self, furthest: bool, mark_hits: &dyn Fn(Mark) -> u64, rng: &mut ChaCha8Rng) -> usize {
+        let best = self.furthest();
+        let weights: Vec<f64> = self
+            .waiting
+            .iter()
+            .map(|a| {
+                if furthest && a.progress < best {
+                    return 0.0;
+                }
+                self.prior.mark_weight(a.mark) / mark_hits(a.mark).max(1) as f64
+            })
+            .collect();
+        roulette(&weights, rng)
+    }
+
+    /// A child of an anchor (see [`Anchors::pick`]): the anchor's faults up to its time, and
+    /// 1 to [`MAX_STACK`] faults after it (see the module doc); the seed it runs on and what
+    /// it chose. `None` when no kind of the nemesis may fire near the anchor.
+    #[allow(clippy::too_many_arguments)]
     pub fn child(
         &mut self,
         nemesis: &NemesisSpec,
         scales: &TimeScales,
         heal_at_ms: u64,
+        furthest: bool,
+        mark_hits: &dyn Fn(Mark) -> u64,
         rng: &mut ChaCha8Rng,
     ) -> Option<(Vec<Fault>, u64, Choice)> {
         if self.waiting.is_empty() || nemesis.kinds.is_empty() || scales.0.is_empty() {
             return None;
         }
-        let weights: Vec<f64> = self
-            .waiting
-            .iter()
-            .map(|a| self.prior.mark_weight(a.mark))
-            .collect();
-        let i = roulette(&weights, rng);
+        let i = self.pick(furthest, mark_hits, rng);
         let anchor = &mut self.waiting[i];
         anchor.children += 1;
         let anchor = if anchor.children >= CHILDREN_PER_ANCHOR {
@@ -253,6 +344,21 @@ impl Anchors {
                 last_of_kind.insert(k.kind.as_str(), swarm::at_ms(f));
             }
         }
+        // Kinds the run already exercised near the anchor (open at t, or fired within
+        // `features::PAIR_WINDOW_MS` before it): the second event of a path is another kind.
+        let mut exercised: BTreeSet<&'static str> = faults
+            .iter()
+            .filter(|f| {
+                let at = swarm::at_ms(f);
+                let lasts = f
+                    .kind
+                    .restart_after_ms()
+                    .unwrap_or(f.duration_ms)
+                    .unwrap_or(0);
+                at + lasts >= t_ms || at + crate::hunt::features::PAIR_WINDOW_MS >= t_ms
+            })
+            .map(|f| kind_name(f.kind.name()))
+            .collect();
         let earliest = |last: &BTreeMap<&str, u64>, k: &KindSpec, at_ms: u64| {
             bounds::next_reachable(last[k.kind.as_str()], at_ms, k.every_ms)
         };
@@ -274,12 +380,18 @@ impl Anchors {
             let kind_weights: Vec<f64> = near
                 .iter()
                 .map(|k| {
-                    self.prior
-                        .weight(&Arm::MarkKind(anchor.mark, kind_name(&k.kind)))
+                    let name = kind_name(&k.kind);
+                    let fresh = if exercised.contains(name) {
+                        EXERCISED_KIND_WEIGHT
+                    } else {
+                        1.0
+                    };
+                    fresh * self.prior.weight(&Arm::MarkKind(anchor.mark, name))
                 })
                 .collect();
             let kind = near[roulette(&kind_weights, rng)];
             let name = kind_name(&kind.kind);
+            exercised.insert(name);
             let offset_weights: Vec<f64> = scales
                 .0
                 .iter()
@@ -295,7 +407,8 @@ impl Anchors {
             );
             let at_ms = earliest(&last_of_kind, kind, t_ms + offset_ms).min(heal_at_ms - 1);
             last_of_kind.insert(kind.kind.as_str(), at_ms);
-            // Durations around a time scale, where that meets the kind's range, or the range.
+            // Durations around a time scale, where that meets the kind's range, the range, or
+            // one of its bounds.
             let mut durations: Vec<(&'static str, MsRange)> = Vec::new();
             if let Some(range) = kind.duration_ms {
                 for &(scale, ms) in &scales.0 {
@@ -308,6 +421,20 @@ impl Anchors {
                     }
                 }
                 durations.push((KIND_RANGE, range));
+                durations.push((
+                    RANGE_MAX,
+                    MsRange {
+                        min: range.max,
+                        max: range.max,
+                    },
+                ));
+                durations.push((
+                    RANGE_MIN,
+                    MsRange {
+                        min: range.min,
+                        max: range.min,
+                    },
+                ));
             }
             let draw = KindDraw {
                 kind: kind.clone(),
@@ -322,7 +449,9 @@ impl Anchors {
             if !durations.is_empty() {
                 let duration_weights: Vec<f64> = durations
                     .iter()
-                    .map(|(scale, _)| self.prior.weight(&Arm::Duration(name, scale)))
+                    .map(|(scale, _)| {
+                        bound_weight(scale) * self.prior.weight(&Arm::Duration(name, scale))
+                    })
                     .collect();
                 let (duration_scale, range) = durations[roulette(&duration_weights, rng)];
                 if let Some(lasts) = lasts_mut(&mut inserted) {
@@ -334,6 +463,9 @@ impl Anchors {
                 }
                 arms.push(Arm::Duration(name, duration_scale));
             }
+            if let Some(bound) = self.extreme_parameter(&mut inserted, kind, name, rng) {
+                arms.push(Arm::Parameter(name, bound));
+            }
             arms.extend(role.map(|role| Arm::Target(name, role)));
             faults.push(as_scripted(&inserted, heal_at_ms));
         }
@@ -341,7 +473,59 @@ impl Anchors {
             return None;
         }
         swarm::sort_by_time(&mut faults);
-        Some((faults, anchor.seed, Choice { arms }))
+        Some((
+            faults,
+            anchor.seed,
+            Choice {
+                arms,
+                anchor_progress: anchor.progress,
+            },
+        ))
+    }
+
+    /// Sets a fault's drawn parameter (a clock jump's `delta_ms`, a drift's `rate`, a delay's
+    /// `extra_ms`) to a bound of the kind's range, or leaves it as drawn, as the prior weighs
+    /// the three (AFL's "interesting values": a fault's bound is where bugs are); the choice,
+    /// or `None` for a kind without a parameter.
+    fn extreme_parameter(
+        &self,
+        fault: &mut Fault,
+        kind: &KindSpec,
+        name: &'static str,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<&'static str> {
+        let has_parameter = matches!(
+            fault.kind,
+            FaultKind::ClockJump { .. } | FaultKind::ClockDrift { .. } | FaultKind::Delay { .. }
+        );
+        if !has_parameter {
+            return None;
+        }
+        let choices = [DRAWN, RANGE_MAX, RANGE_MIN];
+        let weights: Vec<f64> = choices
+            .iter()
+            .map(|c| bound_weight(c) * self.prior.weight(&Arm::Parameter(name, c)))
+            .collect();
+        let choice = choices[roulette(&weights, rng)];
+        let high = choice == RANGE_MAX;
+        if choice != DRAWN {
+            match &mut fault.kind {
+                FaultKind::ClockJump { delta_ms, .. } => {
+                    let (a, b) = kind.delta_ms?;
+                    *delta_ms = if high { b } else { a };
+                }
+                FaultKind::ClockDrift { rate, .. } => {
+                    let (a, b) = kind.rate?;
+                    *rate = ((if high { b } else { a }) * 1000.0).round() / 1000.0;
+                }
+                FaultKind::Delay { extra_ms, .. } => {
+                    let range = kind.extra_ms?;
+                    *extra_ms = (if high { range.max } else { range.min }).max(1);
+                }
+                _ => {}
+            }
+        }
+        Some(choice)
     }
 
     /// Names the target of a one-node fault by a role drawn by its weight (see the module
@@ -382,7 +566,10 @@ impl Anchors {
         }
         let weights: Vec<f64> = roles
             .iter()
-            .map(|r| self.prior.weight(&Arm::Target(kind, r.clone())))
+            .map(|r| {
+                let holder = if r == "holder" { HOLDER_WEIGHT } else { 1.0 };
+                holder * self.prior.weight(&Arm::Target(kind, r.clone()))
+            })
             .collect();
         let role = roles[roulette(&weights, rng)].clone();
         let of_role: Vec<&String> = nodes.iter().filter(|n| role_of(n) == role).collect();
@@ -540,7 +727,7 @@ mod tests {
         let mut stacks = BTreeSet::new();
         for _ in 0..CHILDREN_PER_ANCHOR {
             let (child, seed, choice) = anchors
-                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
             assert_eq!(seed, 7);
             let Arm::Stack(stack) = choice.arms[0] else {
@@ -593,7 +780,7 @@ mod tests {
         for _ in 0..300 {
             anchors.add(&[], 1, &[(Mark::AcquireGranted, 500_000)], &events, 10_000);
             let (child, _, choice) = anchors
-                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
             if choice.arms[0] != Arm::Stack(1) {
                 continue;
@@ -684,7 +871,7 @@ mod tests {
                     10_000,
                 );
                 let (child, _, choice) = anchors
-                    .child(&spec, &scales(), 10_000, &mut rng)
+                    .child(&spec, &scales(), 10_000, false, &|_| 1, &mut rng)
                     .expect("an anchor waits");
                 let role = target_role(&choice, "a crash names its target's role");
                 let node = child[0].kind.node_names()[0].to_string();
@@ -710,7 +897,7 @@ mod tests {
             for round in 0..400 {
                 anchors.add(&[], 1, &[(Mark::ReplicaPromoted, 1_000_000)], &[], 10_000);
                 let (child, _, choice) = anchors
-                    .child(&nemesis(), &scales(), 10_000, &mut rng)
+                    .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                     .expect("an anchor waits");
                 // A child with crashes alone always reaches something new, one with a pause
                 // never.
@@ -740,7 +927,7 @@ mod tests {
         for _ in 0..300 {
             anchors.add(&[], 1, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
             let (child, _, choice) = anchors
-                .child(&spec, &scales(), 10_000, &mut rng)
+                .child(&spec, &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
             // Sentinel's down-after (1 s) is no scale of a 3-6 s restart.
             assert!(!choice.arms.contains(&Arm::Duration("crash", "down_after")));
