@@ -65,8 +65,14 @@ pub const RANGE_MAX: &str = "range_max";
 /// A duration or parameter at its range's lower bound.
 pub const RANGE_MIN: &str = "range_min";
 
-/// A parameter as the nemesis draws it (uniform over its range).
+/// A parameter as the nemesis draws it (uniform over its range), or as the anchor's run had it.
 pub const DRAWN: &str = "drawn";
+
+/// An inserted fault ([`Arm::Parameter`]).
+pub const INSERTED: &str = "inserted";
+
+/// The fault of the anchor's prefix that fired at the anchor's millisecond ([`Arm::Parameter`]).
+pub const TRIGGER: &str = "trigger";
 
 /// Prior weight of a range's upper bound against 1 for every other choice of a duration or a
 /// parameter, before the campaign learnt which pays: the bound most likely to outlast a lease
@@ -145,9 +151,10 @@ pub enum Arm {
     Target(&'static str, String),
     /// How many faults the child inserted.
     Stack(usize),
-    /// The inserted kind and its parameter (`delta_ms`, `rate`, `extra_ms`): as drawn, or a
-    /// bound of its range.
-    Parameter(&'static str, &'static str),
+    /// A kind, which of its faults ([`INSERTED`], or [`TRIGGER`]: the one that fired the
+    /// anchor's mark) and its parameter (`delta_ms`, `rate`, `extra_ms`): as drawn, or a bound
+    /// of its range.
+    Parameter(&'static str, &'static str, &'static str),
 }
 
 /// What a child chose: its arms, credited when its run has been learnt from.
@@ -208,6 +215,10 @@ fn roulette(weights: &[f64], rng: &mut ChaCha8Rng) -> usize {
 #[derive(Default)]
 pub struct Anchors {
     waiting: Vec<Anchor>,
+    /// Every point anchored so far (seed, mark, time): a child replays its anchor's run up to
+    /// the anchor, so it reaches the same mark at the same time again; anchoring there twice
+    /// would spend the campaign on one point.
+    anchored: BTreeSet<(u64, Mark, u64)>,
     pub prior: Prior,
 }
 
@@ -263,7 +274,7 @@ impl Anchors {
         events: &[Event],
         heal_at_ms: u64,
     ) {
-        if t_us / 1000 + 1 >= heal_at_ms {
+        if t_us / 1000 + 1 >= heal_at_ms || !self.anchored.insert((seed, mark, t_us)) {
             return;
         }
         self.waiting.push(Anchor {
@@ -335,6 +346,18 @@ impl Anchors {
             .cloned()
             .collect();
         faults.truncate(swarm::MAX_FAULTS - MAX_STACK);
+        // The fault that fired the anchor's mark (at its millisecond): its parameter may go to
+        // a bound of its range (a longer clock jump leaves less of the lease); the run up to
+        // the anchor is the same.
+        let mut arms = Vec::new();
+        for f in faults.iter_mut().filter(|f| swarm::at_ms(f) == t_ms) {
+            let name = kind_name(f.kind.name());
+            if let Some(kind) = nemesis.kinds.iter().find(|k| k.kind == name)
+                && let Some(bound) = self.extreme_parameter(f, kind, TRIGGER, rng)
+            {
+                arms.push(Arm::Parameter(name, TRIGGER, bound));
+            }
+        }
         // The nemesis draws a kind's next fault a sum of `every_ms` waits after its last
         // (`bounds::next_reachable`).
         let mut last_of_kind: BTreeMap<&str, u64> =
@@ -367,7 +390,8 @@ impl Anchors {
             .map(|n| self.prior.weight(&Arm::Stack(n)))
             .collect();
         let stack = 1 + roulette(&stack_weights, rng);
-        let mut arms = vec![Arm::Stack(stack)];
+        arms.insert(0, Arm::Stack(stack));
+        let fixed = arms.len();
         for _ in 0..stack {
             let near: Vec<&KindSpec> = nemesis
                 .kinds
@@ -463,13 +487,13 @@ impl Anchors {
                 }
                 arms.push(Arm::Duration(name, duration_scale));
             }
-            if let Some(bound) = self.extreme_parameter(&mut inserted, kind, name, rng) {
-                arms.push(Arm::Parameter(name, bound));
+            if let Some(bound) = self.extreme_parameter(&mut inserted, kind, INSERTED, rng) {
+                arms.push(Arm::Parameter(name, INSERTED, bound));
             }
             arms.extend(role.map(|role| Arm::Target(name, role)));
             faults.push(as_scripted(&inserted, heal_at_ms));
         }
-        if arms.len() == 1 {
+        if arms.len() == fixed {
             return None;
         }
         swarm::sort_by_time(&mut faults);
@@ -491,9 +515,10 @@ impl Anchors {
         &self,
         fault: &mut Fault,
         kind: &KindSpec,
-        name: &'static str,
+        which: &'static str,
         rng: &mut ChaCha8Rng,
     ) -> Option<&'static str> {
+        let name = kind_name(&kind.kind);
         let has_parameter = matches!(
             fault.kind,
             FaultKind::ClockJump { .. } | FaultKind::ClockDrift { .. } | FaultKind::Delay { .. }
@@ -504,7 +529,7 @@ impl Anchors {
         let choices = [DRAWN, RANGE_MAX, RANGE_MIN];
         let weights: Vec<f64> = choices
             .iter()
-            .map(|c| bound_weight(c) * self.prior.weight(&Arm::Parameter(name, c)))
+            .map(|c| bound_weight(c) * self.prior.weight(&Arm::Parameter(name, which, c)))
             .collect();
         let choice = choices[roulette(&weights, rng)];
         let high = choice == RANGE_MAX;
