@@ -65,14 +65,13 @@ pub const RANGE_MAX: &str = "range_max";
 /// A duration or parameter at its range's lower bound.
 pub const RANGE_MIN: &str = "range_min";
 
-/// A parameter as the nemesis draws it (uniform over its range), or as the anchor's run had it.
+/// A parameter as the nemesis draws it (uniform over its range).
 pub const DRAWN: &str = "drawn";
 
-/// An inserted fault ([`Arm::Parameter`]).
-pub const INSERTED: &str = "inserted";
-
-/// The fault of the anchor's prefix that fired at the anchor's millisecond ([`Arm::Parameter`]).
-pub const TRIGGER: &str = "trigger";
+/// Weight of an anchor near which no kind the run did not already exercise can fire (the
+/// nemesis's spacing or the heal rules them out), against its number of such kinds otherwise:
+/// its children could only repeat what the run did.
+pub const STALE_ANCHOR_WEIGHT: f64 = 0.1;
 
 /// Prior weight of a range's upper bound against 1 for every other choice of a duration or a
 /// parameter, before the campaign learnt which pays: the bound most likely to outlast a lease
@@ -151,10 +150,9 @@ pub enum Arm {
     Target(&'static str, String),
     /// How many faults the child inserted.
     Stack(usize),
-    /// A kind, which of its faults ([`INSERTED`], or [`TRIGGER`]: the one that fired the
-    /// anchor's mark) and its parameter (`delta_ms`, `rate`, `extra_ms`): as drawn, or a bound
-    /// of its range.
-    Parameter(&'static str, &'static str, &'static str),
+    /// The inserted kind and its parameter (`delta_ms`, `rate`, `extra_ms`): as drawn, or a
+    /// bound of its range.
+    Parameter(&'static str, &'static str),
 }
 
 /// What a child chose: its arms, credited when its run has been learnt from.
@@ -194,6 +192,50 @@ impl Prior {
             let (wins, tries) = self.arms.entry(arm.clone()).or_default();
             *wins += u64::from(success);
             *tries += 1;
+        }
+    }
+}
+
+/// What an anchor's children may insert: per kind the time of its last fault up to the anchor
+/// (0: none), the kinds the run exercised near it, and how far after it an insertion goes.
+struct Reach<'a> {
+    /// The nemesis draws a kind's next fault a sum of `every_ms` waits after its last
+    /// (`bounds::next_reachable`).
+    last_of_kind: BTreeMap<&'a str, u64>,
+    /// Kinds open at the anchor or fired within `features::PAIR_WINDOW_MS` before it: the
+    /// next step of a path is usually another kind.
+    exercised: BTreeSet<&'static str>,
+    /// The anchor plus the scenario's largest time scale.
+    near_ms: u64,
+}
+
+impl<'a> Reach<'a> {
+    /// For the faults of a run (those after `t_ms` ignored) anchored at `t_ms`.
+    fn of(faults: &[Fault], t_ms: u64, nemesis: &'a NemesisSpec, scales: &TimeScales) -> Self {
+        let prefix = || faults.iter().filter(|f| swarm::at_ms(f) <= t_ms);
+        let mut last_of_kind: BTreeMap<&str, u64> =
+            nemesis.kinds.iter().map(|k| (k.kind.as_str(), 0)).collect();
+        for f in prefix() {
+            if let Some(k) = nemesis.kinds.iter().find(|k| k.kind == f.kind.name()) {
+                last_of_kind.insert(k.kind.as_str(), swarm::at_ms(f));
+            }
+        }
+        let exercised = prefix()
+            .filter(|f| {
+                let at = swarm::at_ms(f);
+                let lasts = f
+                    .kind
+                    .restart_after_ms()
+                    .unwrap_or(f.duration_ms)
+                    .unwrap_or(0);
+                at + lasts >= t_ms || at + crate::hunt::features::PAIR_WINDOW_MS >= t_ms
+            })
+            .map(|f| kind_name(f.kind.name()))
+            .collect();
+        Reach {
+            last_of_kind,
+            exercised,
+            near_ms: t_ms + scales.0.iter().map(|(_, ms)| *ms).max().unwrap_or(1),
         }
     }
 }
@@ -299,7 +341,13 @@ impl Anchors {
     /// The anchor to give a child: with `furthest` (directed), one of the furthest progress
     /// along the path; otherwise any, drawn by its mark's learnt weight over the runs that
     /// reached that mark (`mark_hits`: rare states first).
-    fn pick(&self, furthest: bool, mark_hits: &dyn Fn(Mark) -> u64, rng: &mut ChaCha8Rng) -> usize {
+    fn pick(
+        &self,
+        furthest: bool,
+        mark_hits: &dyn Fn(Mark) -> u64,
+        fresh_kinds: &dyn Fn(&Anchor) -> usize,
+        rng: &mut ChaCha8Rng,
+    ) -> usize {
         let best = self.furthest();
         let weights: Vec<f64> = self
             .waiting
@@ -308,7 +356,11 @@ impl Anchors {
                 if furthest && a.progress < best {
                     return 0.0;
                 }
-                self.prior.mark_weight(a.mark) / mark_hits(a.mark).max(1) as f64
+                let fresh = match fresh_kinds(a) {
+                    0 => STALE_ANCHOR_WEIGHT,
+                    n => n as f64,
+                };
+                fresh * self.prior.mark_weight(a.mark) / mark_hits(a.mark).max(1) as f64
             })
             .collect();
         roulette(&weights, rng)
@@ -330,7 +382,23 @@ impl Anchors {
         if self.waiting.is_empty() || nemesis.kinds.is_empty() || scales.0.is_empty() {
             return None;
         }
-        let i = self.pick(furthest, mark_hits, rng);
+        let fresh_kinds = |a: &Anchor| {
+            let t_ms = a.t_us / 1000;
+            let reach = Reach::of(&a.faults, t_ms, nemesis, scales);
+            nemesis
+                .kinds
+                .iter()
+                .filter(|k| {
+                    !reach.exercised.contains(kind_name(&k.kind))
+                        && bounds::next_reachable(
+                            reach.last_of_kind[k.kind.as_str()],
+                            t_ms,
+                            k.every_ms,
+                        ) <= reach.near_ms.min(heal_at_ms - 1)
+                })
+                .count()
+        };
+        let i = self.pick(furthest, mark_hits, &fresh_kinds, rng);
         let anchor = &mut self.waiting[i];
         anchor.children += 1;
         let anchor = if anchor.children >= CHILDREN_PER_ANCHOR {
@@ -346,52 +414,19 @@ impl Anchors {
             .cloned()
             .collect();
         faults.truncate(swarm::MAX_FAULTS - MAX_STACK);
-        // The fault that fired the anchor's mark (at its millisecond): its parameter may go to
-        // a bound of its range (a longer clock jump leaves less of the lease); the run up to
-        // the anchor is the same.
-        let mut arms = Vec::new();
-        for f in faults.iter_mut().filter(|f| swarm::at_ms(f) == t_ms) {
-            let name = kind_name(f.kind.name());
-            if let Some(kind) = nemesis.kinds.iter().find(|k| k.kind == name)
-                && let Some(bound) = self.extreme_parameter(f, kind, TRIGGER, rng)
-            {
-                arms.push(Arm::Parameter(name, TRIGGER, bound));
-            }
-        }
-        // The nemesis draws a kind's next fault a sum of `every_ms` waits after its last
-        // (`bounds::next_reachable`).
-        let mut last_of_kind: BTreeMap<&str, u64> =
-            nemesis.kinds.iter().map(|k| (k.kind.as_str(), 0)).collect();
-        for f in &faults {
-            if let Some(k) = nemesis.kinds.iter().find(|k| k.kind == f.kind.name()) {
-                last_of_kind.insert(k.kind.as_str(), swarm::at_ms(f));
-            }
-        }
-        // Kinds the run already exercised near the anchor (open at t, or fired within
-        // `features::PAIR_WINDOW_MS` before it): the second event of a path is another kind.
-        let mut exercised: BTreeSet<&'static str> = faults
-            .iter()
-            .filter(|f| {
-                let at = swarm::at_ms(f);
-                let lasts = f
-                    .kind
-                    .restart_after_ms()
-                    .unwrap_or(f.duration_ms)
-                    .unwrap_or(0);
-                at + lasts >= t_ms || at + crate::hunt::features::PAIR_WINDOW_MS >= t_ms
-            })
-            .map(|f| kind_name(f.kind.name()))
-            .collect();
+        let Reach {
+            mut last_of_kind,
+            mut exercised,
+            near_ms,
+        } = Reach::of(&faults, t_ms, nemesis, scales);
         let earliest = |last: &BTreeMap<&str, u64>, k: &KindSpec, at_ms: u64| {
             bounds::next_reachable(last[k.kind.as_str()], at_ms, k.every_ms)
         };
-        let near_ms = t_ms + scales.0.iter().map(|(_, ms)| *ms).max().unwrap_or(1);
         let stack_weights: Vec<f64> = (1..=MAX_STACK)
             .map(|n| self.prior.weight(&Arm::Stack(n)))
             .collect();
         let stack = 1 + roulette(&stack_weights, rng);
-        arms.insert(0, Arm::Stack(stack));
-        let fixed = arms.len();
+        let mut arms = vec![Arm::Stack(stack)];
         for _ in 0..stack {
             let near: Vec<&KindSpec> = nemesis
                 .kinds
@@ -487,13 +522,13 @@ impl Anchors {
                 }
                 arms.push(Arm::Duration(name, duration_scale));
             }
-            if let Some(bound) = self.extreme_parameter(&mut inserted, kind, INSERTED, rng) {
-                arms.push(Arm::Parameter(name, INSERTED, bound));
+            if let Some(bound) = self.extreme_parameter(&mut inserted, kind, rng) {
+                arms.push(Arm::Parameter(name, bound));
             }
             arms.extend(role.map(|role| Arm::Target(name, role)));
             faults.push(as_scripted(&inserted, heal_at_ms));
         }
-        if arms.len() == fixed {
+        if arms.len() == 1 {
             return None;
         }
         swarm::sort_by_time(&mut faults);
@@ -515,7 +550,6 @@ impl Anchors {
         &self,
         fault: &mut Fault,
         kind: &KindSpec,
-        which: &'static str,
         rng: &mut ChaCha8Rng,
     ) -> Option<&'static str> {
         let name = kind_name(&kind.kind);
@@ -529,7 +563,7 @@ impl Anchors {
         let choices = [DRAWN, RANGE_MAX, RANGE_MIN];
         let weights: Vec<f64> = choices
             .iter()
-            .map(|c| bound_weight(c) * self.prior.weight(&Arm::Parameter(name, which, c)))
+            .map(|c| bound_weight(c) * self.prior.weight(&Arm::Parameter(name, c)))
             .collect();
         let choice = choices[roulette(&weights, rng)];
         let high = choice == RANGE_MAX;
