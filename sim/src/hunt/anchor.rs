@@ -836,8 +836,15 @@ mod tests {
         let mut anchors = Anchors::default();
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         let mut paused_by_role = BTreeMap::new();
-        for _ in 0..300 {
-            anchors.add(&[], 1, &[(Mark::AcquireGranted, 500_000)], &events, 10_000);
+        // A point is anchored once: each round on a seed of its own.
+        for round in 0..300 {
+            anchors.add(
+                &[],
+                round,
+                &[(Mark::AcquireGranted, 500_000)],
+                &events,
+                10_000,
+            );
             let (child, _, choice) = anchors
                 .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
@@ -921,10 +928,10 @@ mod tests {
             let mut anchors = Anchors::default();
             let mut rng = ChaCha8Rng::seed_from_u64(6);
             let mut by_role = BTreeMap::new();
-            for _ in 0..60 {
+            for round in 0..60 {
                 anchors.add(
                     &[],
-                    1,
+                    round,
                     &[(Mark::WaitPartiallyAcked, 200_000)],
                     &events,
                     10_000,
@@ -954,7 +961,13 @@ mod tests {
             let mut rng = ChaCha8Rng::seed_from_u64(2);
             let mut late = 0;
             for round in 0..400 {
-                anchors.add(&[], 1, &[(Mark::ReplicaPromoted, 1_000_000)], &[], 10_000);
+                anchors.add(
+                    &[],
+                    round,
+                    &[(Mark::ReplicaPromoted, 1_000_000)],
+                    &[],
+                    10_000,
+                );
                 let (child, _, choice) = anchors
                     .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                     .expect("an anchor waits");
@@ -983,8 +996,8 @@ mod tests {
         let mut anchors = Anchors::default();
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut around_down_after = Vec::new();
-        for _ in 0..300 {
-            anchors.add(&[], 1, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
+        for round in 0..300 {
+            anchors.add(&[], round, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
             let (child, _, choice) = anchors
                 .child(&spec, &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
