@@ -240,6 +240,27 @@ impl<'a> Reach<'a> {
     }
 }
 
+/// How many kinds of the nemesis an anchor's children could insert near it (`Reach`) that
+/// its run did not exercise near it.
+fn fresh_kinds(
+    anchor: &Anchor,
+    nemesis: &NemesisSpec,
+    scales: &TimeScales,
+    heal_at_ms: u64,
+) -> usize {
+    let t_ms = anchor.t_us / 1000;
+    let reach = Reach::of(&anchor.faults, t_ms, nemesis, scales);
+    nemesis
+        .kinds
+        .iter()
+        .filter(|k| {
+            !reach.exercised.contains(kind_name(&k.kind))
+                && bounds::next_reachable(reach.last_of_kind[k.kind.as_str()], t_ms, k.every_ms)
+                    <= reach.near_ms.min(heal_at_ms.saturating_sub(1))
+        })
+        .count()
+}
+
 /// Draws index `i` of `weights` with probability proportional to its weight.
 fn roulette(weights: &[f64], rng: &mut ChaCha8Rng) -> usize {
     let total: f64 = weights.iter().sum();
@@ -382,22 +403,7 @@ impl Anchors {
         if self.waiting.is_empty() || nemesis.kinds.is_empty() || scales.0.is_empty() {
             return None;
         }
-        let fresh_kinds = |a: &Anchor| {
-            let t_ms = a.t_us / 1000;
-            let reach = Reach::of(&a.faults, t_ms, nemesis, scales);
-            nemesis
-                .kinds
-                .iter()
-                .filter(|k| {
-                    !reach.exercised.contains(kind_name(&k.kind))
-                        && bounds::next_reachable(
-                            reach.last_of_kind[k.kind.as_str()],
-                            t_ms,
-                            k.every_ms,
-                        ) <= reach.near_ms.min(heal_at_ms - 1)
-                })
-                .count()
-        };
+        let fresh_kinds = |a: &Anchor| fresh_kinds(a, nemesis, scales, heal_at_ms);
         let i = self.pick(furthest, mark_hits, &fresh_kinds, rng);
         let anchor = &mut self.waiting[i];
         anchor.children += 1;
@@ -951,6 +957,121 @@ mod tests {
             }
             assert_eq!(by_role.len(), 2, "{by_role:?}");
         }
+    }
+
+    #[test]
+    fn a_point_is_anchored_once() {
+        let mut anchors = Anchors::default();
+        for _ in 0..3 {
+            anchors.add(&[], 1, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
+        }
+        anchors.add_on_path(&[], 1, (Mark::KeyExpired, 2_000_000), 1, &[], 10_000);
+        assert_eq!(anchors.waiting.len(), 1);
+        // The same mark at the same time of another seed is another point.
+        anchors.add(&[], 2, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
+        assert_eq!(anchors.waiting.len(), 2);
+    }
+
+    #[test]
+    fn directed_children_come_from_the_anchors_furthest_along_the_path() {
+        let mut anchors = Anchors::default();
+        anchors.add(&[], 1, &[(Mark::AcquireGranted, 1_000_000)], &[], 10_000);
+        anchors.add_on_path(
+            &[],
+            2,
+            (Mark::ClockJumpWhileHeld, 2_000_000),
+            1,
+            &[],
+            10_000,
+        );
+        anchors.add_on_path(&[], 3, (Mark::LockKeyExpired, 3_000_000), 2, &[], 10_000);
+        assert_eq!(anchors.furthest(), 2);
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        for _ in 0..CHILDREN_PER_ANCHOR {
+            let (_, seed, choice) = anchors
+                .child(&nemesis(), &scales(), 10_000, true, &|_| 1, &mut rng)
+                .expect("an anchor waits");
+            assert_eq!((seed, choice.anchor_progress), (3, 2));
+        }
+        // It gave all its children: the next furthest.
+        assert_eq!(anchors.furthest(), 1);
+        // Blind: any anchor, the rarer mark (fewer runs reached it) more often.
+        let hits = |m: Mark| if m == Mark::AcquireGranted { 1 } else { 1000 };
+        let (_, seed, _) = anchors
+            .child(&nemesis(), &scales(), 10_000, false, &hits, &mut rng)
+            .expect("an anchor waits");
+        assert_eq!(seed, 1);
+    }
+
+    #[test]
+    fn an_anchor_past_every_kind_it_did_not_exercise_is_drawn_less() {
+        let spec = nemesis();
+        let t_us = 5_000_000;
+        let at = |ms| crate::scenario::faults::When::At { at_ms: ms };
+        // A pause and a crash open at the anchor: its children could only repeat them.
+        let mut crash = pause(4_990);
+        crash.kind = crate::scenario::faults::FaultKind::Crash {
+            node: "redis-1".into(),
+            restart_after_ms: Some(3000),
+        };
+        crash.duration_ms = None;
+        crash.when = at(4_990);
+        let mut stale = Anchors::default();
+        stale.add(
+            &[pause(4_990), crash],
+            1,
+            &[(Mark::KeyExpired, t_us)],
+            &[],
+            10_000,
+        );
+        stale.add(&[], 2, &[(Mark::KeyExpired, t_us)], &[], 10_000);
+        let fresh = |a: &Anchor| fresh_kinds(a, &spec, &scales(), 10_000);
+        assert_eq!(fresh(&stale.waiting[0]), 0);
+        assert_eq!(fresh(&stale.waiting[1]), 2);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let picked_stale = (0..400)
+            .filter(|_| stale.pick(false, &|_| 1, &fresh, &mut rng) == 0)
+            .count();
+        // Weights 0.1 and 2: about 5 %.
+        assert!(picked_stale < 40, "{picked_stale} of 400");
+    }
+
+    #[test]
+    fn the_holder_and_a_ranges_upper_bound_come_first_before_anything_is_learnt() {
+        let acquired = EventKind::Acquired {
+            token: "t".into(),
+            fence: None,
+        };
+        let events = vec![event(100, "client-1", acquired)];
+        let mut anchors = Anchors::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(10);
+        let (mut holder, mut peer, mut longest, mut pauses) = (0, 0, 0, 0);
+        for round in 0..600 {
+            anchors.add(
+                &[],
+                round,
+                &[(Mark::AcquireGranted, 500_000)],
+                &events,
+                10_000,
+            );
+            let (child, _, _) = anchors
+                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
+                .expect("an anchor waits");
+            for f in &child {
+                if let crate::scenario::faults::FaultKind::Pause { node } = &f.kind {
+                    pauses += 1;
+                    if node == "client-1" {
+                        holder += 1;
+                    } else {
+                        peer += 1;
+                    }
+                    longest += usize::from(f.duration_ms == Some(3000));
+                }
+            }
+        }
+        assert!(holder > peer * 3 / 2, "holder {holder}, peer {peer}");
+        // The upper bound: weight 2 of 6 (latency, down-after, the range, its bounds).
+        assert!(longest * 4 > pauses, "{longest} of {pauses} pauses at 3 s");
     }
 
     #[test]

@@ -561,6 +561,19 @@ mod tests {
             text.contains("stops only at a violation whose run fired promoted_while_held"),
             "{text}"
         );
+        // Directed along a mark this world reaches: a fourth search, as reproducible.
+        let toward = [Mark::AcquireGranted, Mark::LockKeyExpired];
+        let directed = Bench::new(&scenario, 0).expect("a nemesis").toward(&toward);
+        assert_eq!(directed.methods().last(), Some(&Method::Toward));
+        let figures = directed.run(&settings(1), |_, _, _| {}).expect("runs");
+        assert_eq!(figures.len(), 4);
+        assert_eq!(figures[..3], one[..]);
+        assert_eq!(
+            figures,
+            directed.run(&settings(3), |_, _, _| {}).expect("runs")
+        );
+        let text = super::table("unit", &settings(1), &figures, &[]);
+        assert!(text.contains("| hunt --toward |"), "{text}");
     }
 
     #[test]
