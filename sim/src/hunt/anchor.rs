@@ -26,7 +26,12 @@
 //! success for its arms — how many faults it stacked, (anchor mark, kind), (kind, offset
 //! scale), (kind, duration scale), (kind, target role) — when its run reached a feature no run
 //! had, or broke a verdict; anchors, kinds and scales are drawn with weight (successes + 1) /
-//! (tries + 2), so untried arms are tried and arms that paid are tried more.
+//! (tries + 2), so untried arms are tried and arms that paid are tried more. Before anything
+//! is learnt: rare anchor marks first, anchors where kinds the run did not exercise can still
+//! fire first ([`STALE_ANCHOR_WEIGHT`]), such kinds first ([`EXERCISED_KIND_WEIGHT`]), the
+//! holder first ([`HOLDER_WEIGHT`]), a range's upper bound first ([`UPPER_BOUND_WEIGHT`]).
+//! Directed (`directed`): children of the anchors furthest along the path, credited when
+//! their run went further.
 
 use std::collections::{BTreeMap, BTreeSet};
 

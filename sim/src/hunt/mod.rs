@@ -21,6 +21,9 @@
 //!   replay its faults up to t and insert one fault right after, its kind, offset and duration
 //!   drawn around the scenario's time scales by what earlier children of the campaign taught.
 //!
+//! - directed (`directed`, `--toward`): runs that fired more of a path's marks in order are
+//!   the parents, and anchor at the last of them they reached.
+//!
 //! What a run reached (`features`): its marks (`model::marks`), ordered mark pairs, (mark,
 //! active fault kind), and the watermark. A run is kept in the corpus when it reaches a
 //! feature no earlier run had, or a better watermark. The campaign stops at the first run
