@@ -15,7 +15,9 @@
 # For the two-fault classes `--mechanism` names the class's path as marks in order: a campaign
 # stops only at a violation whose run fired them in that order, the table counts the other
 # violations seen on the way (another mechanism the class let through), and gives hunt's
-# violations and runs per input origin. The WAIT class's budget (400 runs) is past the random
+# violations and runs per input origin. For them `--toward` adds a fourth search, `hunt
+# --toward`: hunt directed along the same marks (a user saying "look near here"); `hunt` is
+# the blind search. The WAIT class's budget (400 runs) is past the random
 # nemesis's median on it (about 100 runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,12 +31,15 @@ bench() {
     --max-runs "$max_runs" --feature-runs 30 --feature-campaigns 5 --jobs "$jobs"
   echo
 }
+wait_path=wait_partially_acked,promoted_while_held
+jump_path=clock_jump_while_held,lock_key_expired
 bench scenarios/hunt/wait-one-replica-then-failover.json 400 \
-  --mechanism wait_partially_acked,promoted_while_held
+  --mechanism "$wait_path" --toward "$wait_path"
 bench scenarios/hunt/clock-jump-then-pause.json 300 \
-  --mechanism clock_jump_while_held,lock_key_expired
-bench scenarios/hunt/pause-then-delay.json 300 --mechanism lock_key_expired
+  --mechanism "$jump_path" --toward "$jump_path"
+bench scenarios/hunt/pause-then-delay.json 300 \
+  --mechanism lock_key_expired --toward lock_key_expired
 bench scenarios/hunt/clock-jump-then-delay.json 300 \
-  --mechanism clock_jump_while_held,lock_key_expired
+  --mechanism "$jump_path" --toward "$jump_path"
 bench scenarios/matrix/05-random-pauses.json 50 --scheme set-nx-px-lua
 bench scenarios/matrix/18-random-failover.json 50 --scheme set-nx-px-lua

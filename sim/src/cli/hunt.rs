@@ -1,6 +1,7 @@
-//! `locksim hunt FILE [--scheme ID] [--budget-s N] [--max-runs N] [--out DIR] [--resume]`:
-//! searches fault schedules drawn from the scenario's `nemesis` for one that breaks a verdict
-//! (`crate::hunt`), printing its progress; at the first such run it writes the failing schedule
+//! `locksim hunt FILE [--scheme ID] [--budget-s N] [--max-runs N] [--out DIR] [--resume]
+//! [--toward MARK,MARK]`: searches fault schedules drawn from the scenario's `nemesis` for one
+//! that breaks a verdict (`crate::hunt`; with `--toward`, directed along those marks:
+//! `crate::hunt::directed`), printing its progress; at the first such run it writes the failing schedule
 //! as a scenario (`DIR/failing.json`) and shrinks it (`locksim shrink`) into one that fails on
 //! its own (`DIR/shrunk.json`). The corpus it kept is written to `DIR/corpus/`, one scenario file
 //! per entry (each replays with `locksim run`); `--resume` counts those again and continues.
@@ -10,13 +11,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use model::marks::Mark;
 use serde_json::{Map, Value, json};
 
 use super::artifacts::{path_component, write_file};
 use super::catalog::select_one_scheme;
 use super::shrink::{DEFAULT_MAX_RUNS, ordered_json, read_object, rebase, row_file, shrink};
 use crate::hunt::bench::{Bench, Settings, table};
+use crate::hunt::directed::parse_marks;
 use crate::hunt::{Campaign, Limits, Origin, Target};
 use crate::scenario::Scenario;
 use crate::scenario::faults::{Fault, FaultSpec};
@@ -69,6 +70,12 @@ pub struct Args {
     /// run fired them in that order, and the table counts the other violations seen.
     #[arg(long, value_delimiter = ',')]
     mechanism: Vec<String>,
+    /// Look near here: the marks of the path you suspect, in order (e.g.
+    /// `clock_jump_while_held,lock_key_expired`). Runs that fire more of them in that order
+    /// are the parents, and the faults are inserted right after the last of them a run
+    /// reached. With `--bench`: adds the search `hunt --toward` to the table.
+    #[arg(long, value_delimiter = ',')]
+    toward: Vec<String>,
 }
 
 pub fn execute(args: Args) -> Result<ExitCode, String> {
@@ -77,6 +84,7 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
     if args.bench {
         return bench(&args, &scenario, scheme);
     }
+    let toward = parse_marks("--toward", &args.toward)?;
     let target = Target::new(&scenario, scheme)?;
     let out = args
         .out
@@ -104,7 +112,9 @@ pub fn execute(args: Args) -> Result<ExitCode, String> {
         from: PathBuf::from(&scenario.path),
     };
     let corpus_dir = out.join("corpus");
-    let mut campaign = Campaign::new(&target, args.campaign_seed).jobs(args.jobs);
+    let mut campaign = Campaign::new(&target, args.campaign_seed)
+        .jobs(args.jobs)
+        .toward(&toward);
     let mut resumed = 0;
     if args.resume {
         for (faults, seed) in read_corpus(&corpus_dir)? {
@@ -189,27 +199,11 @@ fn bench(args: &Args, scenario: &Scenario, scheme: usize) -> Result<ExitCode, St
         feature_campaigns: args.feature_campaigns,
         jobs: args.jobs,
     };
-    let mechanism = args
-        .mechanism
-        .iter()
-        .map(|name| {
-            Mark::ALL
-                .iter()
-                .copied()
-                .find(|m| m.name() == name)
-                .ok_or_else(|| {
-                    format!(
-                        "--mechanism: no mark is named '{name}' (marks: {})",
-                        Mark::ALL
-                            .iter()
-                            .map(|m| m.name())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })
-        })
-        .collect::<Result<Vec<Mark>, String>>()?;
-    let bench = Bench::new(scenario, scheme)?.stop_at_path(&mechanism);
+    let mechanism = parse_marks("--mechanism", &args.mechanism)?;
+    let toward = parse_marks("--toward", &args.toward)?;
+    let bench = Bench::new(scenario, scheme)?
+        .stop_at_path(&mechanism)
+        .toward(&toward);
     let figures = bench.run(&settings, |method, c, result| {
         eprintln!(
             "{} campaign {c}: {}{}{}{}",

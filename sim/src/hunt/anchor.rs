@@ -26,7 +26,12 @@
 //! success for its arms — how many faults it stacked, (anchor mark, kind), (kind, offset
 //! scale), (kind, duration scale), (kind, target role) — when its run reached a feature no run
 //! had, or broke a verdict; anchors, kinds and scales are drawn with weight (successes + 1) /
-//! (tries + 2), so untried arms are tried and arms that paid are tried more.
+//! (tries + 2), so untried arms are tried and arms that paid are tried more. Before anything
+//! is learnt: rare anchor marks first, anchors where kinds the run did not exercise can still
+//! fire first ([`STALE_ANCHOR_WEIGHT`]), such kinds first ([`EXERCISED_KIND_WEIGHT`]), the
+//! holder first ([`HOLDER_WEIGHT`]), a range's upper bound first ([`UPPER_BOUND_WEIGHT`]).
+//! Directed (`directed`): children of the anchors furthest along the path, credited when
+//! their run went further.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +45,7 @@ use crate::hunt::bounds;
 use crate::hunt::mutate::lasts_mut;
 use crate::hunt::swarm::{self, KindDraw};
 use crate::scenario::Scenario;
-use crate::scenario::faults::Fault;
+use crate::scenario::faults::{Fault, FaultKind};
 use crate::scenario::nemesis::{KindSpec, NemesisSpec};
 use crate::scenario::range::MsRange;
 
@@ -57,6 +62,43 @@ pub const MAX_ANCHORS: usize = 64;
 
 /// A duration drawn from the kind's own range (as the nemesis draws it), not a time scale.
 pub const KIND_RANGE: &str = "kind_range";
+
+/// A duration or parameter at its range's upper bound (AFL's "interesting values": a fault's
+/// bound is where bugs are; the longest pause outlasts the most lease).
+pub const RANGE_MAX: &str = "range_max";
+
+/// A duration or parameter at its range's lower bound.
+pub const RANGE_MIN: &str = "range_min";
+
+/// A parameter as the nemesis draws it (uniform over its range).
+pub const DRAWN: &str = "drawn";
+
+/// Weight of an anchor near which no kind the run did not already exercise can fire (the
+/// nemesis's spacing or the heal rules them out), against its number of such kinds otherwise:
+/// its children could only repeat what the run did.
+pub const STALE_ANCHOR_WEIGHT: f64 = 0.1;
+
+/// Prior weight of a range's upper bound against 1 for every other choice of a duration or a
+/// parameter, before the campaign learnt which pays: the bound most likely to outlast a lease
+/// or a timeout is drawn twice as often.
+pub const UPPER_BOUND_WEIGHT: f64 = 2.0;
+
+/// Prior weight of a client that holds the lock at the anchor, against 1 for every other
+/// role: a lock bug needs its holder stopped or slowed far more often than a waiting peer.
+pub const HOLDER_WEIGHT: f64 = 2.0;
+
+/// Weight of a kind the run already exercised near the anchor (or the child already
+/// inserted), against 1 for the others: the next step of a path is usually another fault.
+pub const EXERCISED_KIND_WEIGHT: f64 = 0.25;
+
+/// The prior weight of a duration's or a parameter's choice ([`UPPER_BOUND_WEIGHT`]).
+fn bound_weight(choice: &str) -> f64 {
+    if choice == RANGE_MAX {
+        UPPER_BOUND_WEIGHT
+    } else {
+        1.0
+    }
+}
 
 /// The scenario's time scales, ms, by name: where a second fault matters.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +135,8 @@ pub struct Anchor {
     pub holders: BTreeSet<String>,
     /// The Redis servers' roles at `t_us` (`server_roles_at`).
     pub server_roles: BTreeMap<String, &'static str>,
+    /// How far along `--toward`'s path the run had gone at `t_us` (0: a blind anchor).
+    pub progress: usize,
     /// Children given so far.
     children: u32,
 }
@@ -111,12 +155,18 @@ pub enum Arm {
     Target(&'static str, String),
     /// How many faults the child inserted.
     Stack(usize),
+    /// The inserted kind and its parameter (`delta_ms`, `rate`, `extra_ms`): as drawn, or a
+    /// bound of its range.
+    Parameter(&'static str, &'static str),
 }
 
 /// What a child chose: its arms, credited when its run has been learnt from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
     pub arms: Vec<Arm>,
+    /// Its anchor's progress along `--toward`'s path: the child succeeds when its run went
+    /// further.
+    pub anchor_progress: usize,
 }
 
 /// Successes and tries per arm.
@@ -151,6 +201,71 @@ impl Prior {
     }
 }
 
+/// What an anchor's children may insert: per kind the time of its last fault up to the anchor
+/// (0: none), the kinds the run exercised near it, and how far after it an insertion goes.
+struct Reach<'a> {
+    /// The nemesis draws a kind's next fault a sum of `every_ms` waits after its last
+    /// (`bounds::next_reachable`).
+    last_of_kind: BTreeMap<&'a str, u64>,
+    /// Kinds open at the anchor or fired within `features::PAIR_WINDOW_MS` before it: the
+    /// next step of a path is usually another kind.
+    exercised: BTreeSet<&'static str>,
+    /// The anchor plus the scenario's largest time scale.
+    near_ms: u64,
+}
+
+impl<'a> Reach<'a> {
+    /// For the faults of a run (those after `t_ms` ignored) anchored at `t_ms`.
+    fn of(faults: &[Fault], t_ms: u64, nemesis: &'a NemesisSpec, scales: &TimeScales) -> Self {
+        let prefix = || faults.iter().filter(|f| swarm::at_ms(f) <= t_ms);
+        let mut last_of_kind: BTreeMap<&str, u64> =
+            nemesis.kinds.iter().map(|k| (k.kind.as_str(), 0)).collect();
+        for f in prefix() {
+            if let Some(k) = nemesis.kinds.iter().find(|k| k.kind == f.kind.name()) {
+                last_of_kind.insert(k.kind.as_str(), swarm::at_ms(f));
+            }
+        }
+        let exercised = prefix()
+            .filter(|f| {
+                let at = swarm::at_ms(f);
+                let lasts = f
+                    .kind
+                    .restart_after_ms()
+                    .unwrap_or(f.duration_ms)
+                    .unwrap_or(0);
+                at + lasts >= t_ms || at + crate::hunt::features::PAIR_WINDOW_MS >= t_ms
+            })
+            .map(|f| kind_name(f.kind.name()))
+            .collect();
+        Reach {
+            last_of_kind,
+            exercised,
+            near_ms: t_ms + scales.0.iter().map(|(_, ms)| *ms).max().unwrap_or(1),
+        }
+    }
+}
+
+/// How many kinds of the nemesis an anchor's children could insert near it (`Reach`) that
+/// its run did not exercise near it.
+fn fresh_kinds(
+    anchor: &Anchor,
+    nemesis: &NemesisSpec,
+    scales: &TimeScales,
+    heal_at_ms: u64,
+) -> usize {
+    let t_ms = anchor.t_us / 1000;
+    let reach = Reach::of(&anchor.faults, t_ms, nemesis, scales);
+    nemesis
+        .kinds
+        .iter()
+        .filter(|k| {
+            !reach.exercised.contains(kind_name(&k.kind))
+                && bounds::next_reachable(reach.last_of_kind[k.kind.as_str()], t_ms, k.every_ms)
+                    <= reach.near_ms.min(heal_at_ms.saturating_sub(1))
+        })
+        .count()
+}
+
 /// Draws index `i` of `weights` with probability proportional to its weight.
 fn roulette(weights: &[f64], rng: &mut ChaCha8Rng) -> usize {
     let total: f64 = weights.iter().sum();
@@ -168,6 +283,10 @@ fn roulette(weights: &[f64], rng: &mut ChaCha8Rng) -> usize {
 #[derive(Default)]
 pub struct Anchors {
     waiting: Vec<Anchor>,
+    /// Every point anchored so far (seed, mark, time): a child replays its anchor's run up to
+    /// the anchor, so it reaches the same mark at the same time again; anchoring there twice
+    /// would spend the campaign on one point.
+    anchored: BTreeSet<(u64, Mark, u64)>,
     pub prior: Prior,
 }
 
@@ -178,7 +297,7 @@ impl Anchors {
 
     /// Anchors a run: one per mark that reached a new (or rare) feature, at the first time it
     /// did; none at or past the heal (a fault inserted there would not fire). `events` is the
-    /// run's trace (who held the lock then).
+    /// run's trace (who held the lock when).
     pub fn add(
         &mut self,
         faults: &[Fault],
@@ -193,42 +312,104 @@ impl Anchors {
             *t = (*t).min(t_us);
         }
         for (mark, t_us) in first {
-            if t_us / 1000 + 1 >= heal_at_ms {
-                continue;
-            }
-            self.waiting.push(Anchor {
-                faults: faults.to_vec(),
-                seed,
-                mark,
-                t_us,
-                holders: holders_at(events, t_us),
-                server_roles: server_roles_at(events, t_us),
-                children: 0,
-            });
+            self.push(faults, seed, mark, t_us, 0, events, heal_at_ms);
         }
+    }
+
+    /// Anchors a run at the last mark of `--toward`'s path it reached (`directed`), `progress`
+    /// marks along it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_on_path(
+        &mut self,
+        faults: &[Fault],
+        seed: u64,
+        (mark, t_us): (Mark, u64),
+        progress: usize,
+        events: &[Event],
+        heal_at_ms: u64,
+    ) {
+        self.push(faults, seed, mark, t_us, progress, events, heal_at_ms);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        faults: &[Fault],
+        seed: u64,
+        mark: Mark,
+        t_us: u64,
+        progress: usize,
+        events: &[Event],
+        heal_at_ms: u64,
+    ) {
+        if t_us / 1000 + 1 >= heal_at_ms || !self.anchored.insert((seed, mark, t_us)) {
+            return;
+        }
+        self.waiting.push(Anchor {
+            faults: faults.to_vec(),
+            seed,
+            mark,
+            t_us,
+            holders: holders_at(events, t_us),
+            server_roles: server_roles_at(events, t_us),
+            progress,
+            children: 0,
+        });
         let over = self.waiting.len().saturating_sub(MAX_ANCHORS);
         self.waiting.drain(..over);
     }
 
-    /// A child of an anchor drawn by its mark's weight: the anchor's faults up to its time,
-    /// and 1 to [`MAX_STACK`] faults after it (see the module doc); the seed it runs on and
-    /// what it chose. `None` when no kind of the nemesis may fire near the anchor.
+    /// The furthest progress along `--toward`'s path of a waiting anchor (0: none on it).
+    pub fn furthest(&self) -> usize {
+        self.waiting.iter().map(|a| a.progress).max().unwrap_or(0)
+    }
+
+    /// The anchor to give a child: with `furthest` (directed), one of the furthest progress
+    /// along the path; otherwise any, drawn by its mark's learnt weight over the runs that
+    /// reached that mark (`mark_hits`: rare states first).
+    fn pick(
+        &self,
+        furthest: bool,
+        mark_hits: &dyn Fn(Mark) -> u64,
+        fresh_kinds: &dyn Fn(&Anchor) -> usize,
+        rng: &mut ChaCha8Rng,
+    ) -> usize {
+        let best = self.furthest();
+        let weights: Vec<f64> = self
+            .waiting
+            .iter()
+            .map(|a| {
+                if furthest && a.progress < best {
+                    return 0.0;
+                }
+                let fresh = match fresh_kinds(a) {
+                    0 => STALE_ANCHOR_WEIGHT,
+                    n => n as f64,
+                };
+                fresh * self.prior.mark_weight(a.mark) / mark_hits(a.mark).max(1) as f64
+            })
+            .collect();
+        roulette(&weights, rng)
+    }
+
+    /// A child of an anchor (see [`Anchors::pick`]): the anchor's faults up to its time, and
+    /// 1 to [`MAX_STACK`] faults after it (see the module doc); the seed it runs on and what
+    /// it chose. `None` when no kind of the nemesis may fire near the anchor.
+    #[allow(clippy::too_many_arguments)]
     pub fn child(
         &mut self,
         nemesis: &NemesisSpec,
         scales: &TimeScales,
         heal_at_ms: u64,
+        furthest: bool,
+        mark_hits: &dyn Fn(Mark) -> u64,
         rng: &mut ChaCha8Rng,
     ) -> Option<(Vec<Fault>, u64, Choice)> {
         if self.waiting.is_empty() || nemesis.kinds.is_empty() || scales.0.is_empty() {
             return None;
         }
-        let weights: Vec<f64> = self
-            .waiting
-            .iter()
-            .map(|a| self.prior.mark_weight(a.mark))
-            .collect();
-        let i = roulette(&weights, rng);
+        let fresh_kinds = |a: &Anchor| fresh_kinds(a, nemesis, scales, heal_at_ms);
+        let i = self.pick(furthest, mark_hits, &fresh_kinds, rng);
         let anchor = &mut self.waiting[i];
         anchor.children += 1;
         let anchor = if anchor.children >= CHILDREN_PER_ANCHOR {
@@ -244,19 +425,14 @@ impl Anchors {
             .cloned()
             .collect();
         faults.truncate(swarm::MAX_FAULTS - MAX_STACK);
-        // The nemesis draws a kind's next fault a sum of `every_ms` waits after its last
-        // (`bounds::next_reachable`).
-        let mut last_of_kind: BTreeMap<&str, u64> =
-            nemesis.kinds.iter().map(|k| (k.kind.as_str(), 0)).collect();
-        for f in &faults {
-            if let Some(k) = nemesis.kinds.iter().find(|k| k.kind == f.kind.name()) {
-                last_of_kind.insert(k.kind.as_str(), swarm::at_ms(f));
-            }
-        }
+        let Reach {
+            mut last_of_kind,
+            mut exercised,
+            near_ms,
+        } = Reach::of(&faults, t_ms, nemesis, scales);
         let earliest = |last: &BTreeMap<&str, u64>, k: &KindSpec, at_ms: u64| {
             bounds::next_reachable(last[k.kind.as_str()], at_ms, k.every_ms)
         };
-        let near_ms = t_ms + scales.0.iter().map(|(_, ms)| *ms).max().unwrap_or(1);
         let stack_weights: Vec<f64> = (1..=MAX_STACK)
             .map(|n| self.prior.weight(&Arm::Stack(n)))
             .collect();
@@ -274,12 +450,18 @@ impl Anchors {
             let kind_weights: Vec<f64> = near
                 .iter()
                 .map(|k| {
-                    self.prior
-                        .weight(&Arm::MarkKind(anchor.mark, kind_name(&k.kind)))
+                    let name = kind_name(&k.kind);
+                    let fresh = if exercised.contains(name) {
+                        EXERCISED_KIND_WEIGHT
+                    } else {
+                        1.0
+                    };
+                    fresh * self.prior.weight(&Arm::MarkKind(anchor.mark, name))
                 })
                 .collect();
             let kind = near[roulette(&kind_weights, rng)];
             let name = kind_name(&kind.kind);
+            exercised.insert(name);
             let offset_weights: Vec<f64> = scales
                 .0
                 .iter()
@@ -295,7 +477,8 @@ impl Anchors {
             );
             let at_ms = earliest(&last_of_kind, kind, t_ms + offset_ms).min(heal_at_ms - 1);
             last_of_kind.insert(kind.kind.as_str(), at_ms);
-            // Durations around a time scale, where that meets the kind's range, or the range.
+            // Durations around a time scale, where that meets the kind's range, the range, or
+            // one of its bounds.
             let mut durations: Vec<(&'static str, MsRange)> = Vec::new();
             if let Some(range) = kind.duration_ms {
                 for &(scale, ms) in &scales.0 {
@@ -308,6 +491,20 @@ impl Anchors {
                     }
                 }
                 durations.push((KIND_RANGE, range));
+                durations.push((
+                    RANGE_MAX,
+                    MsRange {
+                        min: range.max,
+                        max: range.max,
+                    },
+                ));
+                durations.push((
+                    RANGE_MIN,
+                    MsRange {
+                        min: range.min,
+                        max: range.min,
+                    },
+                ));
             }
             let draw = KindDraw {
                 kind: kind.clone(),
@@ -322,7 +519,9 @@ impl Anchors {
             if !durations.is_empty() {
                 let duration_weights: Vec<f64> = durations
                     .iter()
-                    .map(|(scale, _)| self.prior.weight(&Arm::Duration(name, scale)))
+                    .map(|(scale, _)| {
+                        bound_weight(scale) * self.prior.weight(&Arm::Duration(name, scale))
+                    })
                     .collect();
                 let (duration_scale, range) = durations[roulette(&duration_weights, rng)];
                 if let Some(lasts) = lasts_mut(&mut inserted) {
@@ -334,6 +533,9 @@ impl Anchors {
                 }
                 arms.push(Arm::Duration(name, duration_scale));
             }
+            if let Some(bound) = self.extreme_parameter(&mut inserted, kind, rng) {
+                arms.push(Arm::Parameter(name, bound));
+            }
             arms.extend(role.map(|role| Arm::Target(name, role)));
             faults.push(as_scripted(&inserted, heal_at_ms));
         }
@@ -341,7 +543,59 @@ impl Anchors {
             return None;
         }
         swarm::sort_by_time(&mut faults);
-        Some((faults, anchor.seed, Choice { arms }))
+        Some((
+            faults,
+            anchor.seed,
+            Choice {
+                arms,
+                anchor_progress: anchor.progress,
+            },
+        ))
+    }
+
+    /// Sets a fault's drawn parameter (a clock jump's `delta_ms`, a drift's `rate`, a delay's
+    /// `extra_ms`) to a bound of the kind's range, or leaves it as drawn, as the prior weighs
+    /// the three (AFL's "interesting values": a fault's bound is where bugs are); the choice,
+    /// or `None` for a kind without a parameter.
+    fn extreme_parameter(
+        &self,
+        fault: &mut Fault,
+        kind: &KindSpec,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<&'static str> {
+        let name = kind_name(&kind.kind);
+        let has_parameter = matches!(
+            fault.kind,
+            FaultKind::ClockJump { .. } | FaultKind::ClockDrift { .. } | FaultKind::Delay { .. }
+        );
+        if !has_parameter {
+            return None;
+        }
+        let choices = [DRAWN, RANGE_MAX, RANGE_MIN];
+        let weights: Vec<f64> = choices
+            .iter()
+            .map(|c| bound_weight(c) * self.prior.weight(&Arm::Parameter(name, c)))
+            .collect();
+        let choice = choices[roulette(&weights, rng)];
+        let high = choice == RANGE_MAX;
+        if choice != DRAWN {
+            match &mut fault.kind {
+                FaultKind::ClockJump { delta_ms, .. } => {
+                    let (a, b) = kind.delta_ms?;
+                    *delta_ms = if high { b } else { a };
+                }
+                FaultKind::ClockDrift { rate, .. } => {
+                    let (a, b) = kind.rate?;
+                    *rate = ((if high { b } else { a }) * 1000.0).round() / 1000.0;
+                }
+                FaultKind::Delay { extra_ms, .. } => {
+                    let range = kind.extra_ms?;
+                    *extra_ms = (if high { range.max } else { range.min }).max(1);
+                }
+                _ => {}
+            }
+        }
+        Some(choice)
     }
 
     /// Names the target of a one-node fault by a role drawn by its weight (see the module
@@ -382,7 +636,10 @@ impl Anchors {
         }
         let weights: Vec<f64> = roles
             .iter()
-            .map(|r| self.prior.weight(&Arm::Target(kind, r.clone())))
+            .map(|r| {
+                let holder = if r == "holder" { HOLDER_WEIGHT } else { 1.0 };
+                holder * self.prior.weight(&Arm::Target(kind, r.clone()))
+            })
             .collect();
         let role = roles[roulette(&weights, rng)].clone();
         let of_role: Vec<&String> = nodes.iter().filter(|n| role_of(n) == role).collect();
@@ -540,7 +797,7 @@ mod tests {
         let mut stacks = BTreeSet::new();
         for _ in 0..CHILDREN_PER_ANCHOR {
             let (child, seed, choice) = anchors
-                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
             assert_eq!(seed, 7);
             let Arm::Stack(stack) = choice.arms[0] else {
@@ -590,10 +847,17 @@ mod tests {
         let mut anchors = Anchors::default();
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         let mut paused_by_role = BTreeMap::new();
-        for _ in 0..300 {
-            anchors.add(&[], 1, &[(Mark::AcquireGranted, 500_000)], &events, 10_000);
+        // A point is anchored once: each round on a seed of its own.
+        for round in 0..300 {
+            anchors.add(
+                &[],
+                round,
+                &[(Mark::AcquireGranted, 500_000)],
+                &events,
+                10_000,
+            );
             let (child, _, choice) = anchors
-                .child(&nemesis(), &scales(), 10_000, &mut rng)
+                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
             if choice.arms[0] != Arm::Stack(1) {
                 continue;
@@ -675,16 +939,16 @@ mod tests {
             let mut anchors = Anchors::default();
             let mut rng = ChaCha8Rng::seed_from_u64(6);
             let mut by_role = BTreeMap::new();
-            for _ in 0..60 {
+            for round in 0..60 {
                 anchors.add(
                     &[],
-                    1,
+                    round,
                     &[(Mark::WaitPartiallyAcked, 200_000)],
                     &events,
                     10_000,
                 );
                 let (child, _, choice) = anchors
-                    .child(&spec, &scales(), 10_000, &mut rng)
+                    .child(&spec, &scales(), 10_000, false, &|_| 1, &mut rng)
                     .expect("an anchor waits");
                 let role = target_role(&choice, "a crash names its target's role");
                 let node = child[0].kind.node_names()[0].to_string();
@@ -701,6 +965,121 @@ mod tests {
     }
 
     #[test]
+    fn a_point_is_anchored_once() {
+        let mut anchors = Anchors::default();
+        for _ in 0..3 {
+            anchors.add(&[], 1, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
+        }
+        anchors.add_on_path(&[], 1, (Mark::KeyExpired, 2_000_000), 1, &[], 10_000);
+        assert_eq!(anchors.waiting.len(), 1);
+        // The same mark at the same time of another seed is another point.
+        anchors.add(&[], 2, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
+        assert_eq!(anchors.waiting.len(), 2);
+    }
+
+    #[test]
+    fn directed_children_come_from_the_anchors_furthest_along_the_path() {
+        let mut anchors = Anchors::default();
+        anchors.add(&[], 1, &[(Mark::AcquireGranted, 1_000_000)], &[], 10_000);
+        anchors.add_on_path(
+            &[],
+            2,
+            (Mark::ClockJumpWhileHeld, 2_000_000),
+            1,
+            &[],
+            10_000,
+        );
+        anchors.add_on_path(&[], 3, (Mark::LockKeyExpired, 3_000_000), 2, &[], 10_000);
+        assert_eq!(anchors.furthest(), 2);
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        for _ in 0..CHILDREN_PER_ANCHOR {
+            let (_, seed, choice) = anchors
+                .child(&nemesis(), &scales(), 10_000, true, &|_| 1, &mut rng)
+                .expect("an anchor waits");
+            assert_eq!((seed, choice.anchor_progress), (3, 2));
+        }
+        // It gave all its children: the next furthest.
+        assert_eq!(anchors.furthest(), 1);
+        // Blind: any anchor, the rarer mark (fewer runs reached it) more often.
+        let hits = |m: Mark| if m == Mark::AcquireGranted { 1 } else { 1000 };
+        let (_, seed, _) = anchors
+            .child(&nemesis(), &scales(), 10_000, false, &hits, &mut rng)
+            .expect("an anchor waits");
+        assert_eq!(seed, 1);
+    }
+
+    #[test]
+    fn an_anchor_past_every_kind_it_did_not_exercise_is_drawn_less() {
+        let spec = nemesis();
+        let t_us = 5_000_000;
+        let at = |ms| crate::scenario::faults::When::At { at_ms: ms };
+        // A pause and a crash open at the anchor: its children could only repeat them.
+        let mut crash = pause(4_990);
+        crash.kind = crate::scenario::faults::FaultKind::Crash {
+            node: "redis-1".into(),
+            restart_after_ms: Some(3000),
+        };
+        crash.duration_ms = None;
+        crash.when = at(4_990);
+        let mut stale = Anchors::default();
+        stale.add(
+            &[pause(4_990), crash],
+            1,
+            &[(Mark::KeyExpired, t_us)],
+            &[],
+            10_000,
+        );
+        stale.add(&[], 2, &[(Mark::KeyExpired, t_us)], &[], 10_000);
+        let fresh = |a: &Anchor| fresh_kinds(a, &spec, &scales(), 10_000);
+        assert_eq!(fresh(&stale.waiting[0]), 0);
+        assert_eq!(fresh(&stale.waiting[1]), 2);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let picked_stale = (0..400)
+            .filter(|_| stale.pick(false, &|_| 1, &fresh, &mut rng) == 0)
+            .count();
+        // Weights 0.1 and 2: about 5 %.
+        assert!(picked_stale < 40, "{picked_stale} of 400");
+    }
+
+    #[test]
+    fn the_holder_and_a_ranges_upper_bound_come_first_before_anything_is_learnt() {
+        let acquired = EventKind::Acquired {
+            token: "t".into(),
+            fence: None,
+        };
+        let events = vec![event(100, "client-1", acquired)];
+        let mut anchors = Anchors::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(10);
+        let (mut holder, mut peer, mut longest, mut pauses) = (0, 0, 0, 0);
+        for round in 0..600 {
+            anchors.add(
+                &[],
+                round,
+                &[(Mark::AcquireGranted, 500_000)],
+                &events,
+                10_000,
+            );
+            let (child, _, _) = anchors
+                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
+                .expect("an anchor waits");
+            for f in &child {
+                if let crate::scenario::faults::FaultKind::Pause { node } = &f.kind {
+                    pauses += 1;
+                    if node == "client-1" {
+                        holder += 1;
+                    } else {
+                        peer += 1;
+                    }
+                    longest += usize::from(f.duration_ms == Some(3000));
+                }
+            }
+        }
+        assert!(holder > peer * 3 / 2, "holder {holder}, peer {peer}");
+        // The upper bound: weight 2 of 6 (latency, down-after, the range, its bounds).
+        assert!(longest * 4 > pauses, "{longest} of {pauses} pauses at 3 s");
+    }
+
+    #[test]
     fn the_prior_favours_the_arms_that_reached_new_features() {
         // The last 200 of 400 children, with and without crediting their arms.
         let crash_only_children = |learn: bool| {
@@ -708,9 +1087,15 @@ mod tests {
             let mut rng = ChaCha8Rng::seed_from_u64(2);
             let mut late = 0;
             for round in 0..400 {
-                anchors.add(&[], 1, &[(Mark::ReplicaPromoted, 1_000_000)], &[], 10_000);
+                anchors.add(
+                    &[],
+                    round,
+                    &[(Mark::ReplicaPromoted, 1_000_000)],
+                    &[],
+                    10_000,
+                );
                 let (child, _, choice) = anchors
-                    .child(&nemesis(), &scales(), 10_000, &mut rng)
+                    .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
                     .expect("an anchor waits");
                 // A child with crashes alone always reaches something new, one with a pause
                 // never.
@@ -737,10 +1122,10 @@ mod tests {
         let mut anchors = Anchors::default();
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut around_down_after = Vec::new();
-        for _ in 0..300 {
-            anchors.add(&[], 1, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
+        for round in 0..300 {
+            anchors.add(&[], round, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
             let (child, _, choice) = anchors
-                .child(&spec, &scales(), 10_000, &mut rng)
+                .child(&spec, &scales(), 10_000, false, &|_| 1, &mut rng)
                 .expect("an anchor waits");
             // Sentinel's down-after (1 s) is no scale of a 3-6 s restart.
             assert!(!choice.arms.contains(&Arm::Duration("crash", "down_after")));

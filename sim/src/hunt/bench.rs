@@ -5,7 +5,10 @@
 //!   run per seed, seeds `c × budget ..` for campaign `c` — what `locksim sweep` does;
 //! - `swarm`: hunt's fresh inputs only (each kind on with p = ½, rates and durations
 //!   log-uniform), nothing learnt;
-//! - `hunt`: the guided search (`Search::Guided`), fresh runs on the same seeds as `swarm`.
+//! - `hunt`: the guided search (`Search::Guided`), blind, fresh runs on the same seeds as
+//!   `swarm`;
+//! - `hunt --toward` (with `Bench::toward`): the same search directed along a path of marks
+//!   (`directed`), on the same seeds.
 //!
 //! It also counts the distinct features (`features`) a campaign reaches in its first N runs,
 //! over campaigns that do not stop at a violation. Every figure is a function of the scenario,
@@ -29,9 +32,12 @@ pub enum Method {
     Random,
     Swarm,
     Hunt,
+    /// Hunt directed along `Bench::toward`'s marks.
+    Toward,
 }
 
 impl Method {
+    /// The searches every bench compares ([`Method::Toward`] joins them with a path).
     pub const ALL: [Method; 3] = [Method::Random, Method::Swarm, Method::Hunt];
 
     pub fn name(self) -> &'static str {
@@ -39,6 +45,7 @@ impl Method {
             Method::Random => "random",
             Method::Swarm => "swarm",
             Method::Hunt => "hunt",
+            Method::Toward => "hunt --toward",
         }
     }
 }
@@ -168,6 +175,8 @@ pub struct Bench {
     target: Target,
     /// The path a violation must take to end a campaign (`took_path`); empty: any violation.
     path: Vec<Mark>,
+    /// The path [`Method::Toward`] is directed along; empty: no such search.
+    toward: Vec<Mark>,
 }
 
 impl Bench {
@@ -176,7 +185,23 @@ impl Bench {
         Ok(Bench {
             target,
             path: Vec::new(),
+            toward: Vec::new(),
         })
+    }
+
+    /// Adds the search [`Method::Toward`]: hunt directed along `marks` (`directed`).
+    pub fn toward(mut self, marks: &[Mark]) -> Bench {
+        self.toward = marks.to_vec();
+        self
+    }
+
+    /// The searches this bench compares.
+    pub fn methods(&self) -> Vec<Method> {
+        let mut methods = Method::ALL.to_vec();
+        if !self.toward.is_empty() {
+            methods.push(Method::Toward);
+        }
+        methods
     }
 
     /// Campaigns stop only at a violation whose run fired `path`'s marks in order; the others
@@ -234,15 +259,18 @@ impl Bench {
 
     /// A swarm or hunt campaign of `runs` runs (`stop`: until its first violation).
     fn search_campaign(&self, method: Method, c: u64, first: u64, runs: u64, stop: bool) -> Ran {
-        let search = if method == Method::Hunt {
-            Search::Guided
-        } else {
+        let search = if method == Method::Swarm {
             Search::SwarmOnly
+        } else {
+            Search::Guided
         };
         let mut campaign = Campaign::new(&self.target, c)
             .first_seed(first)
             .search(search)
             .stop_at_path(&self.path);
+        if method == Method::Toward {
+            campaign = campaign.toward(&self.toward);
+        }
         if !stop {
             campaign = campaign.past_violations();
         }
@@ -281,7 +309,9 @@ impl Bench {
         let first = self.first_seed(c, settings);
         match method {
             Method::Random => self.random_campaign(first, runs, stop),
-            Method::Swarm | Method::Hunt => self.search_campaign(method, c, first, runs, stop),
+            Method::Swarm | Method::Hunt | Method::Toward => {
+                self.search_campaign(method, c, first, runs, stop)
+            }
         }
     }
 
@@ -293,7 +323,8 @@ impl Bench {
     ) -> Result<Vec<MethodFigures>, String> {
         // Jobs: (method, campaign, stops at its first violation).
         let mut jobs: Vec<(Method, u64, bool)> = Vec::new();
-        for method in Method::ALL {
+        let methods = self.methods();
+        for &method in &methods {
             jobs.extend((0..settings.campaigns).map(|c| (method, c, true)));
             jobs.extend((0..settings.feature_campaigns).map(|c| (method, c, false)));
         }
@@ -324,7 +355,7 @@ impl Bench {
             }
         });
         let results = results.into_inner().expect("not poisoned");
-        let mut figures: Vec<MethodFigures> = Method::ALL
+        let mut figures: Vec<MethodFigures> = methods
             .iter()
             .map(|&method| MethodFigures {
                 method,
@@ -415,7 +446,7 @@ pub fn table(
     }
     for f in figures {
         let origins = f.origins();
-        if f.method == Method::Hunt && !origins.is_empty() {
+        if matches!(f.method, Method::Hunt | Method::Toward) && !origins.is_empty() {
             let origins: Vec<String> = origins
                 .iter()
                 .map(|(o, n, runs)| format!("{o} {n} in {runs} runs"))
@@ -530,6 +561,19 @@ mod tests {
             text.contains("stops only at a violation whose run fired promoted_while_held"),
             "{text}"
         );
+        // Directed along a mark this world reaches: a fourth search, as reproducible.
+        let toward = [Mark::AcquireGranted, Mark::LockKeyExpired];
+        let directed = Bench::new(&scenario, 0).expect("a nemesis").toward(&toward);
+        assert_eq!(directed.methods().last(), Some(&Method::Toward));
+        let figures = directed.run(&settings(1), |_, _, _| {}).expect("runs");
+        assert_eq!(figures.len(), 4);
+        assert_eq!(figures[..3], one[..]);
+        assert_eq!(
+            figures,
+            directed.run(&settings(3), |_, _, _| {}).expect("runs")
+        );
+        let text = super::table("unit", &settings(1), &figures, &[]);
+        assert!(text.contains("| hunt --toward |"), "{text}");
     }
 
     #[test]

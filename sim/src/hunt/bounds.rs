@@ -454,14 +454,19 @@ mod tests {
         for i in 0..300u64 {
             let fresh = swarm::draw_schedule(&swarm::nemesis_kinds(nemesis), 0, heal, &mut rng);
             let t_us = (i * 37 % heal) * 1000;
-            anchors.add(
-                &fresh,
-                1,
-                &[(model::marks::Mark::KeyExpired, t_us)],
-                &[],
-                heal,
-            );
-            if let Some((child, _, _)) = anchors.child(nemesis, &scales, heal, &mut rng) {
+            // Blind anchors, and directed ones (`--toward`) on alternate rounds.
+            let directed = i % 2 == 1;
+            if directed {
+                let point = (model::marks::Mark::KeyExpired, t_us);
+                anchors.add_on_path(&fresh, i, point, 1, &[], heal);
+            } else {
+                let points = [(model::marks::Mark::KeyExpired, t_us)];
+                anchors.add(&fresh, i, &points, &[], heal);
+            }
+            let hits = |_| 1 + i % 5;
+            if let Some((child, _, _)) =
+                anchors.child(nemesis, &scales, heal, directed, &hits, &mut rng)
+            {
                 check(&child, false);
             }
         }

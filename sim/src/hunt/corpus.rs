@@ -19,6 +19,8 @@ pub struct Entry {
     pub seed: u64,
     pub features: BTreeSet<String>,
     pub watermarks: Watermarks,
+    /// How far its run went along `--toward`'s path (`directed::progress`; 0 when blind).
+    pub progress: usize,
 }
 
 /// A run's watermarks (`features::Reached`).
@@ -117,6 +119,30 @@ impl Corpus {
         self.entries.last()
     }
 
+    /// A parent among the entries of the furthest progress along `--toward`'s path (at least
+    /// 1), drawn by rarity as [`Corpus::choose`]; `None` when no entry made progress.
+    pub fn choose_furthest(&self, rng: &mut ChaCha8Rng) -> Option<&Entry> {
+        let furthest = self.entries.iter().map(|e| e.progress).max()?;
+        if furthest == 0 {
+            return None;
+        }
+        let of: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|e| e.progress == furthest)
+            .collect();
+        let weights: Vec<f64> = of.iter().map(|e| 1.0 / self.rarest(e) as f64).collect();
+        let total: f64 = weights.iter().sum();
+        let mut left = rng.r#gen::<f64>() * total;
+        for (entry, w) in of.iter().zip(&weights) {
+            if left < *w {
+                return Some(entry);
+            }
+            left -= w;
+        }
+        of.last().copied()
+    }
+
     /// The entry with the best of `watermark` (the earliest of equals); `None` when no entry's
     /// run has that watermark.
     pub fn best_by(&self, watermark: Watermark) -> Option<&Entry> {
@@ -144,6 +170,7 @@ mod tests {
             seed,
             features: features.iter().map(|f| f.to_string()).collect(),
             watermarks: Watermarks::default(),
+            progress: 0,
         }
     }
 
@@ -164,5 +191,11 @@ mod tests {
             .count();
         // Weights 1/100 and 1/1: the rare entry about 99 % of the time.
         assert!(rare_picks > 950, "{rare_picks}");
+        // No progress along a path: no furthest parent.
+        assert!(corpus.choose_furthest(&mut rng).is_none());
+        // The common entry went further along it: always the furthest parent.
+        corpus.entries[0].progress = 2;
+        corpus.entries[1].progress = 1;
+        assert!((0..50).all(|_| corpus.choose_furthest(&mut rng).expect("progress").seed == 1));
     }
 }

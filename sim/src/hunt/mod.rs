@@ -21,6 +21,9 @@
 //!   replay its faults up to t and insert one fault right after, its kind, offset and duration
 //!   drawn around the scenario's time scales by what earlier children of the campaign taught.
 //!
+//! - directed (`directed`, `--toward`): runs that fired more of a path's marks in order are
+//!   the parents, and anchor at the last of them they reached.
+//!
 //! What a run reached (`features`): its marks (`model::marks`), ordered mark pairs, (mark,
 //! active fault kind), and the watermark. A run is kept in the corpus when it reaches a
 //! feature no earlier run had, or a better watermark. The campaign stops at the first run
@@ -30,6 +33,7 @@ pub mod anchor;
 pub mod bench;
 pub mod bounds;
 pub mod corpus;
+pub mod directed;
 pub mod features;
 pub mod mutate;
 pub mod swarm;
@@ -284,13 +288,18 @@ pub struct Progress {
     /// Violating runs that did not take the campaign's path (`Campaign::stop_at_path`): learnt
     /// from as any other run, counted.
     pub other_violations: u64,
+    /// Directed (`--toward`): the furthest progress along the path and its length.
+    pub toward: Option<(usize, usize)>,
 }
 
 impl Progress {
     pub fn line(&self) -> String {
         let ms = |m: Option<i64>| m.map_or("-".to_string(), |m| format!("{m} ms"));
+        let toward = self
+            .toward
+            .map_or(String::new(), |(k, n)| format!(" · path {k}/{n}"));
         format!(
-            "runs {} · features {} · corpus {} · least write margin {} · least validity at a grant {} · largest failover lag {}",
+            "runs {}{toward} · features {} · corpus {} · least write margin {} · least validity at a grant {} · largest failover lag {}",
             self.runs,
             self.features,
             self.corpus,
@@ -425,6 +434,10 @@ pub struct Campaign<'a> {
     tried: Vec<Tried>,
     /// What the two fresh sources' runs reached.
     fresh: FreshSources,
+    /// `--toward`'s path (`directed`); empty: a blind search.
+    toward: Vec<model::marks::Mark>,
+    /// The furthest progress a run made along it.
+    furthest: usize,
 }
 
 /// The two sources of fresh inputs, the random nemesis's own runs and swarm draws, each with
@@ -481,7 +494,16 @@ impl<'a> Campaign<'a> {
             jobs: 1,
             tried: Vec::new(),
             fresh: FreshSources::default(),
+            toward: Vec::new(),
+            furthest: 0,
         }
+    }
+
+    /// Directs the search along `path` (`directed`): parents and anchors favour the runs that
+    /// fired more of its marks in order, anchors sit at the last of them a run reached.
+    pub fn toward(mut self, path: &[model::marks::Mark]) -> Self {
+        self.toward = path.to_vec();
+        self
     }
 
     /// Fresh runs on seeds from `seed` on (the benchmark gives each campaign its own seeds).
@@ -582,7 +604,11 @@ impl<'a> Campaign<'a> {
         if self.next_nemesis_seed == self.next_seed && self.progress.runs == 0 {
             return self.nemesis_run();
         }
-        let fresh_share = if self.runs_since_new >= STALL_RUNS {
+        // Directed, with an anchor on the path: most runs branch there.
+        let on_path = self.anchors.furthest() > 0;
+        let fresh_share = if on_path {
+            directed::DIRECTED_FRESH_SHARE
+        } else if self.runs_since_new >= STALL_RUNS {
             STALLED_FRESH_SHARE
         } else {
             FRESH_SHARE
@@ -604,14 +630,30 @@ impl<'a> Campaign<'a> {
                 choice: None,
             };
         }
+        let anchor_share = if on_path {
+            directed::DIRECTED_ANCHOR_SHARE
+        } else {
+            ANCHOR_SHARE
+        };
+        let hits = &self.corpus.hits;
+        let mark_hits = |mark: model::marks::Mark| {
+            hits.get(&format!("m:{}", mark.name()))
+                .copied()
+                .unwrap_or(1)
+        };
         if !self.anchors.is_empty()
-            && self.learn_rng.gen_bool(ANCHOR_SHARE)
-            && let Some((faults, seed, choice)) = self.anchors.child(
-                &self.target.nemesis,
-                &self.target.scales,
-                heal_at_ms,
-                &mut self.learn_rng,
-            )
+            && self.learn_rng.gen_bool(anchor_share)
+            && let Some((faults, seed, choice)) = {
+                let furthest = on_path && self.learn_rng.gen_bool(directed::FURTHEST_ANCHOR_SHARE);
+                self.anchors.child(
+                    &self.target.nemesis,
+                    &self.target.scales,
+                    heal_at_ms,
+                    furthest,
+                    &mark_hits,
+                    &mut self.learn_rng,
+                )
+            }
         {
             return Input {
                 faults,
@@ -623,9 +665,16 @@ impl<'a> Campaign<'a> {
         let kinds = self.target.all_kinds(&mut self.learn_rng);
         let by_watermark = self.learn_rng.gen_bool(WATERMARK_SHARE);
         let watermark = Watermark::ALL[self.learn_rng.gen_range(0..Watermark::ALL.len())];
-        let parent = by_watermark
-            .then(|| self.corpus.best_by(watermark))
+        let furthest =
+            !self.toward.is_empty() && self.learn_rng.gen_bool(directed::FURTHEST_PARENT_SHARE);
+        let parent = furthest
+            .then(|| self.corpus.choose_furthest(&mut self.learn_rng))
             .flatten()
+            .or_else(|| {
+                by_watermark
+                    .then(|| self.corpus.best_by(watermark))
+                    .flatten()
+            })
             .or_else(|| self.corpus.choose(&mut self.learn_rng))
             .cloned()
             .expect("not empty");
@@ -675,10 +724,18 @@ impl<'a> Campaign<'a> {
         if !trial.broken.is_empty() && !on_path {
             self.progress.other_violations += 1;
         }
+        let (progress, last_on_path) = directed::progress(&trial.reached, &self.toward);
+        let further = progress > self.furthest;
         // A violation of another path is no success for the path searched.
         let success = !new.is_empty() || (!trial.broken.is_empty() && on_path);
         if let Some(choice) = &choice {
-            self.anchors.prior.credit(choice, success);
+            // Directed: a child succeeds when it went further along the path than its anchor.
+            let child_success = if self.toward.is_empty() {
+                success
+            } else {
+                progress > choice.anchor_progress || (!trial.broken.is_empty() && on_path)
+            };
+            self.anchors.prior.credit(choice, child_success);
         }
         self.fresh.credit(origin, success);
         let found = (!trial.broken.is_empty() && on_path).then(|| Found {
@@ -699,6 +756,21 @@ impl<'a> Campaign<'a> {
         // trace (madsim's scheduling draws differ without the nemesis's tasks, as `shrink`
         // reports): its times are no branch points. Its schedule is still a parent for mutants.
         let replays = origin != Origin::Nemesis;
+        if learns && replays && progress > 0 && progress >= self.furthest {
+            let last = last_on_path.expect("progress along the path");
+            self.anchors.add_on_path(
+                &faults,
+                seed,
+                last,
+                progress,
+                &trial.events,
+                self.target.heal_at_ms,
+            );
+        }
+        self.furthest = self.furthest.max(progress);
+        if !self.toward.is_empty() {
+            self.progress.toward = Some((self.furthest, self.toward.len()));
+        }
         if learns && replays {
             let reached_at: Vec<(model::marks::Mark, u64)> = trial
                 .reached
@@ -715,7 +787,7 @@ impl<'a> Campaign<'a> {
                 self.target.heal_at_ms,
             );
         }
-        if learns && (keep || !new.is_empty() || better_watermark) {
+        if learns && (keep || !new.is_empty() || better_watermark || further) {
             if replays {
                 self.branch_prefixes(&faults, seed, &new, &trial.reached);
             }
@@ -725,6 +797,7 @@ impl<'a> Campaign<'a> {
                 seed,
                 features: trial.reached.features,
                 watermarks,
+                progress,
             });
         }
         self.progress.features = self.corpus.hits.len();
