@@ -629,6 +629,11 @@ pub fn run_parallel(
 /// sweep of a million seeds need not list them first. A worker the system refuses to start
 /// (too many threads) is done without: the others take its share, or with none the caller's
 /// thread does the work (issue 31: `--jobs 1000000` panicked in `thread::spawn`).
+/// A worker hands each output over in a rendezvous (a channel of no capacity): it takes its
+/// next item only once the caller's thread has received the last one, so when `on_done` makes
+/// `stop()` true (a sweep's failed write) at most one more item per worker has started,
+/// whatever the load (with an unbounded channel a worker ran on while the caller's thread
+/// waited for a core: `hostile_input.rs` saw three runs past a failed write).
 pub fn on_workers<W: Send, T: Send>(
     work: impl IntoIterator<Item = W, IntoIter: Send>,
     jobs: usize,
@@ -650,7 +655,7 @@ pub fn on_workers<W: Send, T: Send>(
             .next()
     };
     let run_one = &run_one;
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::sync_channel(0);
     std::thread::scope(|scope| {
         let mut started = 0;
         for worker in 0..workers {
