@@ -788,6 +788,22 @@ mod tests {
         TimeScales(vec![("latency", 5), ("down_after", 1000)])
     }
 
+    /// The tests' common step: an anchor at `at` (mark, µs) of a run on `seed` without faults,
+    /// then one child drawn before anything is learnt (heal at 10 s).
+    fn child_of_new_anchor(
+        anchors: &mut Anchors,
+        spec: &NemesisSpec,
+        seed: u64,
+        at: (Mark, u64),
+        events: &[Event],
+        rng: &mut ChaCha8Rng,
+    ) -> (Vec<Fault>, u64, Choice) {
+        anchors.add(&[], seed, &[at], events, 10_000);
+        anchors
+            .child(spec, &scales(), 10_000, false, &|_| 1, rng)
+            .expect("an anchor waits")
+    }
+
     #[test]
     fn a_child_keeps_the_prefix_and_inserts_up_to_three_faults_after_the_anchor() {
         let parent = vec![pause(100), pause(900), pause(5000)];
@@ -849,16 +865,14 @@ mod tests {
         let mut paused_by_role = BTreeMap::new();
         // A point is anchored once: each round on a seed of its own.
         for round in 0..300 {
-            anchors.add(
-                &[],
+            let (child, _, choice) = child_of_new_anchor(
+                &mut anchors,
+                &nemesis(),
                 round,
-                &[(Mark::AcquireGranted, 500_000)],
+                (Mark::AcquireGranted, 500_000),
                 &events,
-                10_000,
+                &mut rng,
             );
-            let (child, _, choice) = anchors
-                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
-                .expect("an anchor waits");
             if choice.arms[0] != Arm::Stack(1) {
                 continue;
             }
@@ -940,16 +954,14 @@ mod tests {
             let mut rng = ChaCha8Rng::seed_from_u64(6);
             let mut by_role = BTreeMap::new();
             for round in 0..60 {
-                anchors.add(
-                    &[],
+                let (child, _, choice) = child_of_new_anchor(
+                    &mut anchors,
+                    &spec,
                     round,
-                    &[(Mark::WaitPartiallyAcked, 200_000)],
+                    (Mark::WaitPartiallyAcked, 200_000),
                     &events,
-                    10_000,
+                    &mut rng,
                 );
-                let (child, _, choice) = anchors
-                    .child(&spec, &scales(), 10_000, false, &|_| 1, &mut rng)
-                    .expect("an anchor waits");
                 let role = target_role(&choice, "a crash names its target's role");
                 let node = child[0].kind.node_names()[0].to_string();
                 let expected = if role == REPLICA_LAGGING {
@@ -1052,16 +1064,14 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(10);
         let (mut holder, mut peer, mut longest, mut pauses) = (0, 0, 0, 0);
         for round in 0..600 {
-            anchors.add(
-                &[],
+            let (child, _, _) = child_of_new_anchor(
+                &mut anchors,
+                &nemesis(),
                 round,
-                &[(Mark::AcquireGranted, 500_000)],
+                (Mark::AcquireGranted, 500_000),
                 &events,
-                10_000,
+                &mut rng,
             );
-            let (child, _, _) = anchors
-                .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
-                .expect("an anchor waits");
             for f in &child {
                 if let crate::scenario::faults::FaultKind::Pause { node } = &f.kind {
                     pauses += 1;
@@ -1087,16 +1097,14 @@ mod tests {
             let mut rng = ChaCha8Rng::seed_from_u64(2);
             let mut late = 0;
             for round in 0..400 {
-                anchors.add(
-                    &[],
+                let (child, _, choice) = child_of_new_anchor(
+                    &mut anchors,
+                    &nemesis(),
                     round,
-                    &[(Mark::ReplicaPromoted, 1_000_000)],
+                    (Mark::ReplicaPromoted, 1_000_000),
                     &[],
-                    10_000,
+                    &mut rng,
                 );
-                let (child, _, choice) = anchors
-                    .child(&nemesis(), &scales(), 10_000, false, &|_| 1, &mut rng)
-                    .expect("an anchor waits");
                 // A child with crashes alone always reaches something new, one with a pause
                 // never.
                 let crash_only = child.iter().all(|f| f.kind.name() == "crash");
@@ -1123,10 +1131,14 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut around_down_after = Vec::new();
         for round in 0..300 {
-            anchors.add(&[], round, &[(Mark::KeyExpired, 2_000_000)], &[], 10_000);
-            let (child, _, choice) = anchors
-                .child(&spec, &scales(), 10_000, false, &|_| 1, &mut rng)
-                .expect("an anchor waits");
+            let (child, _, choice) = child_of_new_anchor(
+                &mut anchors,
+                &spec,
+                round,
+                (Mark::KeyExpired, 2_000_000),
+                &[],
+                &mut rng,
+            );
             // Sentinel's down-after (1 s) is no scale of a 3-6 s restart.
             assert!(!choice.arms.contains(&Arm::Duration("crash", "down_after")));
             for f in &child {
