@@ -437,8 +437,8 @@ pub struct ModelRun {
     pub outcomes: Vec<(String, String)>,
     /// The lines of the first master each operation spans, `[start, end)` by index.
     pub ops: Vec<(usize, usize)>,
-    /// The harness's own connections, whose commands are not the lock's.
-    pub skip: Vec<String>,
+    /// The harness's own connections on each master, whose commands are not the lock's.
+    pub skip: Vec<Vec<String>>,
 }
 
 /// A scheme's failure that the library raises to its caller rather than returning (an
@@ -567,11 +567,12 @@ pub fn run(situation: &Situation) -> Result<ModelRun, String> {
     let until = world.now_ms() + situation.settle_ms;
     world.run(until, &|| false)?;
     world.run_until_quiet()?;
-    let lines = world.masters.iter().map(|m| m.lines.take()).collect();
+    let lines: Vec<Vec<Line>> = world.masters.iter().map(|m| m.lines.take()).collect();
+    let skip = vec![vec!["127.0.0.1:2".to_string(), SILENT_PEER.to_string()]; lines.len()];
     Ok(ModelRun {
         lines,
         outcomes,
         ops,
-        skip: vec!["127.0.0.1:2".to_string(), SILENT_PEER.to_string()],
+        skip,
     })
 }

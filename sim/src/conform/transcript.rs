@@ -378,11 +378,12 @@ pub fn op_ranges(lines: &[Line], windows: &[(i64, i64)]) -> Vec<(usize, usize)> 
 /// Builds the transcript of one side from each master's raw lines; `ops` are the lines of the
 /// first master each operation spans (`op_ranges`): delays are measured between the attempts
 /// of one operation, and between the successive refreshes (lines starting as one of `refresh`)
-/// that run in the background, outside every operation.
+/// that run in the background, outside every operation. `skip[m]`: the harness's own
+/// connections on master `m`.
 pub fn transcript(
     per_master: &[Vec<Line>],
     library: &Library,
-    skip: &[String],
+    skip: &[Vec<String>],
     ops: &[(usize, usize)],
 ) -> Transcript {
     let (keys, attempt, refresh) = (&library.keys, &library.attempt, &library.refresh);
@@ -394,7 +395,8 @@ pub fn transcript(
     let mut refreshes = Vec::new();
     for (m, lines) in per_master.iter().enumerate() {
         let mut rendered: Vec<String> = Vec::new();
-        for (index, line) in lock_lines(lines, keys, skip) {
+        let own = skip.get(m).map_or(&[][..], Vec::as_slice);
+        for (index, line) in lock_lines(lines, keys, own) {
             let text = abstractor.render(line);
             let op = ops.iter().rposition(|(a, b)| *a <= index && index < *b);
             if m == 0 && attempt.iter().any(|p| text.starts_with(p.as_str())) {
@@ -552,6 +554,23 @@ mod tests {
     }
 
     #[test]
+    fn a_harness_address_is_skipped_only_on_its_own_master() {
+        let set =
+            |who: &str| parse_line(&format!("1.000000 [0 {who}] \"SET\" \"lock\" \"x\"")).unwrap();
+        // The harness's admin connection to master 0 and the driver's to master 1 share a
+        // local port: the driver's line on master 1 is the lock's.
+        let per_master = [vec![set("127.0.0.1:40000")], vec![set("127.0.0.1:40000")]];
+        let t = transcript(
+            &per_master,
+            &library(&["SET"], &[], &[]),
+            &[vec!["127.0.0.1:40000".to_string()], vec![]],
+            &[(0, usize::MAX)],
+        );
+        assert!(t.masters[0].is_empty(), "{:?}", t.masters[0]);
+        assert_eq!(t.masters[1].len(), 1, "{:?}", t.masters[1]);
+    }
+
+    #[test]
     fn only_the_lock_commands_are_kept_with_their_script_calls() {
         let lines: Vec<Line> = [
             "1.000000 [0 a:1] \"HELLO\" \"3\"",
@@ -570,7 +589,7 @@ mod tests {
         let t = transcript(
             &[lines],
             &library(&["EVAL"], &[], &[]),
-            &["admin:1".to_string()],
+            &[vec!["admin:1".to_string()]],
             &[(0, usize::MAX)],
         );
         assert_eq!(t.attempts, 1);
