@@ -228,12 +228,8 @@ impl<'a> Reach<'a> {
         let exercised = prefix()
             .filter(|f| {
                 let at = swarm::at_ms(f);
-                let lasts = f
-                    .kind
-                    .restart_after_ms()
-                    .unwrap_or(f.duration_ms)
-                    .unwrap_or(0);
-                at + lasts >= t_ms || at + crate::hunt::features::PAIR_WINDOW_MS >= t_ms
+                at + bounds::lasts_ms(f) >= t_ms
+                    || at + crate::hunt::features::PAIR_WINDOW_MS >= t_ms
             })
             .map(|f| kind_name(f.kind.name()))
             .collect();
@@ -242,6 +238,17 @@ impl<'a> Reach<'a> {
             exercised,
             near_ms: t_ms + scales.0.iter().map(|(_, ms)| *ms).max().unwrap_or(1),
         }
+    }
+
+    /// The earliest time from `at_ms` on that the nemesis could draw a fault of kind `k`.
+    fn earliest(&self, k: &KindSpec, at_ms: u64) -> u64 {
+        bounds::next_reachable(self.last_of_kind[k.kind.as_str()], at_ms, k.every_ms)
+    }
+
+    /// Whether a child of the anchor at `t_ms` could insert a fault of kind `k` near it, before
+    /// the heal.
+    fn can_fire(&self, k: &KindSpec, t_ms: u64, heal_at_ms: u64) -> bool {
+        self.earliest(k, t_ms) <= self.near_ms.min(heal_at_ms.saturating_sub(1))
     }
 }
 
@@ -259,15 +266,13 @@ fn fresh_kinds(
         .kinds
         .iter()
         .filter(|k| {
-            !reach.exercised.contains(kind_name(&k.kind))
-                && bounds::next_reachable(reach.last_of_kind[k.kind.as_str()], t_ms, k.every_ms)
-                    <= reach.near_ms.min(heal_at_ms.saturating_sub(1))
+            !reach.exercised.contains(kind_name(&k.kind)) && reach.can_fire(k, t_ms, heal_at_ms)
         })
         .count()
 }
 
 /// Draws index `i` of `weights` with probability proportional to its weight.
-fn roulette(weights: &[f64], rng: &mut ChaCha8Rng) -> usize {
+pub(crate) fn roulette(weights: &[f64], rng: &mut ChaCha8Rng) -> usize {
     let total: f64 = weights.iter().sum();
     let mut left = rng.r#gen::<f64>() * total;
     for (i, w) in weights.iter().enumerate() {
@@ -425,14 +430,7 @@ impl Anchors {
             .cloned()
             .collect();
         faults.truncate(swarm::MAX_FAULTS - MAX_STACK);
-        let Reach {
-            mut last_of_kind,
-            mut exercised,
-            near_ms,
-        } = Reach::of(&faults, t_ms, nemesis, scales);
-        let earliest = |last: &BTreeMap<&str, u64>, k: &KindSpec, at_ms: u64| {
-            bounds::next_reachable(last[k.kind.as_str()], at_ms, k.every_ms)
-        };
+        let mut reach = Reach::of(&faults, t_ms, nemesis, scales);
         let stack_weights: Vec<f64> = (1..=MAX_STACK)
             .map(|n| self.prior.weight(&Arm::Stack(n)))
             .collect();
@@ -442,7 +440,7 @@ impl Anchors {
             let near: Vec<&KindSpec> = nemesis
                 .kinds
                 .iter()
-                .filter(|k| earliest(&last_of_kind, k, t_ms) <= near_ms.min(heal_at_ms - 1))
+                .filter(|k| reach.can_fire(k, t_ms, heal_at_ms))
                 .collect();
             if near.is_empty() {
                 break;
@@ -451,7 +449,7 @@ impl Anchors {
                 .iter()
                 .map(|k| {
                     let name = kind_name(&k.kind);
-                    let fresh = if exercised.contains(name) {
+                    let fresh = if reach.exercised.contains(name) {
                         EXERCISED_KIND_WEIGHT
                     } else {
                         1.0
@@ -461,7 +459,7 @@ impl Anchors {
                 .collect();
             let kind = near[roulette(&kind_weights, rng)];
             let name = kind_name(&kind.kind);
-            exercised.insert(name);
+            reach.exercised.insert(name);
             let offset_weights: Vec<f64> = scales
                 .0
                 .iter()
@@ -475,8 +473,8 @@ impl Anchors {
                     max: offset_of.max(1),
                 },
             );
-            let at_ms = earliest(&last_of_kind, kind, t_ms + offset_ms).min(heal_at_ms - 1);
-            last_of_kind.insert(kind.kind.as_str(), at_ms);
+            let at_ms = reach.earliest(kind, t_ms + offset_ms).min(heal_at_ms - 1);
+            reach.last_of_kind.insert(kind.kind.as_str(), at_ms);
             // Durations around a time scale, where that meets the kind's range, the range, or
             // one of its bounds.
             let mut durations: Vec<(&'static str, MsRange)> = Vec::new();

@@ -67,8 +67,7 @@ pub struct Settings {
 /// Whether a run that fired `marks` (in the order of their first hits) took the path
 /// `mechanism`: its marks in that order, others between them allowed (empty: every run).
 pub fn took_path(marks: &[Mark], mechanism: &[Mark]) -> bool {
-    let mut fired = marks.iter();
-    mechanism.iter().all(|m| fired.any(|f| f == m))
+    crate::hunt::directed::fired_in_order(marks, mechanism) == mechanism.len()
 }
 
 /// One campaign's result.

@@ -74,7 +74,7 @@ fn previous_reachable(last_ms: u64, at_ms: u64, every: MsRange) -> Option<u64> {
 
 /// How long a fault keeps its target busy (ms): its duration or restart delay; a fault
 /// without one (a failover, dropped connections) none.
-fn lasts_ms(fault: &Fault) -> u64 {
+pub(crate) fn lasts_ms(fault: &Fault) -> u64 {
     fault
         .kind
         .restart_after_ms()

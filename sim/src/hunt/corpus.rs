@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::hunt::anchor::roulette;
 use crate::hunt::features::Reached;
 use crate::scenario::faults::Fault;
 
@@ -109,14 +110,7 @@ impl Corpus {
         if self.entries.is_empty() || total <= 0.0 {
             return None;
         }
-        let mut left = rng.r#gen::<f64>() * total;
-        for (entry, w) in self.entries.iter().zip(&weights) {
-            if left < *w {
-                return Some(entry);
-            }
-            left -= w;
-        }
-        self.entries.last()
+        Some(&self.entries[roulette(&weights, rng)])
     }
 
     /// A parent among the entries of the furthest progress along `--toward`'s path (at least
@@ -132,15 +126,7 @@ impl Corpus {
             .filter(|e| e.progress == furthest)
             .collect();
         let weights: Vec<f64> = of.iter().map(|e| 1.0 / self.rarest(e) as f64).collect();
-        let total: f64 = weights.iter().sum();
-        let mut left = rng.r#gen::<f64>() * total;
-        for (entry, w) in of.iter().zip(&weights) {
-            if left < *w {
-                return Some(entry);
-            }
-            left -= w;
-        }
-        of.last().copied()
+        Some(of[roulette(&weights, rng)])
     }
 
     /// The entry with the best of `watermark` (the earliest of equals); `None` when no entry's

@@ -34,13 +34,18 @@ pub const DIRECTED_ANCHOR_SHARE: f64 = 0.75;
 /// hits), and the first hit (µs) of the last one reached; `(0, None)` when it fired none of
 /// them first.
 pub fn progress(reached: &Reached, toward: &[Mark]) -> (usize, Option<(Mark, u64)>) {
-    let order = reached.marks_in_order();
-    let mut fired = order.iter();
-    let k = toward.iter().take_while(|m| fired.any(|f| f == *m)).count();
+    let k = fired_in_order(&reached.marks_in_order(), toward);
     let last = k
         .checked_sub(1)
         .map(|i| (toward[i], reached.first_us[&toward[i]]));
     (k, last)
+}
+
+/// How many marks of `path`, from its first, a run that fired `marks` (in the order of their
+/// first hits) fired in that order, others between them allowed.
+pub fn fired_in_order(marks: &[Mark], path: &[Mark]) -> usize {
+    let mut fired = marks.iter();
+    path.iter().take_while(|m| fired.any(|f| f == *m)).count()
 }
 
 /// Parses `--toward`'s mark names; an unknown one is an error naming the flag and the marks.
